@@ -1,0 +1,259 @@
+//! Command-line flags, each with a `TASKSTORE_*` environment equivalent, and
+//! their translation into the library's configuration types.
+
+use std::net::SocketAddr;
+use std::str::FromStr;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::cli::ClientCommand;
+use crate::domain::{Ttl, TtlPolicy};
+use crate::grpc::InputLimits;
+use crate::store::postgres::PoolSettings;
+use crate::store::{PagePolicy, Quotas, StoreConfig};
+use crate::telemetry::LogFormat;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "taskstore",
+    version,
+    about = "A durable task store for MCP servers, served over gRPC."
+)]
+pub struct Cli {
+    /// Log line format.
+    #[arg(
+        long,
+        env = "TASKSTORE_LOG_FORMAT",
+        value_enum,
+        default_value = "text",
+        global = true
+    )]
+    pub log_format: LogFormat,
+    /// Log filter, in RUST_LOG syntax (e.g. `info`, `taskstore=debug,sqlx=warn`).
+    #[arg(long, env = "TASKSTORE_LOG", default_value = "info", global = true)]
+    pub log_level: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the gRPC service (migrates the database first).
+    Serve(Box<ServeArgs>),
+    /// Apply pending database migrations and exit.
+    Migrate(DatabaseArgs),
+    #[command(flatten)]
+    Client(ClientCommand),
+}
+
+/// Where the database is and how to reach it.
+#[derive(Debug, Clone, Args)]
+pub struct DatabaseArgs {
+    /// PostgreSQL connection URL.
+    #[arg(
+        long,
+        env = "TASKSTORE_DATABASE_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/postgres"
+    )]
+    pub database_url: String,
+    /// Most connections in the pool.
+    #[arg(long, env = "TASKSTORE_DB_MAX_CONNECTIONS", default_value_t = 10)]
+    pub db_max_connections: u32,
+    /// How long an RPC waits for a database connection before it fails with
+    /// UNAVAILABLE (e.g. `5s`).
+    #[arg(long, env = "TASKSTORE_DB_ACQUIRE_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
+    pub db_acquire_timeout: Duration,
+}
+
+impl DatabaseArgs {
+    pub fn pool_settings(&self) -> PoolSettings {
+        PoolSettings {
+            max_connections: self.db_max_connections,
+            acquire_timeout: self.db_acquire_timeout,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address to listen on for gRPC.
+    #[arg(long, env = "TASKSTORE_LISTEN", default_value = "127.0.0.1:50051")]
+    pub listen: SocketAddr,
+    #[command(flatten)]
+    pub database: DatabaseArgs,
+    /// Retention of a task that asks for none (`1h`, `30m`, or `unlimited`).
+    #[arg(long, env = "TASKSTORE_DEFAULT_TTL", default_value = "1h")]
+    pub default_ttl: Limit<Duration>,
+    /// Longest retention granted; longer requests are shortened (`7d`, or `unlimited`).
+    #[arg(long, env = "TASKSTORE_MAX_TTL", default_value = "7d")]
+    pub max_ttl: Limit<Duration>,
+    /// Poll interval advised to clients.
+    #[arg(long, env = "TASKSTORE_POLL_INTERVAL", default_value = "1s", value_parser = parse_duration)]
+    pub poll_interval: Duration,
+    /// ListTasks page size when the request gives none.
+    #[arg(long, env = "TASKSTORE_DEFAULT_PAGE_SIZE", default_value_t = 100)]
+    pub default_page_size: u32,
+    /// Largest ListTasks page; larger requests get this many.
+    #[arg(long, env = "TASKSTORE_MAX_PAGE_SIZE", default_value_t = 1000)]
+    pub max_page_size: u32,
+    /// Most unexpired tasks per tenant (`unlimited` or a number).
+    #[arg(long, env = "TASKSTORE_MAX_TASKS", default_value = "unlimited")]
+    pub max_tasks: Limit<u64>,
+    /// Most unexpired tasks per session (`unlimited` or a number).
+    #[arg(
+        long,
+        env = "TASKSTORE_MAX_TASKS_PER_SESSION",
+        default_value = "unlimited"
+    )]
+    pub max_tasks_per_session: Limit<u64>,
+    /// How often expired tasks are deleted (`1m`, or `off`).
+    #[arg(long, env = "TASKSTORE_CLEANUP_INTERVAL", default_value = "1m")]
+    pub cleanup_interval: Limit<Duration>,
+    /// Most expired tasks deleted per statement.
+    #[arg(long, env = "TASKSTORE_CLEANUP_BATCH_SIZE", default_value_t = 1000)]
+    pub cleanup_batch_size: u32,
+    /// Largest request_json / result_json, in bytes.
+    #[arg(long, env = "TASKSTORE_MAX_JSON_BYTES", default_value_t = 1024 * 1024)]
+    pub max_json_bytes: usize,
+    /// Largest status message, in bytes.
+    #[arg(
+        long,
+        env = "TASKSTORE_MAX_STATUS_MESSAGE_BYTES",
+        default_value_t = 4096
+    )]
+    pub max_status_message_bytes: usize,
+    /// Largest session id, in bytes.
+    #[arg(long, env = "TASKSTORE_MAX_SESSION_ID_BYTES", default_value_t = 256)]
+    pub max_session_id_bytes: usize,
+    /// Largest gRPC message, in bytes.
+    #[arg(long, env = "TASKSTORE_MAX_MESSAGE_BYTES", default_value_t = 4 * 1024 * 1024)]
+    pub max_message_bytes: usize,
+    /// How long in-flight RPCs may take to finish on SIGTERM/SIGINT.
+    #[arg(long, env = "TASKSTORE_SHUTDOWN_GRACE", default_value = "30s", value_parser = parse_duration)]
+    pub shutdown_grace: Duration,
+}
+
+impl ServeArgs {
+    /// The store configuration these flags describe, validated.
+    pub fn store_config(&self) -> Result<StoreConfig, String> {
+        let ttl = |limit: Limit<Duration>| {
+            limit
+                .0
+                .map(Ttl::from_duration)
+                .transpose()
+                .map_err(|err| format!("ttl {err}"))
+        };
+        let config = StoreConfig {
+            ttl: TtlPolicy {
+                default: ttl(self.default_ttl)?,
+                max: ttl(self.max_ttl)?,
+            },
+            poll_interval: self.poll_interval,
+            paging: PagePolicy {
+                default_size: self.default_page_size,
+                max_size: self.max_page_size,
+            },
+            quotas: Quotas {
+                max_tasks: self.max_tasks.0,
+                max_tasks_per_session: self.max_tasks_per_session.0,
+            },
+            cleanup_batch_size: self.cleanup_batch_size,
+        };
+        config.validate().map_err(|err| err.to_string())?;
+        Ok(config)
+    }
+
+    pub fn input_limits(&self) -> Result<InputLimits, String> {
+        let limits = InputLimits {
+            max_json_bytes: self.max_json_bytes,
+            max_status_message_bytes: self.max_status_message_bytes,
+            max_session_id_bytes: self.max_session_id_bytes,
+            max_message_bytes: self.max_message_bytes,
+        };
+        limits.validate()?;
+        Ok(limits)
+    }
+}
+
+/// A value or no limit (`unlimited`, `none` or `off`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limit<T>(pub Option<T>);
+
+impl FromStr for Limit<Duration> {
+    type Err = String;
+    fn from_str(raw: &str) -> Result<Self, Self::Err> {
+        if is_unlimited(raw) {
+            Ok(Limit(None))
+        } else {
+            parse_duration(raw).map(|d| Limit(Some(d)))
+        }
+    }
+}
+
+impl FromStr for Limit<u64> {
+    type Err = String;
+    fn from_str(raw: &str) -> Result<Self, Self::Err> {
+        if is_unlimited(raw) {
+            Ok(Limit(None))
+        } else {
+            raw.parse()
+                .map(|n| Limit(Some(n)))
+                .map_err(|err| format!("{raw:?}: {err}"))
+        }
+    }
+}
+
+fn is_unlimited(raw: &str) -> bool {
+    matches!(raw, "unlimited" | "none" | "off")
+}
+
+/// `30s`, `5m`, `1h 30m`, `7d`, `250ms`.
+pub fn parse_duration(raw: &str) -> Result<Duration, String> {
+    humantime::parse_duration(raw).map_err(|err| format!("{raw:?}: {err}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_parse() {
+        assert_eq!("unlimited".parse::<Limit<u64>>(), Ok(Limit(None)));
+        assert_eq!("10".parse::<Limit<u64>>(), Ok(Limit(Some(10))));
+        assert!("ten".parse::<Limit<u64>>().is_err());
+        assert_eq!("off".parse::<Limit<Duration>>(), Ok(Limit(None)));
+        assert_eq!(
+            "90s".parse::<Limit<Duration>>(),
+            Ok(Limit(Some(Duration::from_secs(90))))
+        );
+    }
+
+    #[test]
+    fn default_flags_make_a_valid_configuration() {
+        let cli = Cli::try_parse_from(["taskstore", "serve"]).expect("defaults parse");
+        let Command::Serve(args) = cli.command else {
+            panic!("serve expected")
+        };
+        let config = args.store_config().expect("valid defaults");
+        assert_eq!(config.ttl.default.map(Ttl::as_millis), Some(3_600_000));
+        assert!(args.input_limits().is_ok());
+    }
+
+    #[test]
+    fn contradictory_flags_are_refused() {
+        let cli = Cli::try_parse_from([
+            "taskstore",
+            "serve",
+            "--default-ttl",
+            "2d",
+            "--max-ttl",
+            "1d",
+        ])
+        .expect("flags parse");
+        let Command::Serve(args) = cli.command else {
+            panic!("serve expected")
+        };
+        assert!(args.store_config().is_err());
+    }
+}

@@ -1,0 +1,114 @@
+//! JSON payloads: checked for shape once, then kept as the exact text the
+//! caller sent, so results come back byte for byte.
+
+use serde_json::Value;
+
+/// Why a JSON payload was refused; the caller adds the field name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct InvalidJson(pub String);
+
+/// The text of a JSON object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JsonObject(String);
+
+impl JsonObject {
+    pub fn parse(text: impl Into<String>) -> Result<Self, InvalidJson> {
+        let text = text.into();
+        match serde_json::from_str::<Value>(&text) {
+            Ok(Value::Object(_)) => Ok(Self(text)),
+            Ok(other) => Err(InvalidJson(format!(
+                "must be a JSON object, not {}",
+                kind(&other)
+            ))),
+            Err(err) => Err(InvalidJson(format!("is not valid JSON: {err}"))),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+/// A JSON-RPC request id, as JSON text: a string or a number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestId(String);
+
+impl RequestId {
+    /// Request ids longer than this are refused: JSON-RPC ids are short.
+    pub const MAX_BYTES: usize = 1024;
+
+    pub fn parse(text: impl Into<String>) -> Result<Self, InvalidJson> {
+        let text = text.into();
+        if text.len() > Self::MAX_BYTES {
+            return Err(InvalidJson(format!(
+                "is longer than {} bytes",
+                Self::MAX_BYTES
+            )));
+        }
+        match serde_json::from_str::<Value>(&text) {
+            Ok(Value::String(_) | Value::Number(_)) => Ok(Self(text)),
+            Ok(other) => Err(InvalidJson(format!(
+                "must be a JSON string or number, not {}",
+                kind(&other)
+            ))),
+            Err(err) => Err(InvalidJson(format!("is not valid JSON: {err}"))),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+fn kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn objects_are_kept_verbatim() {
+        let text = "{ \"b\": 1,\n \"a\": [true, null] }";
+        assert_eq!(
+            JsonObject::parse(text).map(|j| j.into_string()),
+            Ok(text.to_owned())
+        );
+    }
+
+    #[test]
+    fn non_objects_and_garbage_are_refused() {
+        for bad in ["", "[]", "1", "\"x\"", "null", "{", "{\"a\":}", "{} {}"] {
+            assert!(JsonObject::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_crash() {
+        let deep = format!("{{\"a\":{}{}}}", "[".repeat(100_000), "]".repeat(100_000));
+        assert!(JsonObject::parse(deep).is_err());
+    }
+
+    #[test]
+    fn request_ids_are_strings_or_numbers() {
+        for good in ["7", "-1.5e3", "\"abc\"", " 7 "] {
+            assert!(RequestId::parse(good).is_ok(), "{good:?}");
+        }
+        for bad in ["", "null", "{}", "[1]", "true", "abc", "\"open"] {
+            assert!(RequestId::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,126 @@
+//! The task lifecycle.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::Serialize;
+
+/// The status of a task. `Completed`, `Failed` and `Cancelled` are terminal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    Working,
+    InputRequired,
+    Completed,
+    Failed,
+    Cancelled,
+}
+
+impl TaskStatus {
+    pub const ALL: [TaskStatus; 5] = [
+        TaskStatus::Working,
+        TaskStatus::InputRequired,
+        TaskStatus::Completed,
+        TaskStatus::Failed,
+        TaskStatus::Cancelled,
+    ];
+
+    pub fn is_terminal(self) -> bool {
+        match self {
+            TaskStatus::Working | TaskStatus::InputRequired => false,
+            TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Cancelled => true,
+        }
+    }
+
+    /// Whether the lifecycle allows moving from `self` to `next`. Every
+    /// non-terminal status may move to any status (itself included, which
+    /// only replaces the status message); a terminal status moves nowhere.
+    pub fn can_move_to(self, _next: TaskStatus) -> bool {
+        !self.is_terminal()
+    }
+
+    /// The MCP wire name, also the stored form.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskStatus::Working => "working",
+            TaskStatus::InputRequired => "input_required",
+            TaskStatus::Completed => "completed",
+            TaskStatus::Failed => "failed",
+            TaskStatus::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl fmt::Display for TaskStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An unknown status name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown task status {0:?}")]
+pub struct UnknownStatus(pub String);
+
+impl FromStr for TaskStatus {
+    type Err = UnknownStatus;
+
+    fn from_str(raw: &str) -> Result<Self, Self::Err> {
+        TaskStatus::ALL
+            .into_iter()
+            .find(|status| status.as_str() == raw)
+            .ok_or_else(|| UnknownStatus(raw.to_owned()))
+    }
+}
+
+/// The two statuses a stored result can carry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResultStatus {
+    Completed,
+    Failed,
+}
+
+impl From<ResultStatus> for TaskStatus {
+    fn from(status: ResultStatus) -> Self {
+        match status {
+            ResultStatus::Completed => TaskStatus::Completed,
+            ResultStatus::Failed => TaskStatus::Failed,
+        }
+    }
+}
+
+impl TryFrom<TaskStatus> for ResultStatus {
+    type Error = TaskStatus;
+
+    fn try_from(status: TaskStatus) -> Result<Self, Self::Error> {
+        match status {
+            TaskStatus::Completed => Ok(ResultStatus::Completed),
+            TaskStatus::Failed => Ok(ResultStatus::Failed),
+            other @ (TaskStatus::Working | TaskStatus::InputRequired | TaskStatus::Cancelled) => {
+                Err(other)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for status in TaskStatus::ALL {
+            assert_eq!(status.as_str().parse::<TaskStatus>(), Ok(status));
+        }
+        assert!("done".parse::<TaskStatus>().is_err());
+    }
+
+    #[test]
+    fn terminal_statuses_move_nowhere() {
+        for from in TaskStatus::ALL {
+            for to in TaskStatus::ALL {
+                assert_eq!(from.can_move_to(to), !from.is_terminal(), "{from} -> {to}");
+            }
+        }
+    }
+}

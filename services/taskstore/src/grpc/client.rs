@@ -1,0 +1,203 @@
+//! A [`TaskStore`] that talks to a remote `taskstore` service: callers cannot
+//! tell it from a local backend (the conformance suite runs through it), and
+//! the CLI is built on it.
+
+use async_trait::async_trait;
+use tonic::transport::{Channel, Endpoint};
+
+use super::convert::{status_from_pb, task_from_pb};
+use super::pb;
+use super::pb::task_store_client::TaskStoreClient;
+use super::status::store_error_from_status;
+use crate::domain::{
+    JsonObject, NewResult, NewTask, PageRequest, Scope, StatusUpdate, Task, TaskId, TaskPage,
+    TaskResult, TaskStatus,
+};
+use crate::error::StoreError;
+use crate::store::TaskStore;
+
+/// Results can be as large as the server allows; the client accepts them.
+const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
+
+/// The gRPC client as a [`TaskStore`].
+#[derive(Debug, Clone)]
+pub struct GrpcTaskStore {
+    client: TaskStoreClient<Channel>,
+}
+
+impl GrpcTaskStore {
+    /// Connects to `endpoint` (e.g. `http://127.0.0.1:50051`).
+    pub async fn connect(endpoint: impl Into<String>) -> Result<Self, tonic::transport::Error> {
+        let channel = Endpoint::from_shared(endpoint.into())?.connect().await?;
+        Ok(Self::new(channel))
+    }
+
+    pub fn new(channel: Channel) -> Self {
+        let client = TaskStoreClient::new(channel)
+            .max_decoding_message_size(MAX_RESPONSE_BYTES)
+            .max_encoding_message_size(MAX_RESPONSE_BYTES);
+        Self { client }
+    }
+
+    fn client(&self) -> TaskStoreClient<Channel> {
+        self.client.clone()
+    }
+}
+
+/// The server decides the tenant from the caller's credentials; a client
+/// cannot pick one.
+fn session_of(scope: &Scope) -> Result<Option<String>, StoreError> {
+    if !scope.tenant.is_default() {
+        return Err(StoreError::InvalidArgument(
+            "the gRPC client acts for the tenant of its credentials; it cannot choose one".into(),
+        ));
+    }
+    Ok(scope.session.as_ref().map(|s| s.to_string()))
+}
+
+fn status_to_pb(status: TaskStatus) -> i32 {
+    pb::TaskStatus::from(status).into()
+}
+
+#[async_trait]
+impl TaskStore for GrpcTaskStore {
+    async fn create_task(&self, scope: &Scope, task: NewTask) -> Result<Task, StoreError> {
+        let request = pb::CreateTaskRequest {
+            task_id: task.task_id.map(|id| id.to_string()),
+            session_id: session_of(scope)?,
+            ttl: task
+                .ttl
+                .map(|ttl| super::convert::duration(ttl.as_duration())),
+            request_id_json: task.request_id.as_str().to_owned(),
+            request_json: task.request.into_string(),
+        };
+        let task = self
+            .client()
+            .create_task(request)
+            .await
+            .map_err(store_error_from_status)?;
+        task_from_pb(task.into_inner())
+    }
+
+    async fn get_task(&self, scope: &Scope, task_id: &TaskId) -> Result<Task, StoreError> {
+        let request = pb::GetTaskRequest {
+            task_id: task_id.to_string(),
+            session_id: session_of(scope)?,
+        };
+        let task = self
+            .client()
+            .get_task(request)
+            .await
+            .map_err(store_error_from_status)?;
+        task_from_pb(task.into_inner())
+    }
+
+    async fn update_status(
+        &self,
+        scope: &Scope,
+        task_id: &TaskId,
+        update: StatusUpdate,
+    ) -> Result<Task, StoreError> {
+        let request = pb::UpdateTaskStatusRequest {
+            task_id: task_id.to_string(),
+            status: status_to_pb(update.status),
+            status_message: update.message,
+            session_id: session_of(scope)?,
+        };
+        let task = self
+            .client()
+            .update_task_status(request)
+            .await
+            .map_err(store_error_from_status)?;
+        task_from_pb(task.into_inner())
+    }
+
+    async fn store_result(
+        &self,
+        scope: &Scope,
+        task_id: &TaskId,
+        result: NewResult,
+    ) -> Result<Task, StoreError> {
+        let request = pb::StoreTaskResultRequest {
+            task_id: task_id.to_string(),
+            status: status_to_pb(result.status.into()),
+            result_json: result.result.into_string(),
+            session_id: session_of(scope)?,
+            status_message: result.message,
+        };
+        let task = self
+            .client()
+            .store_task_result(request)
+            .await
+            .map_err(store_error_from_status)?;
+        task_from_pb(task.into_inner())
+    }
+
+    async fn get_result(&self, scope: &Scope, task_id: &TaskId) -> Result<TaskResult, StoreError> {
+        let request = pb::GetTaskResultRequest {
+            task_id: task_id.to_string(),
+            session_id: session_of(scope)?,
+        };
+        let response = self
+            .client()
+            .get_task_result(request)
+            .await
+            .map_err(store_error_from_status)?
+            .into_inner();
+        let task = task_from_pb(response.task.unwrap_or_default())?;
+        if status_from_pb(response.status)? != task.status {
+            return Err(StoreError::Internal(
+                "the result's status disagrees with its task".into(),
+            ));
+        }
+        let result = JsonObject::parse(response.result_json).map_err(|err| {
+            StoreError::Internal(format!("malformed result from the server: {err}"))
+        })?;
+        Ok(TaskResult { task, result })
+    }
+
+    async fn list_tasks(&self, scope: &Scope, page: PageRequest) -> Result<TaskPage, StoreError> {
+        let request = pb::ListTasksRequest {
+            cursor: page.cursor,
+            session_id: session_of(scope)?,
+            page_size: page.page_size,
+        };
+        let response = self
+            .client()
+            .list_tasks(request)
+            .await
+            .map_err(store_error_from_status)?
+            .into_inner();
+        let tasks = response
+            .tasks
+            .into_iter()
+            .map(task_from_pb)
+            .collect::<Result<_, _>>()?;
+        Ok(TaskPage {
+            tasks,
+            next_cursor: response.next_cursor,
+        })
+    }
+
+    async fn cancel_task(&self, scope: &Scope, task_id: &TaskId) -> Result<Task, StoreError> {
+        let request = pb::CancelTaskRequest {
+            task_id: task_id.to_string(),
+            session_id: session_of(scope)?,
+        };
+        let task = self
+            .client()
+            .cancel_task(request)
+            .await
+            .map_err(store_error_from_status)?;
+        task_from_pb(task.into_inner())
+    }
+
+    async fn cleanup_expired(&self) -> Result<u64, StoreError> {
+        let response = self
+            .client()
+            .cleanup_expired(pb::CleanupExpiredRequest {})
+            .await
+            .map_err(store_error_from_status)?;
+        Ok(response.into_inner().deleted)
+    }
+}

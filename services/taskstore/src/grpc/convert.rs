@@ -1,0 +1,104 @@
+//! Domain types to protobuf messages (server side) and back (client side).
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use crate::domain::{SessionId, Task, TaskId, TaskStatus, Ttl};
+use crate::error::StoreError;
+
+use super::pb;
+
+impl From<TaskStatus> for pb::TaskStatus {
+    fn from(status: TaskStatus) -> Self {
+        match status {
+            TaskStatus::Working => pb::TaskStatus::Working,
+            TaskStatus::InputRequired => pb::TaskStatus::InputRequired,
+            TaskStatus::Completed => pb::TaskStatus::Completed,
+            TaskStatus::Failed => pb::TaskStatus::Failed,
+            TaskStatus::Cancelled => pb::TaskStatus::Cancelled,
+        }
+    }
+}
+
+impl From<Task> for pb::Task {
+    fn from(task: Task) -> Self {
+        pb::Task {
+            task_id: task.task_id.to_string(),
+            status: pb::TaskStatus::from(task.status).into(),
+            status_message: task.status_message,
+            created_at: Some(timestamp(task.created_at)),
+            last_updated_at: Some(timestamp(task.last_updated_at)),
+            ttl: task.ttl.map(|ttl| duration(ttl.as_duration())),
+            poll_interval: Some(duration(task.poll_interval)),
+            session_id: task.session_id.map(|s| s.to_string()),
+        }
+    }
+}
+
+pub(super) fn timestamp(at: DateTime<Utc>) -> prost_types::Timestamp {
+    prost_types::Timestamp {
+        seconds: at.timestamp(),
+        nanos: i32::try_from(at.timestamp_subsec_nanos()).unwrap_or(0),
+    }
+}
+
+pub(super) fn duration(d: Duration) -> prost_types::Duration {
+    prost_types::Duration {
+        seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        nanos: i32::try_from(d.subsec_nanos()).unwrap_or(0),
+    }
+}
+
+/// A task as a server sent it. The server is trusted less than our own
+/// database: anything off is an INTERNAL error, never a panic.
+pub(super) fn task_from_pb(task: pb::Task) -> Result<Task, StoreError> {
+    let status = status_from_pb(task.status)?;
+    Ok(Task {
+        task_id: TaskId::parse(&task.task_id).map_err(malformed)?,
+        status,
+        status_message: task.status_message,
+        created_at: timestamp_from_pb(task.created_at)?,
+        last_updated_at: timestamp_from_pb(task.last_updated_at)?,
+        ttl: task
+            .ttl
+            .map(|d| duration_from_pb(d).and_then(|d| Ttl::from_duration(d).map_err(malformed)))
+            .transpose()?,
+        poll_interval: duration_from_pb(task.poll_interval.unwrap_or_default())?,
+        session_id: task
+            .session_id
+            .map(|s| SessionId::parse(&s, usize::MAX).map_err(malformed))
+            .transpose()?,
+    })
+}
+
+pub(super) fn status_from_pb(raw: i32) -> Result<TaskStatus, StoreError> {
+    match pb::TaskStatus::try_from(raw).map_err(malformed)? {
+        pb::TaskStatus::Working => Ok(TaskStatus::Working),
+        pb::TaskStatus::InputRequired => Ok(TaskStatus::InputRequired),
+        pb::TaskStatus::Completed => Ok(TaskStatus::Completed),
+        pb::TaskStatus::Failed => Ok(TaskStatus::Failed),
+        pb::TaskStatus::Cancelled => Ok(TaskStatus::Cancelled),
+        pb::TaskStatus::Unspecified => Err(malformed("unspecified status")),
+    }
+}
+
+fn timestamp_from_pb(at: Option<prost_types::Timestamp>) -> Result<DateTime<Utc>, StoreError> {
+    let at = at.ok_or_else(|| malformed("missing timestamp"))?;
+    let nanos = u32::try_from(at.nanos).map_err(malformed)?;
+    DateTime::from_timestamp(at.seconds, nanos).ok_or_else(|| malformed("timestamp out of range"))
+}
+
+fn duration_from_pb(d: prost_types::Duration) -> Result<Duration, StoreError> {
+    let seconds = u64::try_from(d.seconds).map_err(malformed)?;
+    let nanos = u32::try_from(d.nanos).map_err(malformed)?;
+    if nanos >= 1_000_000_000 {
+        return Err(malformed("duration not normalized"));
+    }
+    Ok(Duration::new(seconds, nanos))
+}
+
+fn malformed(err: impl std::fmt::Display) -> StoreError {
+    tracing::error!(error = %err, "malformed response from the server");
+    StoreError::Internal(format!("malformed response from the server: {err}"))
+}

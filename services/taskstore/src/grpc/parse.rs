@@ -1,0 +1,203 @@
+//! Requests from the wire to domain types: every field is hostile until it
+//! is parsed here. A refused field is INVALID_ARGUMENT naming the field.
+
+use crate::domain::{
+    JsonObject, NewResult, NewTask, PageRequest, RequestId, ResultStatus, Scope, SessionId,
+    StatusUpdate, TaskId, TaskStatus, TenantId, Ttl,
+};
+use crate::error::StoreError;
+
+use super::limits::InputLimits;
+use super::pb;
+
+/// A cursor longer than this is refused before it is decoded.
+const MAX_CURSOR_CHARS: usize = 1024;
+
+/// Parses requests under one set of limits.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Edge<'a> {
+    limits: &'a InputLimits,
+}
+
+impl<'a> Edge<'a> {
+    pub(super) fn new(limits: &'a InputLimits) -> Self {
+        Self { limits }
+    }
+
+    pub(super) fn create(
+        &self,
+        req: pb::CreateTaskRequest,
+    ) -> Result<(Scope, NewTask), StoreError> {
+        let scope = self.scope(req.session_id.as_deref())?;
+        let task_id = req.task_id.as_deref().map(|id| task_id(id)).transpose()?;
+        let ttl = req.ttl.map(ttl).transpose()?;
+        let request_id = RequestId::parse(req.request_id_json)
+            .map_err(|err| StoreError::invalid("request_id_json", err))?;
+        let request = self.json_object("request_json", req.request_json)?;
+        Ok((
+            scope,
+            NewTask {
+                task_id,
+                ttl,
+                request_id,
+                request,
+            },
+        ))
+    }
+
+    pub(super) fn lookup(
+        &self,
+        task: &str,
+        session: Option<&str>,
+    ) -> Result<(Scope, TaskId), StoreError> {
+        Ok((self.scope(session)?, task_id(task)?))
+    }
+
+    pub(super) fn update(
+        &self,
+        req: pb::UpdateTaskStatusRequest,
+    ) -> Result<(Scope, TaskId, StatusUpdate), StoreError> {
+        let (scope, id) = self.lookup(&req.task_id, req.session_id.as_deref())?;
+        let status = status("status", req.status)?;
+        let message = self.status_message(req.status_message)?;
+        Ok((scope, id, StatusUpdate { status, message }))
+    }
+
+    pub(super) fn store_result(
+        &self,
+        req: pb::StoreTaskResultRequest,
+    ) -> Result<(Scope, TaskId, NewResult), StoreError> {
+        let (scope, id) = self.lookup(&req.task_id, req.session_id.as_deref())?;
+        let status = ResultStatus::try_from(status("status", req.status)?).map_err(|other| {
+            StoreError::invalid(
+                "status",
+                format!("must be completed or failed, not {other}"),
+            )
+        })?;
+        let result = self.json_object("result_json", req.result_json)?;
+        let message = self.status_message(req.status_message)?;
+        Ok((
+            scope,
+            id,
+            NewResult {
+                status,
+                result,
+                message,
+            },
+        ))
+    }
+
+    pub(super) fn list(
+        &self,
+        req: pb::ListTasksRequest,
+    ) -> Result<(Scope, PageRequest), StoreError> {
+        let scope = self.scope(req.session_id.as_deref())?;
+        if req
+            .cursor
+            .as_ref()
+            .is_some_and(|c| c.len() > MAX_CURSOR_CHARS)
+        {
+            return Err(StoreError::invalid("cursor", "is too long"));
+        }
+        Ok((
+            scope,
+            PageRequest {
+                cursor: req.cursor,
+                page_size: req.page_size,
+            },
+        ))
+    }
+
+    fn scope(&self, session: Option<&str>) -> Result<Scope, StoreError> {
+        let session = session
+            .map(|raw| SessionId::parse(raw, self.limits.max_session_id_bytes))
+            .transpose()
+            .map_err(|err| StoreError::invalid("session_id", err))?;
+        // Until authentication binds callers to tenants, all act for one.
+        Ok(Scope {
+            tenant: TenantId::default_tenant(),
+            session,
+        })
+    }
+
+    fn json_object(&self, field: &str, text: String) -> Result<JsonObject, StoreError> {
+        if text.len() > self.limits.max_json_bytes {
+            return Err(too_long(field, self.limits.max_json_bytes));
+        }
+        JsonObject::parse(text).map_err(|err| StoreError::invalid(field, err))
+    }
+
+    fn status_message(&self, message: Option<String>) -> Result<Option<String>, StoreError> {
+        match message {
+            Some(m) if m.len() > self.limits.max_status_message_bytes => Err(too_long(
+                "status_message",
+                self.limits.max_status_message_bytes,
+            )),
+            other => Ok(other),
+        }
+    }
+}
+
+fn task_id(raw: &str) -> Result<TaskId, StoreError> {
+    TaskId::parse(raw).map_err(|err| StoreError::invalid("task_id", err))
+}
+
+fn status(field: &str, raw: i32) -> Result<TaskStatus, StoreError> {
+    match pb::TaskStatus::try_from(raw) {
+        Ok(pb::TaskStatus::Working) => Ok(TaskStatus::Working),
+        Ok(pb::TaskStatus::InputRequired) => Ok(TaskStatus::InputRequired),
+        Ok(pb::TaskStatus::Completed) => Ok(TaskStatus::Completed),
+        Ok(pb::TaskStatus::Failed) => Ok(TaskStatus::Failed),
+        Ok(pb::TaskStatus::Cancelled) => Ok(TaskStatus::Cancelled),
+        Ok(pb::TaskStatus::Unspecified) => Err(StoreError::invalid(field, "must be set")),
+        Err(_) => Err(StoreError::invalid(
+            field,
+            format!("has an unknown value {raw}"),
+        )),
+    }
+}
+
+fn ttl(duration: prost_types::Duration) -> Result<Ttl, StoreError> {
+    let invalid = |reason: &str| StoreError::invalid("ttl", reason);
+    if duration.seconds < 0 || duration.nanos < 0 || duration.nanos >= 1_000_000_000 {
+        return Err(invalid("must be a positive, normalized duration"));
+    }
+    let seconds = u64::try_from(duration.seconds).map_err(|_| invalid("is out of range"))?;
+    let nanos = u32::try_from(duration.nanos).map_err(|_| invalid("is out of range"))?;
+    Ttl::from_duration(std::time::Duration::new(seconds, nanos))
+        .map_err(|err| StoreError::invalid("ttl", err))
+}
+
+fn too_long(field: &str, limit: usize) -> StoreError {
+    StoreError::invalid(field, format!("is larger than the limit of {limit} bytes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_values() {
+        assert_eq!(status("s", 1), Ok(TaskStatus::Working));
+        assert!(status("s", 0).is_err());
+        assert!(status("s", 6).is_err());
+        assert!(status("s", -1).is_err());
+        assert!(status("s", i32::MAX).is_err());
+    }
+
+    #[test]
+    fn ttl_values() {
+        let d = |seconds, nanos| prost_types::Duration { seconds, nanos };
+        assert_eq!(ttl(d(1, 0)).map(Ttl::as_millis), Ok(1000));
+        for bad in [
+            d(0, 0),
+            d(-1, 0),
+            d(0, -1),
+            d(0, 1_000_000_000),
+            d(i64::MAX, 0),
+            d(0, 999_999),
+        ] {
+            assert!(ttl(bad).is_err(), "{bad:?}");
+        }
+    }
+}

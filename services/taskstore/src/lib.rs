@@ -1,0 +1,22 @@
+//! mcp-taskstore: a durable backend for long-running MCP tasks.
+//!
+//! - [`domain`]: what a task is; raw input becomes these types at the edge.
+//! - [`store`]: the [`store::TaskStore`] trait and its backends.
+//! - [`grpc`]: the `mcp.tasks.v1` service over any store, and a client that is
+//!   itself a store.
+//! - [`server`]: binding, health, reflection and graceful shutdown.
+//! - [`config`], [`cli`], [`telemetry`], [`sweeper`]: the `taskstore` binary.
+
+pub mod cli;
+pub mod config;
+pub mod domain;
+pub mod error;
+pub mod grpc;
+pub mod server;
+pub mod startup;
+pub mod store;
+pub mod sweeper;
+pub mod telemetry;
+
+pub use error::StoreError;
+pub use store::TaskStore;

@@ -1,0 +1,34 @@
+//! The `taskstore` binary: the service (`serve`, `migrate`) and a client for
+//! people (`create`, `get`, `list`, `update`, `complete`, `result`, `cancel`,
+//! `cleanup`). `taskstore --help` lists every flag and its environment
+//! variable.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use taskstore::config::{Cli, Command};
+use taskstore::{cli, startup, telemetry};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Cli::parse();
+    if let Err(err) = telemetry::init(args.log_format, &args.log_level) {
+        eprintln!("error: {err}");
+        return ExitCode::from(2);
+    }
+    let result = match args.command {
+        Command::Serve(serve) => startup::serve(*serve).await.map_err(|err| err.to_string()),
+        Command::Migrate(database) => startup::migrate(database)
+            .await
+            .map_err(|err| err.to_string()),
+        Command::Client(command) => cli::run(command).await.map_err(|err| err.to_string()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            tracing::error!(error = %err, "taskstore failed");
+            eprintln!("error: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}

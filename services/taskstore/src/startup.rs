@@ -1,0 +1,156 @@
+//! `taskstore serve` and `taskstore migrate`: wire the pieces together, and
+//! take them apart in order on SIGTERM/SIGINT.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::PgPool;
+use sqlx::postgres::PgConnectOptions;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{DatabaseArgs, ServeArgs};
+use crate::grpc::TaskStoreService;
+use crate::server::Server;
+use crate::store::postgres::{self, PgTaskStore};
+use crate::store::{StoreConfig, TaskStore};
+use crate::sweeper;
+
+/// Why the service could not start or stopped abnormally.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    #[error("invalid database url: {0}")]
+    DatabaseUrl(sqlx::Error),
+    #[error("migrations failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("could not open the store: {0}")]
+    Store(crate::StoreError),
+    #[error("could not listen: {0}")]
+    Bind(std::io::Error),
+    #[error(transparent)]
+    Serve(#[from] crate::server::ServeError),
+    #[error("interrupted before the service was ready")]
+    Interrupted,
+}
+
+pub async fn serve(args: ServeArgs) -> Result<(), StartupError> {
+    let config = args.store_config().map_err(StartupError::Config)?;
+    let limits = args.input_limits().map_err(StartupError::Config)?;
+    let shutdown = CancellationToken::new();
+    tokio::spawn(cancel_on_signal(shutdown.clone()));
+
+    let pool = pool(&args.database)?;
+    let store = Arc::new(prepare(&pool, config, &shutdown).await?);
+    let store: Arc<dyn TaskStore> = store;
+
+    let server = Server::bind(args.listen, TaskStoreService::new(store.clone(), limits))
+        .await
+        .map_err(StartupError::Bind)?
+        .with_shutdown_grace(args.shutdown_grace);
+    let addr = server.local_addr().map_err(StartupError::Bind)?;
+    tracing::info!(%addr, backend = "postgres", "listening");
+
+    let sweep = args
+        .cleanup_interval
+        .0
+        .map(|interval| sweeper::spawn(store.clone(), interval, shutdown.child_token()));
+    let served = server.run(shutdown.clone()).await;
+
+    shutdown.cancel();
+    if let Some(sweep) = sweep {
+        // The sweep stops at its next await point; a panic there is logged.
+        if let Err(err) = sweep.await {
+            tracing::error!(error = %err, "the expired task sweep panicked");
+        }
+    }
+    pool.close().await;
+    tracing::info!("stopped");
+    served.map_err(StartupError::from)
+}
+
+pub async fn migrate(args: DatabaseArgs) -> Result<(), StartupError> {
+    let pool = pool(&args)?;
+    postgres::migrate(&pool).await?;
+    tracing::info!("migrations applied");
+    pool.close().await;
+    Ok(())
+}
+
+fn pool(args: &DatabaseArgs) -> Result<PgPool, StartupError> {
+    let options: PgConnectOptions = args
+        .database_url
+        .parse()
+        .map_err(StartupError::DatabaseUrl)?;
+    Ok(postgres::lazy_pool(options, args.pool_settings()))
+}
+
+/// Migrates and opens the store, waiting (with backoff) for a database that
+/// is not reachable yet; gives up only on errors a retry cannot fix.
+async fn prepare(
+    pool: &PgPool,
+    config: StoreConfig,
+    shutdown: &CancellationToken,
+) -> Result<PgTaskStore, StartupError> {
+    let mut delay = Duration::from_millis(250);
+    loop {
+        let attempt = async {
+            postgres::migrate(pool).await?;
+            PgTaskStore::open(pool.clone(), config.clone())
+                .await
+                .map_err(StartupError::Store)
+        };
+        let error = match attempt.await {
+            Ok(store) => {
+                tracing::info!("database migrated and ready");
+                return Ok(store);
+            }
+            Err(err) if is_retryable(&err) => err,
+            Err(err) => return Err(err),
+        };
+        tracing::warn!(error = %error, retry_in_ms = delay.as_millis() as u64, "database not ready; retrying");
+        tokio::select! {
+            () = shutdown.cancelled() => return Err(StartupError::Interrupted),
+            () = tokio::time::sleep(delay) => {}
+        }
+        delay = (delay * 2).min(Duration::from_secs(10));
+    }
+}
+
+fn is_retryable(err: &StartupError) -> bool {
+    match err {
+        StartupError::Migrate(
+            sqlx::migrate::MigrateError::Execute(err)
+            | sqlx::migrate::MigrateError::ExecuteMigration(err, _),
+        ) => postgres::is_unavailable(err),
+        StartupError::Store(crate::StoreError::Unavailable(_)) => true,
+        _ => false,
+    }
+}
+
+/// Cancels `shutdown` on SIGTERM or SIGINT.
+pub async fn cancel_on_signal(shutdown: CancellationToken) {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    let interrupt = async {
+        if let Err(err) = tokio::signal::ctrl_c().await {
+            tracing::error!(error = %err, "cannot listen for SIGINT");
+            std::future::pending::<()>().await;
+        }
+    };
+    let signal = tokio::select! {
+        () = terminate => "SIGTERM",
+        () = interrupt => "SIGINT",
+    };
+    tracing::info!(signal, "shutdown requested");
+    shutdown.cancel();
+}

@@ -1,0 +1,217 @@
+//! The service boundary: the [`TaskStore`] trait every backend implements,
+//! and the policy (ttl, quotas, paging) every backend applies the same way.
+
+pub mod postgres;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::domain::{
+    NewResult, NewTask, PageRequest, Scope, StatusUpdate, Task, TaskId, TaskPage, TaskResult,
+    TaskStatus, TtlPolicy,
+};
+use crate::error::StoreError;
+
+/// The MCP task-store contract. Every backend (and the gRPC client) honours
+/// the same behaviour, proved by the conformance suite in `tests/`:
+///
+/// - an expired task is [`StoreError::NotFound`] for every operation and
+///   absent from listings at once, deleted or not;
+/// - a task of another session than `scope.session` (when one is named) is
+///   [`StoreError::NotFound`] too;
+/// - terminal statuses are final and at most one result is ever stored, even
+///   under concurrent callers.
+#[async_trait]
+pub trait TaskStore: Send + Sync + 'static {
+    /// Creates a task in `working` in `scope` (its session, if any).
+    async fn create_task(&self, scope: &Scope, task: NewTask) -> Result<Task, StoreError>;
+
+    async fn get_task(&self, scope: &Scope, task_id: &TaskId) -> Result<Task, StoreError>;
+
+    /// Moves a non-terminal task to `update.status` and replaces its message.
+    async fn update_status(
+        &self,
+        scope: &Scope,
+        task_id: &TaskId,
+        update: StatusUpdate,
+    ) -> Result<Task, StoreError>;
+
+    /// Stores the result and the terminal status of a non-terminal task.
+    async fn store_result(
+        &self,
+        scope: &Scope,
+        task_id: &TaskId,
+        result: NewResult,
+    ) -> Result<Task, StoreError>;
+
+    /// The stored result of a completed or failed task.
+    async fn get_result(&self, scope: &Scope, task_id: &TaskId) -> Result<TaskResult, StoreError>;
+
+    /// A page of the tasks visible in `scope`, oldest first.
+    async fn list_tasks(&self, scope: &Scope, page: PageRequest) -> Result<TaskPage, StoreError>;
+
+    /// Cancels a non-terminal task; a terminal one comes back unchanged.
+    async fn cancel_task(&self, scope: &Scope, task_id: &TaskId) -> Result<Task, StoreError>;
+
+    /// Deletes expired tasks of every tenant; returns how many.
+    async fn cleanup_expired(&self) -> Result<u64, StoreError>;
+}
+
+/// Limits on how many unexpired tasks may exist; `None` is unlimited.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Quotas {
+    pub max_tasks: Option<u64>,
+    pub max_tasks_per_session: Option<u64>,
+}
+
+/// ListTasks page sizes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PagePolicy {
+    pub default_size: u32,
+    pub max_size: u32,
+}
+
+impl Default for PagePolicy {
+    fn default() -> Self {
+        Self {
+            default_size: 100,
+            max_size: 1000,
+        }
+    }
+}
+
+impl PagePolicy {
+    /// Unset or 0 asks for the default; larger than the maximum gets the
+    /// maximum (as Google's AIP-158 advises).
+    pub fn resolve(&self, requested: Option<u32>) -> u32 {
+        match requested {
+            None | Some(0) => self.default_size,
+            Some(size) => size.min(self.max_size),
+        }
+    }
+}
+
+/// The behaviour every backend applies the same way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreConfig {
+    pub ttl: TtlPolicy,
+    /// The advisory poll interval handed to clients with every task.
+    pub poll_interval: Duration,
+    pub paging: PagePolicy,
+    pub quotas: Quotas,
+    /// How many expired tasks one cleanup statement deletes at most, so that
+    /// a large backlog never becomes one long-running delete.
+    pub cleanup_batch_size: u32,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            ttl: TtlPolicy::default(),
+            poll_interval: Duration::from_secs(1),
+            paging: PagePolicy::default(),
+            quotas: Quotas::default(),
+            cleanup_batch_size: 1000,
+        }
+    }
+}
+
+/// A configuration that cannot work.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid configuration: {0}")]
+pub struct InvalidConfig(pub String);
+
+impl StoreConfig {
+    pub fn validate(&self) -> Result<(), InvalidConfig> {
+        if let (Some(default), Some(max)) = (self.ttl.default, self.ttl.max) {
+            if default > max {
+                return Err(InvalidConfig(
+                    "the default ttl exceeds the maximum ttl".into(),
+                ));
+            }
+        }
+        if self.poll_interval.is_zero() {
+            return Err(InvalidConfig("the poll interval must be positive".into()));
+        }
+        if self.paging.default_size == 0 || self.paging.default_size > self.paging.max_size {
+            return Err(InvalidConfig(
+                "the default page size must be between 1 and the maximum page size".into(),
+            ));
+        }
+        if self.quotas.max_tasks == Some(0) || self.quotas.max_tasks_per_session == Some(0) {
+            return Err(InvalidConfig(
+                "a task quota of 0 would refuse every task".into(),
+            ));
+        }
+        if self.cleanup_batch_size == 0 {
+            return Err(InvalidConfig(
+                "the cleanup batch size must be positive".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The error for an operation refused because the task is terminal.
+pub(crate) fn already_terminal(status: TaskStatus) -> StoreError {
+    StoreError::FailedPrecondition(format!("task is already {status}"))
+}
+
+/// The error for GetTaskResult on a task that has no result to give.
+pub(crate) fn no_result(status: TaskStatus) -> StoreError {
+    StoreError::FailedPrecondition(match status {
+        TaskStatus::Working | TaskStatus::InputRequired => {
+            format!("task is still {status}; its result is not ready")
+        }
+        TaskStatus::Cancelled => "task was cancelled; it has no result".to_owned(),
+        TaskStatus::Completed | TaskStatus::Failed => {
+            format!("task is {status} but ended without a stored result")
+        }
+    })
+}
+
+/// The error for a create refused by a quota.
+pub(crate) fn quota_reached(limit: &str, max: u64) -> StoreError {
+    StoreError::ResourceExhausted(format!(
+        "{limit} quota reached: at most {max} unexpired tasks"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_size_resolution() {
+        let paging = PagePolicy {
+            default_size: 100,
+            max_size: 500,
+        };
+        assert_eq!(paging.resolve(None), 100);
+        assert_eq!(paging.resolve(Some(0)), 100);
+        assert_eq!(paging.resolve(Some(7)), 7);
+        assert_eq!(paging.resolve(Some(10_000)), 500);
+    }
+
+    #[test]
+    fn config_validation() {
+        assert!(StoreConfig::default().validate().is_ok());
+        let bad_paging = StoreConfig {
+            paging: PagePolicy {
+                default_size: 10,
+                max_size: 5,
+            },
+            ..StoreConfig::default()
+        };
+        assert!(bad_paging.validate().is_err());
+        let zero_quota = StoreConfig {
+            quotas: Quotas {
+                max_tasks: Some(0),
+                max_tasks_per_session: None,
+            },
+            ..StoreConfig::default()
+        };
+        assert!(zero_quota.validate().is_err());
+    }
+}

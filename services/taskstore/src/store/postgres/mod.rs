@@ -1,0 +1,517 @@
+//! The PostgreSQL backend.
+//!
+//! Every operation is one statement (or one short transaction when quotas are
+//! on), so its outcome is decided by PostgreSQL's row locks, not by a check in
+//! this process followed by a write: two replicas, or twenty concurrent calls,
+//! can never both move a task out of a non-terminal status. Timestamps come
+//! from the database clock, so replicas with skewed clocks agree on expiry.
+
+mod error;
+mod rows;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{PgPool, Postgres, QueryBuilder};
+
+pub(crate) use self::error::is_unavailable;
+use self::error::store_error;
+use self::rows::{TaskRow, TaskWithResultRow, stored_json, task_columns};
+use super::{StoreConfig, TaskStore, already_terminal, no_result, quota_reached};
+use crate::domain::{
+    CursorCodec, NewResult, NewTask, PageRequest, Scope, StatusUpdate, Task, TaskId, TaskPage,
+    TaskResult, TaskStatus,
+};
+use crate::error::StoreError;
+
+/// The embedded migrations under `migrations/postgres`.
+pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
+
+/// Applies pending migrations. Safe with several replicas starting at once:
+/// sqlx holds a PostgreSQL advisory lock while it migrates.
+pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
+    MIGRATOR.run(pool).await
+}
+
+/// Connection pool settings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolSettings {
+    pub max_connections: u32,
+    /// How long an operation waits for a connection before it fails with
+    /// UNAVAILABLE: the bound on how long an RPC hangs while the database is
+    /// down.
+    pub acquire_timeout: Duration,
+}
+
+impl Default for PoolSettings {
+    fn default() -> Self {
+        Self {
+            max_connections: 10,
+            acquire_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// A pool that connects on first use, so the service starts (and reports
+/// itself not ready) while the database is still down, and reconnects by
+/// itself after the database restarts.
+pub fn lazy_pool(options: PgConnectOptions, settings: PoolSettings) -> PgPool {
+    PgPoolOptions::new()
+        .max_connections(settings.max_connections)
+        .acquire_timeout(settings.acquire_timeout)
+        // Check a pooled connection before use, so one broken by a database
+        // restart is replaced instead of failing a request.
+        .test_before_acquire(true)
+        .connect_lazy_with(options)
+}
+
+const CURSOR_KEY_NAME: &str = "cursor_hmac_key";
+
+/// The not-expired predicate, evaluated against the database clock.
+macro_rules! live {
+    () => {
+        "(expires_at IS NULL OR expires_at > now())"
+    };
+}
+
+/// `tenant_id = $1 AND task_id = $2`, restricted to the session in `$3` when
+/// it is not NULL, and to unexpired tasks.
+macro_rules! visible_task {
+    () => {
+        concat!(
+            "tenant_id = $1 AND task_id = $2 AND ($3::text IS NULL OR session_id = $3) AND ",
+            live!()
+        )
+    };
+}
+
+/// The PostgreSQL [`TaskStore`].
+#[derive(Debug, Clone)]
+pub struct PgTaskStore {
+    pool: PgPool,
+    config: StoreConfig,
+    cursors: CursorCodec,
+}
+
+impl PgTaskStore {
+    /// Opens the store on a migrated database.
+    pub async fn open(pool: PgPool, config: StoreConfig) -> Result<Self, StoreError> {
+        config
+            .validate()
+            .map_err(|err| StoreError::InvalidArgument(err.to_string()))?;
+        let cursors = CursorCodec::new(shared_cursor_key(&pool).await?);
+        Ok(Self {
+            pool,
+            config,
+            cursors,
+        })
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    async fn insert(&self, scope: &Scope, task: NewTask) -> Result<Option<TaskRow>, StoreError> {
+        let task_id = match task.task_id.clone() {
+            Some(id) => id,
+            None => TaskId::generate().map_err(|err| {
+                tracing::error!(error = %err, "no randomness for a task id");
+                StoreError::Internal("could not generate a task id".to_owned())
+            })?,
+        };
+        let ttl_ms = self
+            .config
+            .ttl
+            .effective(task.ttl)
+            .map(|ttl| ttl.as_millis_i64());
+        let poll_ms = i64::try_from(self.config.poll_interval.as_millis()).unwrap_or(i64::MAX);
+
+        let row = if self.quota_lock_key(scope).is_some() {
+            let mut tx = self.pool.begin().await.map_err(store_error)?;
+            self.enforce_quotas(&mut tx, scope).await?;
+            let row = insert_row(&mut *tx, scope, &task_id, &task, ttl_ms, poll_ms).await?;
+            tx.commit().await.map_err(store_error)?;
+            row
+        } else {
+            insert_row(&self.pool, scope, &task_id, &task, ttl_ms, poll_ms).await?
+        };
+        Ok(row)
+    }
+
+    /// The advisory lock that serializes creates which count against the
+    /// same quota, so the count and the insert cannot interleave with another
+    /// create's (no check-then-insert race). The tenant lock covers both
+    /// quotas; with only a session quota, sessions do not wait for each other.
+    fn quota_lock_key(&self, scope: &Scope) -> Option<String> {
+        let quotas = self.config.quotas;
+        if quotas.max_tasks.is_some() {
+            Some(format!("taskstore/quota/{}", scope.tenant.as_str()))
+        } else if let (Some(_), Some(session)) = (quotas.max_tasks_per_session, &scope.session) {
+            Some(format!(
+                "taskstore/quota/{}/{}/{}",
+                scope.tenant.as_str().len(),
+                scope.tenant.as_str(),
+                session.as_str()
+            ))
+        } else {
+            None
+        }
+    }
+
+    async fn enforce_quotas(
+        &self,
+        tx: &mut sqlx::Transaction<'_, Postgres>,
+        scope: &Scope,
+    ) -> Result<(), StoreError> {
+        let Some(lock_key) = self.quota_lock_key(scope) else {
+            return Ok(());
+        };
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+            .bind(lock_key)
+            .execute(&mut **tx)
+            .await
+            .map_err(store_error)?;
+
+        if let Some(max) = self.config.quotas.max_tasks {
+            let count: i64 = sqlx::query_scalar(concat!(
+                "SELECT count(*) FROM tasks WHERE tenant_id = $1 AND ",
+                live!()
+            ))
+            .bind(scope.tenant.as_str())
+            .fetch_one(&mut **tx)
+            .await
+            .map_err(store_error)?;
+            if count_reaches(count, max) {
+                return Err(quota_reached("max_tasks", max));
+            }
+        }
+        if let (Some(max), Some(session)) =
+            (self.config.quotas.max_tasks_per_session, &scope.session)
+        {
+            let count: i64 = sqlx::query_scalar(concat!(
+                "SELECT count(*) FROM tasks WHERE tenant_id = $1 AND session_id = $2 AND ",
+                live!()
+            ))
+            .bind(scope.tenant.as_str())
+            .bind(session.as_str())
+            .fetch_one(&mut **tx)
+            .await
+            .map_err(store_error)?;
+            if count_reaches(count, max) {
+                return Err(quota_reached("max_tasks_per_session", max));
+            }
+        }
+        Ok(())
+    }
+
+    async fn fetch_visible(&self, scope: &Scope, task_id: &TaskId) -> Result<TaskRow, StoreError> {
+        sqlx::query_as::<_, TaskRow>(concat!(
+            "SELECT ",
+            task_columns!(),
+            " FROM tasks WHERE ",
+            visible_task!()
+        ))
+        .bind(scope.tenant.as_str())
+        .bind(task_id.as_str())
+        .bind(scope.session.as_ref().map(|s| s.as_str()))
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(store_error)?
+        .ok_or(StoreError::NotFound)
+    }
+
+    /// Moves a visible, non-terminal task to `status` in one statement. `None`
+    /// when no such task exists or it is terminal already. Reaching a terminal
+    /// status re-arms the expiry to at least `ttl` from now.
+    async fn transition(
+        &self,
+        scope: &Scope,
+        task_id: &TaskId,
+        status: TaskStatus,
+        message: Option<&str>,
+        result: Option<&str>,
+    ) -> Result<Option<TaskRow>, StoreError> {
+        sqlx::query_as::<_, TaskRow>(concat!(
+            "UPDATE tasks SET status = $4, status_message = $5, result_json = $6,",
+            " last_updated_at = GREATEST(now(), last_updated_at + interval '1 microsecond'),",
+            " expires_at = CASE WHEN $7 THEN GREATEST(expires_at, now() + ttl_ms * interval '1 millisecond')",
+            "                   ELSE expires_at END",
+            " WHERE ",
+            visible_task!(),
+            " AND status IN ('working', 'input_required')",
+            " RETURNING ",
+            task_columns!()
+        ))
+        .bind(scope.tenant.as_str())
+        .bind(task_id.as_str())
+        .bind(scope.session.as_ref().map(|s| s.as_str()))
+        .bind(status.as_str())
+        .bind(message)
+        .bind(result)
+        .bind(status.is_terminal())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(store_error)
+    }
+
+    /// Why a transition changed nothing: the task is not visible, or it is
+    /// terminal (terminal statuses are final, so the answer cannot go stale).
+    async fn refusal(&self, scope: &Scope, task_id: &TaskId) -> StoreError {
+        match self.fetch_visible(scope, task_id).await {
+            Ok(row) => match row.status() {
+                Ok(status) => already_terminal(status),
+                Err(err) => err,
+            },
+            Err(err) => err,
+        }
+    }
+
+    async fn delete_expired_batch(&self) -> Result<u64, StoreError> {
+        // SKIP LOCKED: replicas sweeping at once take disjoint batches.
+        let deleted = sqlx::query(
+            "WITH doomed AS (
+                 SELECT tenant_id, task_id FROM tasks
+                 WHERE expires_at <= now()
+                 ORDER BY expires_at
+                 LIMIT $1
+                 FOR UPDATE SKIP LOCKED)
+             DELETE FROM tasks t USING doomed d
+             WHERE t.tenant_id = d.tenant_id AND t.task_id = d.task_id",
+        )
+        .bind(i64::from(self.config.cleanup_batch_size))
+        .execute(&self.pool)
+        .await
+        .map_err(store_error)?
+        .rows_affected();
+        Ok(deleted)
+    }
+}
+
+/// Inserts a new task in one statement; `None` when a live task already has
+/// its id. A caller-supplied id may belong to an expired task that the sweep
+/// has not deleted yet: that task no longer exists for anyone, so the new one
+/// takes its row (the upsert fires only on an expired row). Concurrent
+/// creates of one id are decided by the primary key: one wins, the others get
+/// `None`.
+async fn insert_row<'e>(
+    executor: impl sqlx::PgExecutor<'e>,
+    scope: &Scope,
+    task_id: &TaskId,
+    task: &NewTask,
+    ttl_ms: Option<i64>,
+    poll_ms: i64,
+) -> Result<Option<TaskRow>, StoreError> {
+    sqlx::query_as::<_, TaskRow>(concat!(
+        "INSERT INTO tasks (tenant_id, task_id, session_id, status, request_id_json, request_json,",
+        " created_at, last_updated_at, ttl_ms, expires_at, poll_interval_ms)",
+        " VALUES ($1, $2, $3, 'working', $4, $5, now(), now(), $6::bigint,",
+        "         now() + $6::bigint * interval '1 millisecond', $7)",
+        " ON CONFLICT (tenant_id, task_id) DO UPDATE SET",
+        "   session_id = EXCLUDED.session_id, status = EXCLUDED.status, status_message = NULL,",
+        "   request_id_json = EXCLUDED.request_id_json, request_json = EXCLUDED.request_json,",
+        "   result_json = NULL, created_at = EXCLUDED.created_at,",
+        "   last_updated_at = EXCLUDED.last_updated_at, ttl_ms = EXCLUDED.ttl_ms,",
+        "   expires_at = EXCLUDED.expires_at, poll_interval_ms = EXCLUDED.poll_interval_ms",
+        " WHERE tasks.expires_at <= now()",
+        " RETURNING ",
+        task_columns!()
+    ))
+    .bind(scope.tenant.as_str())
+    .bind(task_id.as_str())
+    .bind(scope.session.as_ref().map(|s| s.as_str()))
+    .bind(task.request_id.as_str())
+    .bind(task.request.as_str())
+    .bind(ttl_ms)
+    .bind(poll_ms)
+    .fetch_optional(executor)
+    .await
+    .map_err(store_error)
+}
+
+fn count_reaches(count: i64, max: u64) -> bool {
+    u64::try_from(count).unwrap_or(0) >= max
+}
+
+/// The cursor key every replica shares: the first replica to start creates
+/// it, the others read the same row.
+async fn shared_cursor_key(pool: &PgPool) -> Result<[u8; CursorCodec::KEY_BYTES], StoreError> {
+    let mut candidate = [0u8; CursorCodec::KEY_BYTES];
+    getrandom::getrandom(&mut candidate).map_err(|err| {
+        tracing::error!(error = %err, "no randomness for the cursor key");
+        StoreError::Internal("could not generate the cursor key".to_owned())
+    })?;
+    sqlx::query(
+        "INSERT INTO store_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+    )
+    .bind(CURSOR_KEY_NAME)
+    .bind(&candidate[..])
+    .execute(pool)
+    .await
+    .map_err(store_error)?;
+    let stored: Vec<u8> = sqlx::query_scalar("SELECT value FROM store_secrets WHERE name = $1")
+        .bind(CURSOR_KEY_NAME)
+        .fetch_one(pool)
+        .await
+        .map_err(store_error)?;
+    stored.try_into().map_err(|_| {
+        tracing::error!("stored cursor key has the wrong length");
+        StoreError::Internal("corrupt cursor key".to_owned())
+    })
+}
+
+#[async_trait]
+impl TaskStore for PgTaskStore {
+    #[tracing::instrument(skip_all, fields(task_id))]
+    async fn create_task(&self, scope: &Scope, task: NewTask) -> Result<Task, StoreError> {
+        let requested_id = task.task_id.clone();
+        match self.insert(scope, task).await? {
+            Some(row) => row.into_task(),
+            None => Err(StoreError::AlreadyExists(
+                requested_id.map(|id| id.to_string()).unwrap_or_default(),
+            )),
+        }
+    }
+
+    async fn get_task(&self, scope: &Scope, task_id: &TaskId) -> Result<Task, StoreError> {
+        self.fetch_visible(scope, task_id).await?.into_task()
+    }
+
+    async fn update_status(
+        &self,
+        scope: &Scope,
+        task_id: &TaskId,
+        update: StatusUpdate,
+    ) -> Result<Task, StoreError> {
+        match self
+            .transition(
+                scope,
+                task_id,
+                update.status,
+                update.message.as_deref(),
+                None,
+            )
+            .await?
+        {
+            Some(row) => row.into_task(),
+            None => Err(self.refusal(scope, task_id).await),
+        }
+    }
+
+    async fn store_result(
+        &self,
+        scope: &Scope,
+        task_id: &TaskId,
+        result: NewResult,
+    ) -> Result<Task, StoreError> {
+        let status = TaskStatus::from(result.status);
+        match self
+            .transition(
+                scope,
+                task_id,
+                status,
+                result.message.as_deref(),
+                Some(result.result.as_str()),
+            )
+            .await?
+        {
+            Some(row) => row.into_task(),
+            None => Err(self.refusal(scope, task_id).await),
+        }
+    }
+
+    async fn get_result(&self, scope: &Scope, task_id: &TaskId) -> Result<TaskResult, StoreError> {
+        let row = sqlx::query_as::<_, TaskWithResultRow>(concat!(
+            "SELECT ",
+            task_columns!(),
+            ", result_json FROM tasks WHERE ",
+            visible_task!()
+        ))
+        .bind(scope.tenant.as_str())
+        .bind(task_id.as_str())
+        .bind(scope.session.as_ref().map(|s| s.as_str()))
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(store_error)?
+        .ok_or(StoreError::NotFound)?;
+        let task = row.task.into_task()?;
+        match (task.status, row.result_json) {
+            (TaskStatus::Completed | TaskStatus::Failed, Some(result)) => Ok(TaskResult {
+                task,
+                result: stored_json(result)?,
+            }),
+            (status, _) => Err(no_result(status)),
+        }
+    }
+
+    async fn list_tasks(&self, scope: &Scope, page: PageRequest) -> Result<TaskPage, StoreError> {
+        let after = page
+            .cursor
+            .as_deref()
+            .map(|cursor| self.cursors.decode(scope, cursor))
+            .transpose()?;
+        let size = self.config.paging.resolve(page.page_size);
+
+        let mut query = QueryBuilder::<Postgres>::new(concat!(
+            "SELECT ",
+            task_columns!(),
+            " FROM tasks WHERE tenant_id = "
+        ));
+        query.push_bind(scope.tenant.as_str());
+        if let Some(session) = &scope.session {
+            query.push(" AND session_id = ").push_bind(session.as_str());
+        }
+        query.push(concat!(" AND ", live!()));
+        if let Some(after) = &after {
+            query
+                .push(" AND (created_at, task_id) > (")
+                .push_bind(after.created_at)
+                .push(", ")
+                .push_bind(after.task_id.as_str())
+                .push(")");
+        }
+        // One extra row tells whether another page follows.
+        query
+            .push(" ORDER BY created_at, task_id LIMIT ")
+            .push_bind(i64::from(size) + 1);
+        let mut rows: Vec<TaskRow> = query
+            .build_query_as()
+            .fetch_all(&self.pool)
+            .await
+            .map_err(store_error)?;
+
+        let has_more = rows.len() > size as usize;
+        rows.truncate(size as usize);
+        let next_cursor = match (has_more, rows.last()) {
+            (true, Some(last)) => Some(self.cursors.encode(scope, &last.position()?)),
+            _ => None,
+        };
+        let tasks = rows
+            .into_iter()
+            .map(TaskRow::into_task)
+            .collect::<Result<_, _>>()?;
+        Ok(TaskPage { tasks, next_cursor })
+    }
+
+    async fn cancel_task(&self, scope: &Scope, task_id: &TaskId) -> Result<Task, StoreError> {
+        match self
+            .transition(scope, task_id, TaskStatus::Cancelled, None, None)
+            .await?
+        {
+            Some(row) => row.into_task(),
+            // Idempotent: a terminal task comes back as it is.
+            None => self.fetch_visible(scope, task_id).await?.into_task(),
+        }
+    }
+
+    async fn cleanup_expired(&self) -> Result<u64, StoreError> {
+        let mut total = 0;
+        loop {
+            let deleted = self.delete_expired_batch().await?;
+            total += deleted;
+            if deleted < u64::from(self.config.cleanup_batch_size) {
+                return Ok(total);
+            }
+        }
+    }
+}
