@@ -1,0 +1,167 @@
+//! Shared test harness: real PostgreSQL (a fresh schema per store), a real
+//! gRPC server on an ephemeral port, and the backends the conformance suite
+//! runs against.
+
+#![allow(dead_code)] // each test binary uses a different part
+
+pub mod proxy;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use async_trait::async_trait;
+use sqlx::PgPool;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use taskstore::grpc::{GrpcTaskStore, InputLimits, TaskStoreService};
+use taskstore::server::Server;
+use taskstore::store::postgres::{self, PgTaskStore, PoolSettings};
+use taskstore::store::{StoreConfig, TaskStore};
+use tokio_util::sync::CancellationToken;
+
+const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
+const SCHEMA_PREFIX: &str = "tstest_";
+/// Schemas left behind by crashed runs are dropped once they are this old.
+const STALE_SCHEMA_SECS: u64 = 3600;
+
+pub fn database_url() -> String {
+    std::env::var("DATABASE_URL").unwrap_or_else(|_| DEFAULT_DATABASE_URL.to_owned())
+}
+
+fn base_options() -> PgConnectOptions {
+    let url = database_url();
+    url.parse()
+        .unwrap_or_else(|err| panic!("DATABASE_URL {url:?} is not a valid PostgreSQL URL: {err}"))
+}
+
+/// A one-connection pool to the test database; fails the test with a message
+/// naming PostgreSQL when it is not reachable.
+pub async fn admin_pool() -> PgPool {
+    PgPoolOptions::new()
+        .max_connections(1)
+        .acquire_timeout(Duration::from_secs(10))
+        .connect_with(base_options())
+        .await
+        .unwrap_or_else(|err| {
+            panic!(
+                "PostgreSQL is not reachable at {} (set DATABASE_URL, or start it with \
+                 `pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start`): {err}",
+                database_url()
+            )
+        })
+}
+
+/// A new, empty schema; returns connection options whose search_path is it.
+pub async fn fresh_schema() -> (PgConnectOptions, String) {
+    let admin = admin_pool().await;
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock after 1970").as_secs();
+    drop_stale_schemas(&admin, now).await;
+    let mut suffix = [0u8; 6];
+    getrandom::getrandom(&mut suffix).expect("os randomness");
+    let suffix: String = suffix.iter().map(|b| format!("{b:02x}")).collect();
+    let schema = format!("{SCHEMA_PREFIX}{now}_{suffix}");
+    sqlx::query(&format!("CREATE SCHEMA {schema}"))
+        .execute(&admin)
+        .await
+        .expect("create test schema");
+    admin.close().await;
+    let options = base_options().options([("search_path", schema.as_str())]);
+    (options, schema)
+}
+
+async fn drop_stale_schemas(admin: &PgPool, now: u64) {
+    let schemas: Vec<String> =
+        sqlx::query_scalar("SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 'tstest\\_%'")
+            .fetch_all(admin)
+            .await
+            .expect("list test schemas");
+    for schema in schemas {
+        let created = schema
+            .strip_prefix(SCHEMA_PREFIX)
+            .and_then(|rest| rest.split('_').next())
+            .and_then(|secs| secs.parse::<u64>().ok());
+        if created.is_some_and(|created| created + STALE_SCHEMA_SECS < now) {
+            // Another run may be dropping it too; either way it goes.
+            let _ = sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).execute(admin).await;
+        }
+    }
+}
+
+pub fn test_pool_settings() -> PoolSettings {
+    PoolSettings { max_connections: 10, acquire_timeout: Duration::from_secs(10) }
+}
+
+/// A migrated pool on a fresh schema.
+pub async fn migrated_pool() -> PgPool {
+    let (options, _) = fresh_schema().await;
+    let pool = postgres::lazy_pool(options, test_pool_settings());
+    postgres::migrate(&pool).await.expect("migrations apply");
+    pool
+}
+
+pub async fn pg_store(config: StoreConfig) -> PgTaskStore {
+    PgTaskStore::open(migrated_pool().await, config).await.expect("store opens")
+}
+
+/// A running gRPC server over `store` on an ephemeral port. The server stops
+/// when the returned token is cancelled.
+pub async fn spawn_server(
+    store: Arc<dyn TaskStore>,
+    limits: InputLimits,
+) -> (SocketAddr, CancellationToken, tokio::task::JoinHandle<()>) {
+    let server = Server::bind("127.0.0.1:0".parse().expect("addr"), TaskStoreService::new(store, limits))
+        .await
+        .expect("bind an ephemeral port")
+        .with_shutdown_grace(Duration::from_secs(2));
+    let addr = server.local_addr().expect("local addr");
+    let shutdown = CancellationToken::new();
+    let token = shutdown.clone();
+    let handle = tokio::spawn(async move {
+        server.run(token).await.expect("server runs");
+    });
+    (addr, shutdown, handle)
+}
+
+pub async fn grpc_channel(addr: SocketAddr) -> tonic::transport::Channel {
+    tonic::transport::Endpoint::from_shared(format!("http://{addr}"))
+        .expect("endpoint")
+        .connect()
+        .await
+        .expect("connect to the test server")
+}
+
+/// A way to get a fresh, empty store with a given configuration.
+#[async_trait]
+pub trait Backend: Sync {
+    async fn store(&self, config: StoreConfig) -> Arc<dyn TaskStore>;
+    /// Whether the store can act for tenants other than the default one.
+    fn chooses_tenant(&self) -> bool;
+}
+
+/// PostgreSQL, called directly.
+pub struct Postgres;
+
+#[async_trait]
+impl Backend for Postgres {
+    async fn store(&self, config: StoreConfig) -> Arc<dyn TaskStore> {
+        Arc::new(pg_store(config).await)
+    }
+    fn chooses_tenant(&self) -> bool {
+        true
+    }
+}
+
+/// PostgreSQL behind the gRPC service, called through [`GrpcTaskStore`].
+pub struct GrpcOverPostgres;
+
+#[async_trait]
+impl Backend for GrpcOverPostgres {
+    async fn store(&self, config: StoreConfig) -> Arc<dyn TaskStore> {
+        let store: Arc<dyn TaskStore> = Arc::new(pg_store(config).await);
+        let (addr, _shutdown, _handle) = spawn_server(store, InputLimits::default()).await;
+        Arc::new(GrpcTaskStore::new(grpc_channel(addr).await))
+    }
+    fn chooses_tenant(&self) -> bool {
+        false
+    }
+}

@@ -1,0 +1,162 @@
+//! The conformance suite: the MCP task-store contract, written once as
+//! generic async cases over [`Backend`], and instantiated per backend by
+//! [`conformance_suite!`]. A new backend passes when every case passes.
+
+pub mod concurrency;
+pub mod create;
+pub mod expiry;
+pub mod isolation;
+pub mod lifecycle;
+pub mod listing;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use taskstore::StoreError;
+use taskstore::domain::{
+    JsonObject, NewResult, NewTask, PageRequest, RequestId, ResultStatus, Scope, SessionId,
+    StatusUpdate, Task, TaskId, TaskStatus, Ttl,
+};
+use taskstore::store::TaskStore;
+
+/// Every case, one test each, for the backend expression given.
+#[macro_export]
+macro_rules! conformance_suite {
+    ($backend:expr) => {
+        $crate::conformance_cases!($backend;
+            create::starts_working_with_a_generated_id,
+            create::returns_the_actual_ttl,
+            create::caller_supplied_ids_are_unique,
+            create::binds_the_session,
+            create::reuses_the_id_of_an_expired_task,
+            lifecycle::status_moves_along_the_lifecycle,
+            lifecycle::terminal_tasks_refuse_updates_and_change_nothing,
+            lifecycle::stores_and_returns_results_verbatim,
+            lifecycle::first_result_stays,
+            lifecycle::result_is_refused_until_there_is_one,
+            lifecycle::cancel_is_idempotent,
+            listing::pages_oldest_first_without_gaps,
+            listing::page_sizes_follow_the_policy,
+            listing::refuses_tampered_and_foreign_cursors,
+            listing::filters_by_session_before_paging,
+            listing::sees_tasks_created_between_pages,
+            listing::drops_tasks_that_expire_between_pages,
+            listing::survives_concurrent_updates,
+            expiry::expired_tasks_are_not_found_anywhere,
+            expiry::reaching_a_terminal_status_extends_expiry,
+            expiry::cleanup_deletes_only_expired_tasks,
+            expiry::concurrent_cleanups_split_the_work,
+            isolation::other_sessions_tasks_are_not_found,
+            isolation::tenants_never_see_each_other,
+            concurrency::max_tasks_holds_under_concurrent_creates,
+            concurrency::max_tasks_per_session_holds_under_concurrent_creates,
+            concurrency::quotas_count_unexpired_tasks_only,
+            concurrency::exactly_one_of_concurrent_results_wins,
+            concurrency::cancel_racing_a_result_has_one_outcome,
+        );
+    };
+}
+
+#[macro_export]
+macro_rules! conformance_cases {
+    ($backend:expr; $($module:ident :: $case:ident),* $(,)?) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $case() {
+                $crate::suite::$module::$case(&$backend).await;
+            }
+        )*
+    };
+}
+
+/// Asserts that a result is the given error variant.
+#[macro_export]
+macro_rules! assert_err {
+    ($result:expr, $pattern:pat) => {
+        match $result {
+            Err($pattern) => {}
+            other => panic!("expected {}, got {other:?}", stringify!($pattern)),
+        }
+    };
+}
+
+pub type Store = Arc<dyn TaskStore>;
+
+pub fn ttl(ms: u64) -> Ttl {
+    Ttl::from_millis(ms).expect("valid ttl")
+}
+
+pub fn new_task() -> NewTask {
+    NewTask {
+        task_id: None,
+        ttl: None,
+        request_id: RequestId::parse("7").expect("valid id"),
+        request: JsonObject::parse(
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}"#,
+        )
+        .expect("valid request"),
+    }
+}
+
+pub fn task_with_ttl(ms: u64) -> NewTask {
+    NewTask { ttl: Some(ttl(ms)), ..new_task() }
+}
+
+pub fn task_with_id(id: &str) -> NewTask {
+    NewTask { task_id: Some(TaskId::parse(id).expect("valid id")), ..new_task() }
+}
+
+pub fn all() -> Scope {
+    Scope::tenant_wide()
+}
+
+pub fn session(name: &str) -> Scope {
+    Scope::session(SessionId::parse(name, 256).expect("valid session"))
+}
+
+pub fn completed(json: &str) -> NewResult {
+    NewResult {
+        status: ResultStatus::Completed,
+        result: JsonObject::parse(json).expect("valid result"),
+        message: None,
+    }
+}
+
+pub fn status(status: TaskStatus, message: Option<&str>) -> StatusUpdate {
+    StatusUpdate { status, message: message.map(str::to_owned) }
+}
+
+pub async fn create(store: &Store, scope: &Scope) -> Task {
+    store.create_task(scope, new_task()).await.expect("create")
+}
+
+/// Every task in `scope`, following cursors, `page_size` at a time.
+pub async fn list_all(store: &Store, scope: &Scope, page_size: u32) -> Vec<Task> {
+    let mut tasks = Vec::new();
+    let mut cursor = None;
+    loop {
+        let page = store
+            .list_tasks(scope, PageRequest { cursor, page_size: Some(page_size) })
+            .await
+            .expect("list");
+        assert!(page.tasks.len() <= page_size as usize);
+        tasks.extend(page.tasks);
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => return tasks,
+        }
+    }
+}
+
+pub fn ids(tasks: &[Task]) -> Vec<String> {
+    tasks.iter().map(|t| t.task_id.to_string()).collect()
+}
+
+pub async fn sleep_ms(ms: u64) {
+    tokio::time::sleep(Duration::from_millis(ms)).await;
+}
+
+/// The error of a store call, for cases that compare messages.
+pub fn err_message<T: std::fmt::Debug>(result: Result<T, StoreError>) -> String {
+    result.expect_err("expected an error").to_string()
+}
