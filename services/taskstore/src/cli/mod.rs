@@ -203,19 +203,17 @@ pub async fn run(command: ClientCommand) -> Result<(), ClientError> {
             let mut page = store
                 .list_tasks(&scope, PageRequest { cursor, page_size })
                 .await?;
-            out.page(&page)?;
-            while let (true, Some(cursor)) = (all, page.next_cursor.clone()) {
-                page = store
-                    .list_tasks(
-                        &scope,
-                        PageRequest {
-                            cursor: Some(cursor),
-                            page_size,
-                        },
-                    )
-                    .await?;
-                out.page(&page)?;
+            // With --all, one listing (one JSON document) of every page.
+            while let (true, Some(cursor)) = (all, page.next_cursor.take()) {
+                let request = PageRequest {
+                    cursor: Some(cursor),
+                    page_size,
+                };
+                let next = store.list_tasks(&scope, request).await?;
+                page.tasks.extend(next.tasks);
+                page.next_cursor = next.next_cursor;
             }
+            out.page(&page)?;
         }
         ClientCommand::Update {
             task_id,

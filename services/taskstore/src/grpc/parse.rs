@@ -29,7 +29,7 @@ impl<'a> Edge<'a> {
         req: pb::CreateTaskRequest,
     ) -> Result<(Scope, NewTask), StoreError> {
         let scope = self.scope(req.session_id.as_deref())?;
-        let task_id = req.task_id.as_deref().map(|id| task_id(id)).transpose()?;
+        let task_id = req.task_id.as_deref().map(task_id).transpose()?;
         let ttl = req.ttl.map(ttl).transpose()?;
         let request_id = RequestId::parse(req.request_id_json)
             .map_err(|err| StoreError::invalid("request_id_json", err))?;

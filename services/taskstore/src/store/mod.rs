@@ -124,12 +124,12 @@ pub struct InvalidConfig(pub String);
 
 impl StoreConfig {
     pub fn validate(&self) -> Result<(), InvalidConfig> {
-        if let (Some(default), Some(max)) = (self.ttl.default, self.ttl.max) {
-            if default > max {
-                return Err(InvalidConfig(
-                    "the default ttl exceeds the maximum ttl".into(),
-                ));
-            }
+        if let (Some(default), Some(max)) = (self.ttl.default, self.ttl.max)
+            && default > max
+        {
+            return Err(InvalidConfig(
+                "the default ttl exceeds the maximum ttl".into(),
+            ));
         }
         if self.poll_interval.is_zero() {
             return Err(InvalidConfig("the poll interval must be positive".into()));

@@ -54,7 +54,10 @@ pub async fn admin_pool() -> PgPool {
 /// A new, empty schema; returns connection options whose search_path is it.
 pub async fn fresh_schema() -> (PgConnectOptions, String) {
     let admin = admin_pool().await;
-    let now = SystemTime::now().duration_since(UNIX_EPOCH).expect("clock after 1970").as_secs();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_secs();
     drop_stale_schemas(&admin, now).await;
     let mut suffix = [0u8; 6];
     getrandom::getrandom(&mut suffix).expect("os randomness");
@@ -70,11 +73,12 @@ pub async fn fresh_schema() -> (PgConnectOptions, String) {
 }
 
 async fn drop_stale_schemas(admin: &PgPool, now: u64) {
-    let schemas: Vec<String> =
-        sqlx::query_scalar("SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 'tstest\\_%'")
-            .fetch_all(admin)
-            .await
-            .expect("list test schemas");
+    let schemas: Vec<String> = sqlx::query_scalar(
+        "SELECT nspname::text FROM pg_namespace WHERE nspname LIKE 'tstest\\_%'",
+    )
+    .fetch_all(admin)
+    .await
+    .expect("list test schemas");
     for schema in schemas {
         let created = schema
             .strip_prefix(SCHEMA_PREFIX)
@@ -82,13 +86,18 @@ async fn drop_stale_schemas(admin: &PgPool, now: u64) {
             .and_then(|secs| secs.parse::<u64>().ok());
         if created.is_some_and(|created| created + STALE_SCHEMA_SECS < now) {
             // Another run may be dropping it too; either way it goes.
-            let _ = sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE")).execute(admin).await;
+            let _ = sqlx::query(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+                .execute(admin)
+                .await;
         }
     }
 }
 
 pub fn test_pool_settings() -> PoolSettings {
-    PoolSettings { max_connections: 10, acquire_timeout: Duration::from_secs(10) }
+    PoolSettings {
+        max_connections: 10,
+        acquire_timeout: Duration::from_secs(10),
+    }
 }
 
 /// A migrated pool on a fresh schema.
@@ -100,7 +109,9 @@ pub async fn migrated_pool() -> PgPool {
 }
 
 pub async fn pg_store(config: StoreConfig) -> PgTaskStore {
-    PgTaskStore::open(migrated_pool().await, config).await.expect("store opens")
+    PgTaskStore::open(migrated_pool().await, config)
+        .await
+        .expect("store opens")
 }
 
 /// A running gRPC server over `store` on an ephemeral port. The server stops
@@ -109,10 +120,13 @@ pub async fn spawn_server(
     store: Arc<dyn TaskStore>,
     limits: InputLimits,
 ) -> (SocketAddr, CancellationToken, tokio::task::JoinHandle<()>) {
-    let server = Server::bind("127.0.0.1:0".parse().expect("addr"), TaskStoreService::new(store, limits))
-        .await
-        .expect("bind an ephemeral port")
-        .with_shutdown_grace(Duration::from_secs(2));
+    let server = Server::bind(
+        "127.0.0.1:0".parse().expect("addr"),
+        TaskStoreService::new(store, limits),
+    )
+    .await
+    .expect("bind an ephemeral port")
+    .with_shutdown_grace(Duration::from_secs(2));
     let addr = server.local_addr().expect("local addr");
     let shutdown = CancellationToken::new();
     let token = shutdown.clone();

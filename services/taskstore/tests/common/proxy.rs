@@ -29,14 +29,18 @@ impl Proxy {
         let accepting = proxy.clone();
         tokio::spawn(async move {
             loop {
-                let Ok((client, _)) = listener.accept().await else { return };
+                let Ok((client, _)) = listener.accept().await else {
+                    return;
+                };
                 if !accepting.up.load(Ordering::SeqCst) {
                     drop(client); // refused: the "database" is down
                     continue;
                 }
                 let cut = accepting.cut.lock().expect("proxy lock").clone();
                 tokio::spawn(async move {
-                    let Ok(mut server) = TcpStream::connect(target).await else { return };
+                    let Ok(mut server) = TcpStream::connect(target).await else {
+                        return;
+                    };
                     let mut client = client;
                     tokio::select! {
                         _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}

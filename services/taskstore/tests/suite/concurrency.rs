@@ -31,21 +31,43 @@ async fn create_concurrently(store: &Store, scope: Scope) -> (usize, Vec<String>
 }
 
 pub async fn max_tasks_holds_under_concurrent_creates(backend: &dyn Backend) {
-    let quotas = Quotas { max_tasks: Some(10), max_tasks_per_session: None };
-    let store = backend.store(StoreConfig { quotas, ..StoreConfig::default() }).await;
+    let quotas = Quotas {
+        max_tasks: Some(10),
+        max_tasks_per_session: None,
+    };
+    let store = backend
+        .store(StoreConfig {
+            quotas,
+            ..StoreConfig::default()
+        })
+        .await;
     let (created, refused) = create_concurrently(&store, all()).await;
     assert_eq!(created, 10);
     assert_eq!(refused.len(), CONCURRENT_CREATES - 10);
-    assert!(refused.iter().all(|m| m.contains("max_tasks")), "{refused:?}");
+    assert!(
+        refused.iter().all(|m| m.contains("max_tasks")),
+        "{refused:?}"
+    );
     assert_eq!(list_all(&store, &all(), 100).await.len(), 10);
 }
 
 pub async fn max_tasks_per_session_holds_under_concurrent_creates(backend: &dyn Backend) {
-    let quotas = Quotas { max_tasks: None, max_tasks_per_session: Some(5) };
-    let store = backend.store(StoreConfig { quotas, ..StoreConfig::default() }).await;
+    let quotas = Quotas {
+        max_tasks: None,
+        max_tasks_per_session: Some(5),
+    };
+    let store = backend
+        .store(StoreConfig {
+            quotas,
+            ..StoreConfig::default()
+        })
+        .await;
     let (created, refused) = create_concurrently(&store, session("busy")).await;
     assert_eq!(created, 5);
-    assert!(refused.iter().all(|m| m.contains("max_tasks_per_session")), "{refused:?}");
+    assert!(
+        refused.iter().all(|m| m.contains("max_tasks_per_session")),
+        "{refused:?}"
+    );
     // Other sessions, and tasks without one, are not held back.
     create(&store, &session("quiet")).await;
     create(&store, &all()).await;
@@ -53,17 +75,37 @@ pub async fn max_tasks_per_session_holds_under_concurrent_creates(backend: &dyn 
 }
 
 pub async fn quotas_count_unexpired_tasks_only(backend: &dyn Backend) {
-    let quotas = Quotas { max_tasks: Some(2), max_tasks_per_session: Some(1) };
-    let store = backend.store(StoreConfig { quotas, ..StoreConfig::default() }).await;
-    store.create_task(&session("s"), task_with_ttl(200)).await.expect("first");
-    store.create_task(&all(), task_with_ttl(200)).await.expect("second");
+    let quotas = Quotas {
+        max_tasks: Some(2),
+        max_tasks_per_session: Some(1),
+    };
+    let store = backend
+        .store(StoreConfig {
+            quotas,
+            ..StoreConfig::default()
+        })
+        .await;
+    store
+        .create_task(&session("s"), task_with_ttl(200))
+        .await
+        .expect("first");
+    store
+        .create_task(&all(), task_with_ttl(200))
+        .await
+        .expect("second");
     match store.create_task(&all(), new_task()).await {
         Err(StoreError::ResourceExhausted(message)) => assert!(message.contains("max_tasks")),
         other => panic!("expected the tenant quota, got {other:?}"),
     }
     sleep_ms(400).await;
-    store.create_task(&session("s"), new_task()).await.expect("room again in the session");
-    store.create_task(&all(), new_task()).await.expect("room again in the tenant");
+    store
+        .create_task(&session("s"), new_task())
+        .await
+        .expect("room again in the session");
+    store
+        .create_task(&all(), new_task())
+        .await
+        .expect("room again in the tenant");
 }
 
 pub async fn exactly_one_of_concurrent_results_wins(backend: &dyn Backend) {
@@ -74,7 +116,11 @@ pub async fn exactly_one_of_concurrent_results_wins(backend: &dyn Backend) {
         let (store, id) = (store.clone(), task.task_id.clone());
         stores.spawn(async move {
             let result = NewResult {
-                status: if i % 2 == 0 { ResultStatus::Completed } else { ResultStatus::Failed },
+                status: if i % 2 == 0 {
+                    ResultStatus::Completed
+                } else {
+                    ResultStatus::Failed
+                },
                 ..completed(&format!(r#"{{"writer":{i}}}"#))
             };
             (i, store.store_result(&all(), &id, result).await)
@@ -89,8 +135,14 @@ pub async fn exactly_one_of_concurrent_results_wins(backend: &dyn Backend) {
         }
     }
     assert_eq!(winners.len(), 1, "exactly one writer wins");
-    let result = store.get_result(&all(), &task.task_id).await.expect("result");
-    assert_eq!(result.result.as_str(), format!(r#"{{"writer":{}}}"#, winners[0]));
+    let result = store
+        .get_result(&all(), &task.task_id)
+        .await
+        .expect("result");
+    assert_eq!(
+        result.result.as_str(),
+        format!(r#"{{"writer":{}}}"#, winners[0])
+    );
 }
 
 pub async fn cancel_racing_a_result_has_one_outcome(backend: &dyn Backend) {
@@ -101,8 +153,13 @@ pub async fn cancel_racing_a_result_has_one_outcome(backend: &dyn Backend) {
             let (store, id) = (store.clone(), task.task_id.clone());
             tokio::spawn(async move { store.cancel_task(&all(), &id).await })
         };
-        let stored = store.store_result(&all(), &task.task_id, completed(r#"{"raced":true}"#)).await;
-        let cancelled = cancel.await.expect("cancel task").expect("cancel never fails here");
+        let stored = store
+            .store_result(&all(), &task.task_id, completed(r#"{"raced":true}"#))
+            .await;
+        let cancelled = cancel
+            .await
+            .expect("cancel task")
+            .expect("cancel never fails here");
         let now = store.get_task(&all(), &task.task_id).await.expect("get");
         match stored {
             Ok(stored) => {

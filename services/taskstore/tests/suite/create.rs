@@ -12,7 +12,10 @@ use crate::common::Backend;
 
 pub async fn starts_working_with_a_generated_id(backend: &dyn Backend) {
     let config = StoreConfig {
-        ttl: TtlPolicy { default: Some(ttl(60_000)), max: None },
+        ttl: TtlPolicy {
+            default: Some(ttl(60_000)),
+            max: None,
+        },
         poll_interval: Duration::from_millis(2500),
         ..StoreConfig::default()
     };
@@ -28,15 +31,27 @@ pub async fn starts_working_with_a_generated_id(backend: &dyn Backend) {
     assert_eq!(first.poll_interval, Duration::from_millis(2500));
     // 128 random bits, as 32 hex digits; never repeated.
     assert_eq!(first.task_id.as_str().len(), 32);
-    assert!(first.task_id.as_str().bytes().all(|b| b.is_ascii_hexdigit()));
+    assert!(
+        first
+            .task_id
+            .as_str()
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit())
+    );
     assert_ne!(first.task_id, second.task_id);
-    assert_eq!(store.get_task(&all(), &first.task_id).await.expect("get"), first);
+    assert_eq!(
+        store.get_task(&all(), &first.task_id).await.expect("get"),
+        first
+    );
 }
 
 pub async fn returns_the_actual_ttl(backend: &dyn Backend) {
     let capped = backend
         .store(StoreConfig {
-            ttl: TtlPolicy { default: Some(ttl(60_000)), max: Some(ttl(120_000)) },
+            ttl: TtlPolicy {
+                default: Some(ttl(60_000)),
+                max: Some(ttl(120_000)),
+            },
             ..StoreConfig::default()
         })
         .await;
@@ -48,8 +63,14 @@ pub async fn returns_the_actual_ttl(backend: &dyn Backend) {
         store.create_task(&all(), task).await.expect("create").ttl
     };
     assert_eq!(actual(capped.clone(), None).await, Some(ttl(60_000)));
-    assert_eq!(actual(capped.clone(), Some(90_000)).await, Some(ttl(90_000)));
-    assert_eq!(actual(capped.clone(), Some(3_600_000)).await, Some(ttl(120_000)));
+    assert_eq!(
+        actual(capped.clone(), Some(90_000)).await,
+        Some(ttl(90_000))
+    );
+    assert_eq!(
+        actual(capped.clone(), Some(3_600_000)).await,
+        Some(ttl(120_000))
+    );
 
     let unlimited = backend.store(StoreConfig::default()).await;
     assert_eq!(actual(unlimited.clone(), None).await, None);
@@ -58,32 +79,70 @@ pub async fn returns_the_actual_ttl(backend: &dyn Backend) {
 
 pub async fn caller_supplied_ids_are_unique(backend: &dyn Backend) {
     let store = backend.store(StoreConfig::default()).await;
-    let task = store.create_task(&all(), task_with_id("call:42/{x}~")).await.expect("create");
+    let task = store
+        .create_task(&all(), task_with_id("call:42/{x}~"))
+        .await
+        .expect("create");
     assert_eq!(task.task_id.as_str(), "call:42/{x}~");
-    assert_err!(store.create_task(&all(), task_with_id("call:42/{x}~")).await, StoreError::AlreadyExists(_));
+    assert_err!(
+        store
+            .create_task(&all(), task_with_id("call:42/{x}~"))
+            .await,
+        StoreError::AlreadyExists(_)
+    );
     // Ids are unique per tenant, whatever the session.
-    assert_err!(store.create_task(&session("s1"), task_with_id("call:42/{x}~")).await, StoreError::AlreadyExists(_));
+    assert_err!(
+        store
+            .create_task(&session("s1"), task_with_id("call:42/{x}~"))
+            .await,
+        StoreError::AlreadyExists(_)
+    );
     // The refused creates changed nothing.
-    assert_eq!(store.get_task(&all(), &task.task_id).await.expect("get"), task);
+    assert_eq!(
+        store.get_task(&all(), &task.task_id).await.expect("get"),
+        task
+    );
 }
 
 pub async fn binds_the_session(backend: &dyn Backend) {
     let store = backend.store(StoreConfig::default()).await;
     let task = create(&store, &session("s1")).await;
     assert_eq!(task.session_id.as_ref().map(|s| s.as_str()), Some("s1"));
-    assert_eq!(store.get_task(&session("s1"), &task.task_id).await.expect("get"), task);
+    assert_eq!(
+        store
+            .get_task(&session("s1"), &task.task_id)
+            .await
+            .expect("get"),
+        task
+    );
 }
 
 pub async fn reuses_the_id_of_an_expired_task(backend: &dyn Backend) {
     let store = backend.store(StoreConfig::default()).await;
     let old = store
-        .create_task(&all(), NewTask { ttl: Some(ttl(100)), ..task_with_id("recycled") })
+        .create_task(
+            &all(),
+            NewTask {
+                ttl: Some(ttl(100)),
+                ..task_with_id("recycled")
+            },
+        )
         .await
         .expect("create");
-    store.update_status(&all(), &old.task_id, status(TaskStatus::InputRequired, Some("old"))).await.expect("update");
+    store
+        .update_status(
+            &all(),
+            &old.task_id,
+            status(TaskStatus::InputRequired, Some("old")),
+        )
+        .await
+        .expect("update");
     sleep_ms(250).await;
     // Expired tasks no longer exist, so their ids are free again.
-    let new = store.create_task(&all(), task_with_id("recycled")).await.expect("create again");
+    let new = store
+        .create_task(&all(), task_with_id("recycled"))
+        .await
+        .expect("create again");
     assert_eq!(new.status, TaskStatus::Working);
     assert_eq!(new.status_message, None);
     assert!(new.created_at > old.created_at);

@@ -99,11 +99,17 @@ pub fn new_task() -> NewTask {
 }
 
 pub fn task_with_ttl(ms: u64) -> NewTask {
-    NewTask { ttl: Some(ttl(ms)), ..new_task() }
+    NewTask {
+        ttl: Some(ttl(ms)),
+        ..new_task()
+    }
 }
 
 pub fn task_with_id(id: &str) -> NewTask {
-    NewTask { task_id: Some(TaskId::parse(id).expect("valid id")), ..new_task() }
+    NewTask {
+        task_id: Some(TaskId::parse(id).expect("valid id")),
+        ..new_task()
+    }
 }
 
 pub fn all() -> Scope {
@@ -123,7 +129,10 @@ pub fn completed(json: &str) -> NewResult {
 }
 
 pub fn status(status: TaskStatus, message: Option<&str>) -> StatusUpdate {
-    StatusUpdate { status, message: message.map(str::to_owned) }
+    StatusUpdate {
+        status,
+        message: message.map(str::to_owned),
+    }
 }
 
 pub async fn create(store: &Store, scope: &Scope) -> Task {
@@ -136,7 +145,13 @@ pub async fn list_all(store: &Store, scope: &Scope, page_size: u32) -> Vec<Task>
     let mut cursor = None;
     loop {
         let page = store
-            .list_tasks(scope, PageRequest { cursor, page_size: Some(page_size) })
+            .list_tasks(
+                scope,
+                PageRequest {
+                    cursor,
+                    page_size: Some(page_size),
+                },
+            )
             .await
             .expect("list");
         assert!(page.tasks.len() <= page_size as usize);

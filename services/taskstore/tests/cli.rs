@@ -1,0 +1,236 @@
+//! The `taskstore` binary end to end: `serve` on an ephemeral port with JSON
+//! logs, every client command against it, then SIGTERM and a clean exit.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_taskstore");
+
+struct Service {
+    child: Child,
+    endpoint: String,
+    logs: std::sync::mpsc::Receiver<String>,
+}
+
+impl Drop for Service {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+    }
+}
+
+/// Starts `taskstore serve` on a fresh schema and waits for its "listening"
+/// log line, which names the address.
+async fn start_service() -> Service {
+    let (_, schema) = common::fresh_schema().await;
+    let separator = if common::database_url().contains('?') {
+        '&'
+    } else {
+        '?'
+    };
+    let url = format!(
+        "{}{separator}options=-c%20search_path%3D{schema}",
+        common::database_url()
+    );
+    let mut child = Command::new(BIN)
+        .args([
+            "--log-format",
+            "json",
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--shutdown-grace",
+            "5s",
+        ])
+        .env("TASKSTORE_DATABASE_URL", url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn taskstore serve");
+    let stderr = child.stderr.take().expect("stderr");
+    let (sender, logs) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if sender.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    loop {
+        let line = logs
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the service logs that it listens");
+        let event: serde_json::Value = serde_json::from_str(&line).expect("every log line is JSON");
+        if event["message"] == "listening" {
+            let addr = event["addr"].as_str().expect("addr field");
+            return Service {
+                child,
+                endpoint: format!("http://{addr}"),
+                logs,
+            };
+        }
+    }
+}
+
+fn client(service: &Service, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .args(["--endpoint", &service.endpoint])
+        .output()
+        .expect("run the client")
+}
+
+fn json(output: &Output) -> serde_json::Value {
+    assert!(
+        output.status.success(),
+        "client failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("--json prints JSON")
+}
+
+#[tokio::test]
+async fn serve_answers_every_client_command_and_stops_cleanly_on_sigterm() {
+    let mut service = start_service().await;
+
+    let created = json(&client(
+        &service,
+        &[
+            "create",
+            "--tool",
+            "echo",
+            "--arguments",
+            r#"{"text":"hi"}"#,
+            "--json",
+        ],
+    ));
+    assert_eq!(created["status"], "working");
+    assert_eq!(created["ttl"], 3_600_000, "the default ttl, in ms");
+    assert_eq!(created["pollInterval"], 1000);
+    let id = created["taskId"].as_str().expect("taskId").to_owned();
+
+    let shown = client(&service, &["get", &id]);
+    assert!(shown.status.success());
+    let text = String::from_utf8_lossy(&shown.stdout);
+    assert!(text.contains(&id) && text.contains("working"), "{text}");
+
+    let updated = json(&client(
+        &service,
+        &[
+            "update",
+            &id,
+            "--status",
+            "input_required",
+            "--message",
+            "which file?",
+            "--json",
+        ],
+    ));
+    assert_eq!(updated["status"], "input_required");
+    assert_eq!(updated["statusMessage"], "which file?");
+
+    let result = r#"{"content":[{"type":"text","text":"hi"}],"isError":false}"#;
+    let done = json(&client(
+        &service,
+        &["complete", &id, "--result", result, "--json"],
+    ));
+    assert_eq!(done["status"], "completed");
+    let fetched = json(&client(&service, &["result", &id, "--json"]));
+    assert_eq!(fetched["result"]["content"][0]["text"], "hi");
+    assert_eq!(fetched["task"]["status"], "completed");
+
+    let other = json(&client(
+        &service,
+        &[
+            "create",
+            "--request",
+            r#"{"method":"tools/call"}"#,
+            "--task-id",
+            "mine",
+            "--json",
+        ],
+    ));
+    assert_eq!(other["taskId"], "mine");
+    let cancelled = json(&client(&service, &["cancel", "mine", "--json"]));
+    assert_eq!(cancelled["status"], "cancelled");
+
+    let listed = json(&client(
+        &service,
+        &["list", "--all", "--page-size", "1", "--json"],
+    ));
+    assert_eq!(listed["tasks"][0]["taskId"], id.as_str());
+
+    let missing = client(&service, &["get", "nope"]);
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("task not found"));
+    let bad = client(&service, &["complete", &id, "--result", "[1]"]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("--result must be a JSON object"));
+
+    let pid = service.child.id().to_string();
+    let killed = Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill");
+    assert!(killed.success());
+    let status = wait_with_timeout(&mut service.child, Duration::from_secs(20));
+    assert!(status.success(), "exit status {status:?}");
+    let rest: Vec<String> = service.logs.try_iter().collect();
+    assert!(
+        rest.iter().any(|line| line.contains("\"stopped\"")),
+        "{rest:?}"
+    );
+}
+
+#[test]
+fn help_documents_every_flag_and_its_environment_variable() {
+    let help = Command::new(BIN)
+        .args(["serve", "--help"])
+        .output()
+        .expect("help");
+    let text = String::from_utf8_lossy(&help.stdout);
+    for env in [
+        "TASKSTORE_LISTEN",
+        "TASKSTORE_DATABASE_URL",
+        "TASKSTORE_DEFAULT_TTL",
+        "TASKSTORE_MAX_TTL",
+        "TASKSTORE_POLL_INTERVAL",
+        "TASKSTORE_MAX_PAGE_SIZE",
+        "TASKSTORE_MAX_TASKS",
+        "TASKSTORE_MAX_TASKS_PER_SESSION",
+        "TASKSTORE_CLEANUP_INTERVAL",
+        "TASKSTORE_DB_MAX_CONNECTIONS",
+        "TASKSTORE_DB_ACQUIRE_TIMEOUT",
+        "TASKSTORE_MAX_JSON_BYTES",
+        "TASKSTORE_MAX_MESSAGE_BYTES",
+        "TASKSTORE_SHUTDOWN_GRACE",
+    ] {
+        assert!(text.contains(env), "serve --help lacks {env}");
+    }
+}
+
+#[test]
+fn bad_configuration_fails_at_startup_with_a_clear_message() {
+    let output = Command::new(BIN)
+        .args(["serve", "--default-ttl", "2d", "--max-ttl", "1d"])
+        .output()
+        .expect("run");
+    assert!(!output.status.success());
+    assert!(String::from_utf8_lossy(&output.stderr).contains("default ttl exceeds the maximum"));
+}
+
+fn wait_with_timeout(child: &mut Child, timeout: Duration) -> std::process::ExitStatus {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the service did not exit"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
