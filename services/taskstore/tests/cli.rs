@@ -17,7 +17,9 @@ struct Service {
 
 impl Drop for Service {
     fn drop(&mut self) {
+        // Already exited in the passing case; reaped either way.
         let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -34,7 +36,7 @@ async fn start_service() -> Service {
         "{}{separator}options=-c%20search_path%3D{schema}",
         common::database_url()
     );
-    let mut child = Command::new(BIN)
+    let child = Command::new(BIN)
         .args([
             "--log-format",
             "json",
@@ -49,8 +51,13 @@ async fn start_service() -> Service {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn taskstore serve");
-    let stderr = child.stderr.take().expect("stderr");
     let (sender, logs) = std::sync::mpsc::channel();
+    let mut service = Service {
+        child,
+        endpoint: String::new(),
+        logs,
+    };
+    let stderr = service.child.stderr.take().expect("stderr");
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             if sender.send(line).is_err() {
@@ -59,17 +66,15 @@ async fn start_service() -> Service {
         }
     });
     loop {
-        let line = logs
+        let line = service
+            .logs
             .recv_timeout(Duration::from_secs(30))
             .expect("the service logs that it listens");
         let event: serde_json::Value = serde_json::from_str(&line).expect("every log line is JSON");
         if event["message"] == "listening" {
             let addr = event["addr"].as_str().expect("addr field");
-            return Service {
-                child,
-                endpoint: format!("http://{addr}"),
-                logs,
-            };
+            service.endpoint = format!("http://{addr}");
+            return service;
         }
     }
 }
