@@ -112,7 +112,8 @@ impl PgTaskStore {
         &self.pool
     }
 
-    async fn insert(&self, scope: &Scope, task: NewTask) -> Result<Option<TaskRow>, StoreError> {
+    /// Inserts a task; ALREADY_EXISTS when a live task has its id.
+    async fn insert(&self, scope: &Scope, task: NewTask) -> Result<TaskRow, StoreError> {
         let task_id = match task.task_id.clone() {
             Some(id) => id,
             None => TaskId::generate().map_err(|err| {
@@ -136,7 +137,7 @@ impl PgTaskStore {
         } else {
             insert_row(&self.pool, scope, &task_id, &task, ttl_ms, poll_ms).await?
         };
-        Ok(row)
+        row.ok_or_else(|| StoreError::AlreadyExists(task_id.to_string()))
     }
 
     /// The advisory lock that serializes creates which count against the
@@ -362,15 +363,8 @@ async fn shared_cursor_key(pool: &PgPool) -> Result<[u8; CursorCodec::KEY_BYTES]
 
 #[async_trait]
 impl TaskStore for PgTaskStore {
-    #[tracing::instrument(skip_all, fields(task_id))]
     async fn create_task(&self, scope: &Scope, task: NewTask) -> Result<Task, StoreError> {
-        let requested_id = task.task_id.clone();
-        match self.insert(scope, task).await? {
-            Some(row) => row.into_task(),
-            None => Err(StoreError::AlreadyExists(
-                requested_id.map(|id| id.to_string()).unwrap_or_default(),
-            )),
-        }
+        self.insert(scope, task).await?.into_task()
     }
 
     async fn get_task(&self, scope: &Scope, task_id: &TaskId) -> Result<Task, StoreError> {
