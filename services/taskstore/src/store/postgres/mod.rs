@@ -207,19 +207,34 @@ impl PgTaskStore {
     }
 
     async fn fetch_visible(&self, scope: &Scope, task_id: &TaskId) -> Result<TaskRow, StoreError> {
-        sqlx::query_as::<_, TaskRow>(concat!(
+        const SQL: &str = concat!(
             "SELECT ",
             task_columns!(),
             " FROM tasks WHERE ",
             visible_task!()
-        ))
-        .bind(scope.tenant.as_str())
-        .bind(task_id.as_str())
-        .bind(scope.session.as_ref().map(|s| s.as_str()))
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(store_error)?
-        .ok_or(StoreError::NotFound)
+        );
+        self.fetch_visible_as(SQL, scope, task_id).await
+    }
+
+    /// Runs `sql`, a SELECT whose parameters are those of `visible_task!`,
+    /// and returns its one row, or NOT_FOUND.
+    async fn fetch_visible_as<R>(
+        &self,
+        sql: &'static str,
+        scope: &Scope,
+        task_id: &TaskId,
+    ) -> Result<R, StoreError>
+    where
+        R: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow> + Send + Unpin,
+    {
+        sqlx::query_as::<_, R>(sql)
+            .bind(scope.tenant.as_str())
+            .bind(task_id.as_str())
+            .bind(scope.session.as_ref().map(|s| s.as_str()))
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(store_error)?
+            .ok_or(StoreError::NotFound)
     }
 
     /// Moves a visible, non-terminal task to `status` in one statement. `None`
@@ -415,19 +430,13 @@ impl TaskStore for PgTaskStore {
     }
 
     async fn get_result(&self, scope: &Scope, task_id: &TaskId) -> Result<TaskResult, StoreError> {
-        let row = sqlx::query_as::<_, TaskWithResultRow>(concat!(
+        const SQL: &str = concat!(
             "SELECT ",
             task_columns!(),
             ", result_json FROM tasks WHERE ",
             visible_task!()
-        ))
-        .bind(scope.tenant.as_str())
-        .bind(task_id.as_str())
-        .bind(scope.session.as_ref().map(|s| s.as_str()))
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(store_error)?
-        .ok_or(StoreError::NotFound)?;
+        );
+        let row: TaskWithResultRow = self.fetch_visible_as(SQL, scope, task_id).await?;
         let task = row.task.into_task()?;
         match (task.status, row.result_json) {
             (TaskStatus::Completed | TaskStatus::Failed, Some(result)) => Ok(TaskResult {
