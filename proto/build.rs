@@ -6,7 +6,10 @@ use std::env;
 use std::path::PathBuf;
 
 const PROTO_ROOT: &str = "mcp";
-const PROTOS: &[&str] = &["mcp/tasks/v1/task_store.proto"];
+const PROTOS: &[&str] = &[
+    "mcp/tasks/v1/task_store.proto",
+    "mcp/tasks/v1/execution.proto",
+];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out_dir = PathBuf::from(env::var("OUT_DIR")?);

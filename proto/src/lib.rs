@@ -12,6 +12,8 @@ pub mod v1 {
     tonic::include_proto!("mcp.tasks.v1");
 }
 
+pub mod jobs;
+
 /// The encoded `FileDescriptorSet` of every proto in this crate, for gRPC
 /// server reflection (so `grpcurl` needs no proto files).
 pub const FILE_DESCRIPTOR_SET: &[u8] =

@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::cli::ClientCommand;
-use crate::domain::{Ttl, TtlPolicy};
+use crate::domain::{ExecutionPolicy, Ttl, TtlPolicy};
 use crate::grpc::InputLimits;
 use crate::store::postgres::PoolSettings;
 use crate::store::{PagePolicy, Quotas, StoreConfig};
@@ -129,6 +129,38 @@ pub struct ServeArgs {
     /// Largest gRPC message, in bytes.
     #[arg(long, env = "TASKSTORE_MAX_MESSAGE_BYTES", default_value_t = 4 * 1024 * 1024)]
     pub max_message_bytes: usize,
+    /// RabbitMQ URL that dispatched jobs are published to.
+    #[arg(
+        long,
+        env = "TASKSTORE_AMQP_URL",
+        default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
+    )]
+    pub amqp_url: String,
+    /// How long a worker's claim lasts without renewal; a crashed worker's
+    /// task is dispatched again within this plus --reaper-interval.
+    #[arg(long, env = "TASKSTORE_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
+    pub lease_duration: Duration,
+    /// How often expired leases are looked for.
+    #[arg(long, env = "TASKSTORE_REAPER_INTERVAL", default_value = "5s", value_parser = parse_duration)]
+    pub reaper_interval: Duration,
+    /// Attempts of a dispatched task that asks for no number.
+    #[arg(long, env = "TASKSTORE_DEFAULT_MAX_ATTEMPTS", default_value_t = 3)]
+    pub default_max_attempts: u32,
+    /// First retry delay after a retryable error; doubles per attempt.
+    #[arg(long, env = "TASKSTORE_RETRY_BACKOFF_BASE", default_value = "1s", value_parser = parse_duration)]
+    pub retry_backoff_base: Duration,
+    /// Longest retry delay.
+    #[arg(long, env = "TASKSTORE_RETRY_BACKOFF_MAX", default_value = "60s", value_parser = parse_duration)]
+    pub retry_backoff_max: Duration,
+    /// How often the outbox relay looks for due jobs without being woken.
+    #[arg(long, env = "TASKSTORE_RELAY_POLL_INTERVAL", default_value = "1s", value_parser = parse_duration)]
+    pub relay_poll_interval: Duration,
+    /// Longest a waiting GetTaskResult blocks.
+    #[arg(long, env = "TASKSTORE_MAX_RESULT_WAIT", default_value = "10m", value_parser = parse_duration)]
+    pub max_result_wait: Duration,
+    /// Test-only fault injection; never set it in production.
+    #[arg(long, env = "TASKSTORE_FAULT", value_enum, hide = true)]
+    pub fault: Option<Fault>,
     /// How long in-flight RPCs may take to finish on SIGTERM/SIGINT.
     #[arg(long, env = "TASKSTORE_SHUTDOWN_GRACE", default_value = "30s", value_parser = parse_duration)]
     pub shutdown_grace: Duration,
@@ -159,6 +191,13 @@ impl ServeArgs {
                 max_tasks_per_session: self.max_tasks_per_session.0,
             },
             cleanup_batch_size: self.cleanup_batch_size,
+            execution: ExecutionPolicy {
+                lease_duration: self.lease_duration,
+                default_max_attempts: self.default_max_attempts,
+                backoff_base: self.retry_backoff_base,
+                backoff_max: self.retry_backoff_max,
+                ..ExecutionPolicy::default()
+            },
         };
         config.validate().map_err(|err| err.to_string())?;
         Ok(config)
@@ -174,6 +213,14 @@ impl ServeArgs {
         limits.validate()?;
         Ok(limits)
     }
+}
+
+/// Faults the fault tests inject into a real service process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Fault {
+    /// Abort the process when the relay is about to publish a job: the task
+    /// is committed, its job is not yet in the queue.
+    CrashBeforePublish,
 }
 
 /// A value or no limit (`unlimited`, `none` or `off`).

@@ -9,6 +9,7 @@
 
 pub mod cli;
 pub mod config;
+pub mod dispatch;
 pub mod domain;
 pub mod error;
 pub mod grpc;

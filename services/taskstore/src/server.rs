@@ -10,10 +10,12 @@ use tokio_util::sync::CancellationToken;
 use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 
-use crate::grpc::{OversizeIsResourceExhausted, TaskStoreService};
+use crate::grpc::{OversizeIsResourceExhausted, TaskExecutionService, TaskStoreService};
 
 /// The name health checks use for the task store service.
 pub const SERVICE_NAME: &str = "mcp.tasks.v1.TaskStore";
+/// The name health checks use for the worker-facing execution service.
+pub const EXECUTION_SERVICE_NAME: &str = "mcp.tasks.v1.TaskExecution";
 
 /// Why the server stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -29,6 +31,7 @@ pub enum ServeError {
 pub struct Server {
     listener: TcpListener,
     service: TaskStoreService,
+    execution: Option<TaskExecutionService>,
     shutdown_grace: Duration,
 }
 
@@ -39,8 +42,15 @@ impl Server {
         Ok(Self {
             listener,
             service,
+            execution: None,
             shutdown_grace: Duration::from_secs(30),
         })
+    }
+
+    /// Also serves the worker-facing execution API.
+    pub fn with_execution(mut self, execution: TaskExecutionService) -> Self {
+        self.execution = Some(execution);
+        self
     }
 
     /// How long in-flight RPCs may take to finish once shutdown begins.
@@ -83,6 +93,7 @@ impl Server {
             .add_service(health_service)
             .add_service(reflection)
             .add_service(self.service.into_server())
+            .add_optional_service(self.execution.map(TaskExecutionService::into_server))
             .serve_with_incoming_shutdown(incoming, stop_accepting);
         tokio::pin!(serve);
 

@@ -8,9 +8,12 @@ use sqlx::PgPool;
 use sqlx::postgres::PgConnectOptions;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{DatabaseArgs, ServeArgs};
-use crate::grpc::TaskStoreService;
+use crate::config::{DatabaseArgs, Fault, ServeArgs};
+use crate::dispatch::rabbitmq::RabbitPublisher;
+use crate::dispatch::{reaper, relay};
+use crate::grpc::{TaskExecutionService, TaskStoreService};
 use crate::server::Server;
+use crate::store::execution::{ExecutionStore, JobPublisher, PublishError, Published};
 use crate::store::postgres::{self, PgTaskStore};
 use crate::store::{StoreConfig, TaskStore};
 use crate::sweeper;
@@ -41,27 +44,47 @@ pub async fn serve(args: ServeArgs) -> Result<(), StartupError> {
     tokio::spawn(cancel_on_signal(shutdown.clone()));
 
     let pool = pool(&args.database)?;
-    let store = Arc::new(prepare(&pool, config, &shutdown).await?);
-    let store: Arc<dyn TaskStore> = store;
+    let pg_store = Arc::new(prepare(&pool, config, &shutdown).await?);
+    let store: Arc<dyn TaskStore> = pg_store.clone();
+    let execution: Arc<dyn ExecutionStore> = pg_store;
 
-    let server = Server::bind(args.listen, TaskStoreService::new(store.clone(), limits))
+    let service =
+        TaskStoreService::new(store.clone(), limits).with_max_result_wait(args.max_result_wait);
+    let server = Server::bind(args.listen, service)
         .await
         .map_err(StartupError::Bind)?
+        .with_execution(TaskExecutionService::new(execution.clone()))
         .with_shutdown_grace(args.shutdown_grace);
     let addr = server.local_addr().map_err(StartupError::Bind)?;
-    tracing::info!(%addr, backend = "postgres", "listening");
+    tracing::info!(%addr, backend = "postgres", queue = "rabbitmq", "listening");
 
-    let sweep = args
-        .cleanup_interval
-        .0
-        .map(|interval| sweeper::spawn(store.clone(), interval, shutdown.child_token()));
+    let mut background = vec![
+        reaper::spawn(
+            execution.clone(),
+            args.reaper_interval,
+            shutdown.child_token(),
+        ),
+        relay::spawn(
+            execution,
+            rabbit_connector(args.amqp_url.clone(), args.fault),
+            args.relay_poll_interval,
+            shutdown.child_token(),
+        ),
+    ];
+    if let Some(interval) = args.cleanup_interval.0 {
+        background.push(sweeper::spawn(
+            store.clone(),
+            interval,
+            shutdown.child_token(),
+        ));
+    }
     let served = server.run(shutdown.clone()).await;
 
     shutdown.cancel();
-    if let Some(sweep) = sweep {
-        // The sweep stops at its next await point; a panic there is logged.
-        if let Err(err) = sweep.await {
-            tracing::error!(error = %err, "the expired task sweep panicked");
+    for task in background {
+        // Each loop stops at its next await point; a panic there is logged.
+        if let Err(err) = task.await {
+            tracing::error!(error = %err, "a background loop panicked");
         }
     }
     pool.close().await;
@@ -75,6 +98,43 @@ pub async fn migrate(args: DatabaseArgs) -> Result<(), StartupError> {
     tracing::info!("migrations applied");
     pool.close().await;
     Ok(())
+}
+
+/// Connects the relay's publisher to RabbitMQ (again after a failure).
+fn rabbit_connector(url: String, fault: Option<Fault>) -> relay::Connect<FaultyPublisher> {
+    Arc::new(move || {
+        let url = url.clone();
+        Box::pin(async move {
+            let publisher = RabbitPublisher::connect(&url).await?;
+            Ok(FaultyPublisher { publisher, fault })
+        })
+    })
+}
+
+/// The RabbitMQ publisher, with the fault tests' crash point in front.
+struct FaultyPublisher {
+    publisher: RabbitPublisher,
+    fault: Option<Fault>,
+}
+
+#[async_trait::async_trait]
+impl JobPublisher for FaultyPublisher {
+    async fn publish(
+        &self,
+        job: &taskstore_proto::jobs::JobMessage,
+    ) -> Result<Published, PublishError> {
+        if self.fault == Some(Fault::CrashBeforePublish) {
+            tracing::error!(task_id = %job.task_id, "fault injection: crashing before publishing a committed job");
+            std::process::abort();
+        }
+        self.publisher.publish(job).await
+    }
+}
+
+impl relay::Publisher for FaultyPublisher {
+    fn is_connected(&self) -> bool {
+        self.publisher.is_connected()
+    }
 }
 
 fn pool(args: &DatabaseArgs) -> Result<PgPool, StartupError> {

@@ -36,6 +36,7 @@ fn create_request() -> pb::CreateTaskRequest {
         ttl: None,
         request_id_json: "1".into(),
         request_json: r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#.into(),
+        dispatch: None,
     }
 }
 
@@ -248,6 +249,7 @@ async fn hostile_ids_statuses_and_payloads_change_nothing() {
         let result = pb::GetTaskResultRequest {
             task_id: bad_id.to_owned(),
             session_id: None,
+            wait: true,
         };
         assert_eq!(
             code(client.get_task_result(result).await),
@@ -259,6 +261,7 @@ async fn hostile_ids_statuses_and_payloads_change_nothing() {
         status,
         status_message: message,
         session_id: None,
+        lease_token: None,
     };
     for status in [0, 6, 99, -1, i32::MIN] {
         assert_eq!(
@@ -271,6 +274,16 @@ async fn hostile_ids_statuses_and_payloads_change_nothing() {
         code(client.update_task_status(update(1, long_message)).await),
         Code::InvalidArgument
     );
+    for bad_lease in [String::new(), "l".repeat(65), "a b".into()] {
+        let fenced = pb::UpdateTaskStatusRequest {
+            lease_token: Some(bad_lease),
+            ..update(1, None)
+        };
+        assert_eq!(
+            code(client.update_task_status(fenced).await),
+            Code::InvalidArgument
+        );
+    }
 
     let store = |status: pb::TaskStatus, json: &str| pb::StoreTaskResultRequest {
         task_id: id.clone(),
@@ -278,6 +291,7 @@ async fn hostile_ids_statuses_and_payloads_change_nothing() {
         result_json: json.to_owned(),
         session_id: None,
         status_message: None,
+        lease_token: None,
     };
     for status in [
         pb::TaskStatus::Unspecified,

@@ -31,7 +31,15 @@ async fn replicas_can_migrate_at_once() {
     .fetch_all(&pool)
     .await
     .expect("list tables");
-    assert_eq!(tables, ["_sqlx_migrations", "store_secrets", "tasks"]);
+    assert_eq!(
+        tables,
+        [
+            "_sqlx_migrations",
+            "dispatch_outbox",
+            "store_secrets",
+            "tasks"
+        ]
+    );
 }
 
 #[tokio::test]
@@ -122,5 +130,6 @@ fn common_task() -> taskstore::domain::NewTask {
         ttl: None,
         request_id: taskstore::domain::RequestId::parse("\"r\"").expect("id"),
         request: taskstore::domain::JsonObject::parse("{}").expect("json"),
+        dispatch: None,
     }
 }

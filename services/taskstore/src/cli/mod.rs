@@ -188,6 +188,7 @@ pub async fn run(command: ClientCommand) -> Result<(), ClientError> {
                     .map_err(|err| StoreError::invalid("--request-id", err))?,
                 request: JsonObject::parse(request)
                     .map_err(|err| StoreError::invalid("--request", err))?,
+                dispatch: None,
             };
             out.task(&store.create_task(&scope, new_task).await?)?;
         }
@@ -221,7 +222,11 @@ pub async fn run(command: ClientCommand) -> Result<(), ClientError> {
             message,
             ..
         } => {
-            let update = StatusUpdate { status, message };
+            let update = StatusUpdate {
+                status,
+                message,
+                lease: None,
+            };
             out.task(
                 &store
                     .update_status(&scope, &task_id_arg(&task_id)?, update)
@@ -244,6 +249,7 @@ pub async fn run(command: ClientCommand) -> Result<(), ClientError> {
                 result: JsonObject::parse(result)
                     .map_err(|err| StoreError::invalid("--result", err))?,
                 message,
+                lease: None,
             };
             out.task(
                 &store

@@ -32,6 +32,15 @@ impl JsonObject {
     pub fn into_string(self) -> String {
         self.0
     }
+
+    /// `params.name` when this is a JSON-RPC `tools/call` request.
+    pub fn tools_call_name(&self) -> Option<String> {
+        let request: Value = serde_json::from_str(&self.0).ok()?;
+        if request.get("method")?.as_str()? != "tools/call" {
+            return None;
+        }
+        Some(request.get("params")?.get("name")?.as_str()?.to_owned())
+    }
 }
 
 /// A JSON-RPC request id, as JSON text: a string or a number.
@@ -100,6 +109,21 @@ mod tests {
     fn deep_nesting_is_an_error_not_a_crash() {
         let deep = format!("{{\"a\":{}{}}}", "[".repeat(100_000), "]".repeat(100_000));
         assert!(JsonObject::parse(deep).is_err());
+    }
+
+    #[test]
+    fn tools_call_name() {
+        let call = |text: &str| JsonObject::parse(text).expect("object").tools_call_name();
+        assert_eq!(
+            call(r#"{"method":"tools/call","params":{"name":"echo"}}"#),
+            Some("echo".into())
+        );
+        assert_eq!(
+            call(r#"{"method":"tools/list","params":{"name":"echo"}}"#),
+            None
+        );
+        assert_eq!(call(r#"{"method":"tools/call","params":{"name":7}}"#), None);
+        assert_eq!(call(r#"{"method":"tools/call"}"#), None);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! becomes these types once, at the edge; past it, values are known valid.
 
 mod cursor;
+mod execution;
 mod ids;
 mod json;
 mod status;
@@ -9,6 +10,10 @@ mod task;
 mod ttl;
 
 pub use cursor::{CursorCodec, CursorPosition, InvalidCursor};
+pub use execution::{
+    Claim, DispatchRequest, ExecutionPolicy, LeaseToken, ReleaseOutcome, ReleaseReason, Renewal,
+    ToolName,
+};
 pub use ids::{InvalidId, SessionId, TaskId, TenantId};
 pub use json::{InvalidJson, JsonObject, RequestId};
 pub use status::{ResultStatus, TaskStatus, UnknownStatus};

@@ -5,6 +5,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use super::execution::{DispatchRequest, LeaseToken};
 use super::ids::{SessionId, TaskId, TenantId};
 use super::json::{JsonObject, RequestId};
 use super::status::{ResultStatus, TaskStatus};
@@ -76,6 +77,8 @@ pub struct NewTask {
     pub ttl: Option<Ttl>,
     pub request_id: RequestId,
     pub request: JsonObject,
+    /// Run the task on a worker (`None`: the caller runs it).
+    pub dispatch: Option<DispatchRequest>,
 }
 
 /// UpdateTaskStatus: the new status and its message (`None` clears it).
@@ -83,6 +86,8 @@ pub struct NewTask {
 pub struct StatusUpdate {
     pub status: TaskStatus,
     pub message: Option<String>,
+    /// A worker's fence: applies only while this lease is current.
+    pub lease: Option<LeaseToken>,
 }
 
 /// StoreTaskResult: the terminal status, the result and the final message.
@@ -91,6 +96,8 @@ pub struct NewResult {
     pub status: ResultStatus,
     pub result: JsonObject,
     pub message: Option<String>,
+    /// A worker's fence: stored only while this lease is current.
+    pub lease: Option<LeaseToken>,
 }
 
 /// A stored result together with its task (whose status is completed or

@@ -2,7 +2,10 @@
 //! tell it from a local backend (the conformance suite runs through it), and
 //! the CLI is built on it.
 
+use std::time::Duration;
+
 use async_trait::async_trait;
+use tokio_stream::StreamExt;
 use tonic::transport::{Channel, Endpoint};
 
 use super::convert::{status_from_pb, task_from_pb};
@@ -14,7 +17,7 @@ use crate::domain::{
     TaskResult, TaskStatus,
 };
 use crate::error::StoreError;
-use crate::store::TaskStore;
+use crate::store::{TaskStore, TaskWatch};
 
 /// Results can be as large as the server allows; the client accepts them.
 const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
@@ -41,6 +44,39 @@ impl GrpcTaskStore {
 
     fn client(&self) -> TaskStoreClient<Channel> {
         self.client.clone()
+    }
+
+    /// GetTaskResult, waiting up to `wait` when given.
+    async fn fetch_result(
+        &self,
+        scope: &Scope,
+        task_id: &TaskId,
+        wait: Option<Duration>,
+    ) -> Result<TaskResult, StoreError> {
+        let mut request = tonic::Request::new(pb::GetTaskResultRequest {
+            task_id: task_id.to_string(),
+            session_id: session_of(scope)?,
+            wait: wait.is_some(),
+        });
+        if let Some(wait) = wait {
+            request.set_timeout(wait);
+        }
+        let response = self
+            .client()
+            .get_task_result(request)
+            .await
+            .map_err(store_error_from_status)?
+            .into_inner();
+        let task = task_from_pb(response.task.unwrap_or_default())?;
+        if status_from_pb(response.status)? != task.status {
+            return Err(StoreError::Internal(
+                "the result's status disagrees with its task".into(),
+            ));
+        }
+        let result = JsonObject::parse(response.result_json).map_err(|err| {
+            StoreError::Internal(format!("malformed result from the server: {err}"))
+        })?;
+        Ok(TaskResult { task, result })
     }
 }
 
@@ -70,6 +106,10 @@ impl TaskStore for GrpcTaskStore {
                 .map(|ttl| super::convert::duration(ttl.as_duration())),
             request_id_json: task.request_id.as_str().to_owned(),
             request_json: task.request.into_string(),
+            dispatch: task.dispatch.map(|d| pb::Dispatch {
+                tool: Some(d.tool.to_string()),
+                max_attempts: d.max_attempts,
+            }),
         };
         let task = self
             .client()
@@ -103,6 +143,7 @@ impl TaskStore for GrpcTaskStore {
             status: status_to_pb(update.status),
             status_message: update.message,
             session_id: session_of(scope)?,
+            lease_token: update.lease.map(|l| l.as_str().to_owned()),
         };
         let task = self
             .client()
@@ -124,6 +165,7 @@ impl TaskStore for GrpcTaskStore {
             result_json: result.result.into_string(),
             session_id: session_of(scope)?,
             status_message: result.message,
+            lease_token: result.lease.map(|l| l.as_str().to_owned()),
         };
         let task = self
             .client()
@@ -134,26 +176,7 @@ impl TaskStore for GrpcTaskStore {
     }
 
     async fn get_result(&self, scope: &Scope, task_id: &TaskId) -> Result<TaskResult, StoreError> {
-        let request = pb::GetTaskResultRequest {
-            task_id: task_id.to_string(),
-            session_id: session_of(scope)?,
-        };
-        let response = self
-            .client()
-            .get_task_result(request)
-            .await
-            .map_err(store_error_from_status)?
-            .into_inner();
-        let task = task_from_pb(response.task.unwrap_or_default())?;
-        if status_from_pb(response.status)? != task.status {
-            return Err(StoreError::Internal(
-                "the result's status disagrees with its task".into(),
-            ));
-        }
-        let result = JsonObject::parse(response.result_json).map_err(|err| {
-            StoreError::Internal(format!("malformed result from the server: {err}"))
-        })?;
-        Ok(TaskResult { task, result })
+        self.fetch_result(scope, task_id, None).await
     }
 
     async fn list_tasks(&self, scope: &Scope, page: PageRequest) -> Result<TaskPage, StoreError> {
@@ -190,6 +213,35 @@ impl TaskStore for GrpcTaskStore {
             .await
             .map_err(store_error_from_status)?;
         task_from_pb(task.into_inner())
+    }
+
+    async fn watch_task(&self, scope: &Scope, task_id: &TaskId) -> Result<TaskWatch, StoreError> {
+        let request = pb::WatchTaskRequest {
+            task_id: task_id.to_string(),
+            session_id: session_of(scope)?,
+        };
+        let stream = self
+            .client()
+            .watch_task(request)
+            .await
+            .map_err(store_error_from_status)?
+            .into_inner();
+        Ok(Box::pin(stream.map(|item| {
+            item.map_err(store_error_from_status).and_then(task_from_pb)
+        })))
+    }
+
+    async fn wait_for_result(
+        &self,
+        scope: &Scope,
+        task_id: &TaskId,
+        timeout: Duration,
+    ) -> Result<TaskResult, StoreError> {
+        match self.fetch_result(scope, task_id, Some(timeout)).await {
+            // Our own deadline passed first: answer as without waiting.
+            Err(StoreError::Unavailable(_)) => self.fetch_result(scope, task_id, None).await,
+            other => other,
+        }
     }
 
     async fn cleanup_expired(&self) -> Result<u64, StoreError> {

@@ -6,6 +6,7 @@
 
 mod client;
 mod convert;
+mod execution;
 mod limits;
 mod message_size;
 mod parse;
@@ -13,6 +14,7 @@ mod service;
 mod status;
 
 pub use client::GrpcTaskStore;
+pub use execution::TaskExecutionService;
 pub use limits::InputLimits;
 pub use message_size::OversizeIsResourceExhausted;
 pub use service::TaskStoreService;

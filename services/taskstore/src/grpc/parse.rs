@@ -2,8 +2,8 @@
 //! is parsed here. A refused field is INVALID_ARGUMENT naming the field.
 
 use crate::domain::{
-    JsonObject, NewResult, NewTask, PageRequest, RequestId, ResultStatus, Scope, SessionId,
-    StatusUpdate, TaskId, TaskStatus, TenantId, Ttl,
+    DispatchRequest, JsonObject, LeaseToken, NewResult, NewTask, PageRequest, RequestId,
+    ResultStatus, Scope, SessionId, StatusUpdate, TaskId, TaskStatus, TenantId, ToolName, Ttl,
 };
 use crate::error::StoreError;
 
@@ -34,6 +34,7 @@ impl<'a> Edge<'a> {
         let request_id = RequestId::parse(req.request_id_json)
             .map_err(|err| StoreError::invalid("request_id_json", err))?;
         let request = self.json_object("request_json", req.request_json)?;
+        let dispatch = req.dispatch.map(|d| dispatch(d, &request)).transpose()?;
         Ok((
             scope,
             NewTask {
@@ -41,6 +42,7 @@ impl<'a> Edge<'a> {
                 ttl,
                 request_id,
                 request,
+                dispatch,
             },
         ))
     }
@@ -60,7 +62,16 @@ impl<'a> Edge<'a> {
         let (scope, id) = self.lookup(&req.task_id, req.session_id.as_deref())?;
         let status = status("status", req.status)?;
         let message = self.status_message(req.status_message)?;
-        Ok((scope, id, StatusUpdate { status, message }))
+        let lease = req.lease_token.as_deref().map(lease_token).transpose()?;
+        Ok((
+            scope,
+            id,
+            StatusUpdate {
+                status,
+                message,
+                lease,
+            },
+        ))
     }
 
     pub(super) fn store_result(
@@ -76,6 +87,7 @@ impl<'a> Edge<'a> {
         })?;
         let result = self.json_object("result_json", req.result_json)?;
         let message = self.status_message(req.status_message)?;
+        let lease = req.lease_token.as_deref().map(lease_token).transpose()?;
         Ok((
             scope,
             id,
@@ -83,6 +95,7 @@ impl<'a> Edge<'a> {
                 status,
                 result,
                 message,
+                lease,
             },
         ))
     }
@@ -140,6 +153,29 @@ impl<'a> Edge<'a> {
 
 fn task_id(raw: &str) -> Result<TaskId, StoreError> {
     TaskId::parse(raw).map_err(|err| StoreError::invalid("task_id", err))
+}
+
+pub(super) fn lease_token(raw: &str) -> Result<LeaseToken, StoreError> {
+    LeaseToken::parse(raw).map_err(|err| StoreError::invalid("lease_token", err))
+}
+
+/// The tool to dispatch to: as given, or the `params.name` of a
+/// `tools/call` request.
+fn dispatch(dispatch: pb::Dispatch, request: &JsonObject) -> Result<DispatchRequest, StoreError> {
+    let tool = match dispatch.tool {
+        Some(tool) => tool,
+        None => request.tools_call_name().ok_or_else(|| {
+            StoreError::invalid(
+                "dispatch.tool",
+                "must be set unless request_json is a tools/call with params.name",
+            )
+        })?,
+    };
+    let tool = ToolName::parse(&tool).map_err(|err| StoreError::invalid("dispatch.tool", err))?;
+    Ok(DispatchRequest {
+        tool,
+        max_attempts: dispatch.max_attempts,
+    })
 }
 
 fn status(field: &str, raw: i32) -> Result<TaskStatus, StoreError> {

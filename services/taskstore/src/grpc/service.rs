@@ -1,6 +1,10 @@
 //! The gRPC service: parse, call the store, convert. Nothing else.
 
+use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_stream::{Stream, StreamExt};
 
 use tonic::{Request, Response, Status};
 use tracing::Span;
@@ -16,6 +20,7 @@ use crate::store::TaskStore;
 pub struct TaskStoreService {
     store: Arc<dyn TaskStore>,
     limits: InputLimits,
+    max_result_wait: Duration,
 }
 
 impl std::fmt::Debug for TaskStoreService {
@@ -28,7 +33,18 @@ impl std::fmt::Debug for TaskStoreService {
 
 impl TaskStoreService {
     pub fn new(store: Arc<dyn TaskStore>, limits: InputLimits) -> Self {
-        Self { store, limits }
+        Self {
+            store,
+            limits,
+            max_result_wait: Duration::from_secs(600),
+        }
+    }
+
+    /// The longest a waiting GetTaskResult blocks, whatever the caller's
+    /// deadline (default 10 minutes).
+    pub fn with_max_result_wait(mut self, wait: Duration) -> Self {
+        self.max_result_wait = wait;
+        self
     }
 
     /// The tonic server for this service, with the message size limits.
@@ -42,6 +58,23 @@ impl TaskStoreService {
     fn edge(&self) -> Edge<'_> {
         Edge::new(&self.limits)
     }
+}
+
+/// The caller's deadline, from the `grpc-timeout` header ("<n><unit>",
+/// unit one of H M S m u n).
+fn grpc_timeout<T>(request: &Request<T>) -> Option<Duration> {
+    let raw = request.metadata().get("grpc-timeout")?.to_str().ok()?;
+    let (digits, unit) = raw.split_at(raw.len().checked_sub(1)?);
+    let value: u64 = digits.parse().ok()?;
+    Some(match unit {
+        "H" => Duration::from_secs(value.saturating_mul(3600)),
+        "M" => Duration::from_secs(value.saturating_mul(60)),
+        "S" => Duration::from_secs(value),
+        "m" => Duration::from_millis(value),
+        "u" => Duration::from_micros(value),
+        "n" => Duration::from_nanos(value),
+        _ => return None,
+    })
 }
 
 fn record_task_id(task_id: &str) {
@@ -105,12 +138,19 @@ impl TaskStoreRpc for TaskStoreService {
         &self,
         request: Request<pb::GetTaskResultRequest>,
     ) -> Result<Response<pb::GetTaskResultResponse>, Status> {
+        // Answer shortly before the caller's deadline rather than after it.
+        let deadline = grpc_timeout(&request).map(|timeout| timeout.mul_f64(0.9));
         let req = request.into_inner();
         record_task_id(&req.task_id);
         let (scope, task_id) = self
             .edge()
             .lookup(&req.task_id, req.session_id.as_deref())?;
-        let result = self.store.get_result(&scope, &task_id).await?;
+        let result = if req.wait {
+            let wait = deadline.map_or(self.max_result_wait, |d| d.min(self.max_result_wait));
+            self.store.wait_for_result(&scope, &task_id, wait).await?
+        } else {
+            self.store.get_result(&scope, &task_id).await?
+        };
         Ok(Response::new(pb::GetTaskResultResponse {
             status: pb::TaskStatus::from(result.task.status).into(),
             result_json: result.result.into_string(),
@@ -129,6 +169,23 @@ impl TaskStoreRpc for TaskStoreService {
             tasks: page.tasks.into_iter().map(pb::Task::from).collect(),
             next_cursor: page.next_cursor,
         }))
+    }
+
+    type WatchTaskStream = Pin<Box<dyn Stream<Item = Result<pb::Task, Status>> + Send>>;
+
+    #[tracing::instrument(name = "WatchTask", skip_all, fields(task_id))]
+    async fn watch_task(
+        &self,
+        request: Request<pb::WatchTaskRequest>,
+    ) -> Result<Response<Self::WatchTaskStream>, Status> {
+        let req = request.into_inner();
+        record_task_id(&req.task_id);
+        let (scope, task_id) = self
+            .edge()
+            .lookup(&req.task_id, req.session_id.as_deref())?;
+        let watch = self.store.watch_task(&scope, &task_id).await?;
+        let stream = watch.map(|item| item.map(pb::Task::from).map_err(Status::from));
+        Ok(Response::new(Box::pin(stream)))
     }
 
     #[tracing::instrument(name = "CancelTask", skip_all, fields(task_id))]

@@ -1,6 +1,8 @@
 //! The service boundary: the [`TaskStore`] trait every backend implements,
 //! and the policy (ttl, quotas, paging) every backend applies the same way.
 
+pub mod changes;
+pub mod execution;
 pub mod postgres;
 
 use std::time::Duration;
@@ -8,8 +10,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::domain::{
-    NewResult, NewTask, PageRequest, Scope, StatusUpdate, Task, TaskId, TaskPage, TaskResult,
-    TaskStatus, TtlPolicy,
+    ExecutionPolicy, NewResult, NewTask, PageRequest, Scope, StatusUpdate, Task, TaskId, TaskPage,
+    TaskResult, TaskStatus, TtlPolicy,
 };
 use crate::error::StoreError;
 
@@ -56,7 +58,25 @@ pub trait TaskStore: Send + Sync + 'static {
 
     /// Deletes expired tasks of every tenant; returns how many.
     async fn cleanup_expired(&self) -> Result<u64, StoreError>;
+
+    /// The task now, then after every change, until it is terminal (the
+    /// stream ends) or disappears (a NOT_FOUND item ends it). Changes made
+    /// on any replica are seen.
+    async fn watch_task(&self, scope: &Scope, task_id: &TaskId) -> Result<TaskWatch, StoreError>;
+
+    /// MCP `tasks/result`: waits up to `timeout` for the task to be
+    /// terminal, without polling, then answers as [`TaskStore::get_result`].
+    async fn wait_for_result(
+        &self,
+        scope: &Scope,
+        task_id: &TaskId,
+        timeout: Duration,
+    ) -> Result<TaskResult, StoreError>;
 }
+
+/// The stream [`TaskStore::watch_task`] returns.
+pub type TaskWatch =
+    std::pin::Pin<Box<dyn tokio_stream::Stream<Item = Result<Task, StoreError>> + Send>>;
 
 /// Limits on how many unexpired tasks may exist; `None` is unlimited.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -103,6 +123,8 @@ pub struct StoreConfig {
     /// How many expired tasks one cleanup statement deletes at most, so that
     /// a large backlog never becomes one long-running delete.
     pub cleanup_batch_size: u32,
+    /// Leases, attempts and retries of dispatched tasks.
+    pub execution: ExecutionPolicy,
 }
 
 impl Default for StoreConfig {
@@ -113,6 +135,7 @@ impl Default for StoreConfig {
             paging: PagePolicy::default(),
             quotas: Quotas::default(),
             cleanup_batch_size: 1000,
+            execution: ExecutionPolicy::default(),
         }
     }
 }
@@ -142,6 +165,19 @@ impl StoreConfig {
         if self.quotas.max_tasks == Some(0) || self.quotas.max_tasks_per_session == Some(0) {
             return Err(InvalidConfig(
                 "a task quota of 0 would refuse every task".into(),
+            ));
+        }
+        let execution = &self.execution;
+        if execution.lease_duration < std::time::Duration::from_secs(1) {
+            return Err(InvalidConfig(
+                "the lease duration must be at least 1s".into(),
+            ));
+        }
+        if execution.default_max_attempts == 0
+            || execution.default_max_attempts > execution.max_max_attempts
+        {
+            return Err(InvalidConfig(
+                "the default max attempts must be between 1 and the largest allowed".into(),
             ));
         }
         if self.cleanup_batch_size == 0 {

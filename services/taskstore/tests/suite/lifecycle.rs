@@ -101,6 +101,7 @@ pub async fn stores_and_returns_results_verbatim(backend: &dyn Backend) {
         status: ResultStatus::Failed,
         result: JsonObject::parse(r#"{"content":[],"isError":true}"#).expect("json"),
         message: Some("the tool crashed".to_owned()),
+        lease: None,
     };
     let failed = store
         .store_result(&all(), &failing.task_id, failure)

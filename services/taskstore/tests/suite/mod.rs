@@ -95,6 +95,7 @@ pub fn new_task() -> NewTask {
             r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}"#,
         )
         .expect("valid request"),
+        dispatch: None,
     }
 }
 
@@ -125,6 +126,7 @@ pub fn completed(json: &str) -> NewResult {
         status: ResultStatus::Completed,
         result: JsonObject::parse(json).expect("valid result"),
         message: None,
+        lease: None,
     }
 }
 
@@ -132,6 +134,7 @@ pub fn status(status: TaskStatus, message: Option<&str>) -> StatusUpdate {
     StatusUpdate {
         status,
         message: message.map(str::to_owned),
+        lease: None,
     }
 }
 

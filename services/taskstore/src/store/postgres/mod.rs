@@ -7,21 +7,26 @@
 //! from the database clock, so replicas with skewed clocks agree on expiry.
 
 mod error;
+mod listener;
 mod rows;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::{PgPool, Postgres, QueryBuilder};
+use tokio::sync::Notify;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 pub(crate) use self::error::is_unavailable;
 use self::error::store_error;
 use self::rows::{TaskRow, TaskWithResultRow, stored_json, task_columns};
-use super::{StoreConfig, TaskStore, already_terminal, no_result, quota_reached};
+use super::changes::{ChangeFeed, wait_for_result, watch};
+use super::{StoreConfig, TaskStore, TaskWatch, already_terminal, no_result, quota_reached};
 use crate::domain::{
-    CursorCodec, NewResult, NewTask, PageRequest, Scope, StatusUpdate, Task, TaskId, TaskPage,
-    TaskResult, TaskStatus,
+    CursorCodec, LeaseToken, NewResult, NewTask, PageRequest, Scope, StatusUpdate, Task, TaskId,
+    TaskPage, TaskResult, TaskStatus,
 };
 use crate::error::StoreError;
 
@@ -86,12 +91,19 @@ macro_rules! visible_task {
     };
 }
 
+// Declared after the SQL macros above, which it uses.
+mod execution;
+
 /// The PostgreSQL [`TaskStore`].
 #[derive(Debug, Clone)]
 pub struct PgTaskStore {
     pool: PgPool,
     config: StoreConfig,
     cursors: CursorCodec,
+    changes: ChangeFeed,
+    outbox: Arc<Notify>,
+    /// Stops the change feed listener when the last clone is dropped.
+    _listener: Arc<DropGuard>,
 }
 
 impl PgTaskStore {
@@ -101,10 +113,17 @@ impl PgTaskStore {
             .validate()
             .map_err(|err| StoreError::InvalidArgument(err.to_string()))?;
         let cursors = CursorCodec::new(shared_cursor_key(&pool).await?);
+        let changes = ChangeFeed::default();
+        let outbox = Arc::new(Notify::new());
+        let stop = CancellationToken::new();
+        listener::spawn(pool.clone(), changes.clone(), outbox.clone(), stop.clone());
         Ok(Self {
             pool,
             config,
             cursors,
+            changes,
+            outbox,
+            _listener: Arc::new(stop.drop_guard()),
         })
     }
 
@@ -127,15 +146,23 @@ impl PgTaskStore {
             .effective(task.ttl)
             .map(|ttl| ttl.as_millis_i64());
         let poll_ms = i64::try_from(self.config.poll_interval.as_millis()).unwrap_or(i64::MAX);
+        let attempts = match &task.dispatch {
+            Some(dispatch) => Some(max_attempts(&self.config, dispatch.max_attempts)?),
+            None => None,
+        };
 
         let row = if self.quota_lock_key(scope).is_some() {
             let mut tx = self.pool.begin().await.map_err(store_error)?;
             self.enforce_quotas(&mut tx, scope).await?;
-            let row = insert_row(&mut *tx, scope, &task_id, &task, ttl_ms, poll_ms).await?;
+            let row =
+                insert_row(&mut *tx, scope, &task_id, &task, ttl_ms, poll_ms, attempts).await?;
             tx.commit().await.map_err(store_error)?;
             row
         } else {
-            insert_row(&self.pool, scope, &task_id, &task, ttl_ms, poll_ms).await?
+            insert_row(
+                &self.pool, scope, &task_id, &task, ttl_ms, poll_ms, attempts,
+            )
+            .await?
         };
         row.ok_or_else(|| StoreError::AlreadyExists(task_id.to_string()))
     }
@@ -247,6 +274,7 @@ impl PgTaskStore {
         status: TaskStatus,
         message: Option<&str>,
         result: Option<&str>,
+        fence: Option<&LeaseToken>,
     ) -> Result<Option<TaskRow>, StoreError> {
         sqlx::query_as::<_, TaskRow>(concat!(
             "UPDATE tasks SET status = $4, status_message = $5, result_json = $6,",
@@ -256,6 +284,7 @@ impl PgTaskStore {
             " WHERE ",
             visible_task!(),
             " AND status IN ('working', 'input_required')",
+            " AND ($8::text IS NULL OR lease_token = $8)",
             " RETURNING ",
             task_columns!()
         ))
@@ -266,17 +295,20 @@ impl PgTaskStore {
         .bind(message)
         .bind(result)
         .bind(status.is_terminal())
+        .bind(fence.map(LeaseToken::as_str))
         .fetch_optional(&self.pool)
         .await
         .map_err(store_error)
     }
 
-    /// Why a transition changed nothing: the task is not visible, or it is
-    /// terminal (terminal statuses are final, so the answer cannot go stale).
+    /// Why a transition changed nothing: the task is not visible, it is
+    /// terminal (terminal statuses are final, so the answer cannot go
+    /// stale), or the caller's lease is no longer the task's.
     async fn refusal(&self, scope: &Scope, task_id: &TaskId) -> StoreError {
         match self.fetch_visible(scope, task_id).await {
             Ok(row) => match row.status() {
-                Ok(status) => already_terminal(status),
+                Ok(status) if status.is_terminal() => already_terminal(status),
+                Ok(_) => lease_lost(),
                 Err(err) => err,
             },
             Err(err) => err,
@@ -317,21 +349,35 @@ async fn insert_row<'e>(
     task: &NewTask,
     ttl_ms: Option<i64>,
     poll_ms: i64,
+    max_attempts: Option<i32>,
 ) -> Result<Option<TaskRow>, StoreError> {
+    // The task and its job (when dispatched) commit together: the outbox.
+    // A replaced expired row continues its generation count, so jobs still
+    // queued for the old task can never claim the new one.
     sqlx::query_as::<_, TaskRow>(concat!(
-        "INSERT INTO tasks (tenant_id, task_id, session_id, status, request_id_json, request_json,",
-        " created_at, last_updated_at, ttl_ms, expires_at, poll_interval_ms)",
+        "WITH task AS (",
+        " INSERT INTO tasks (tenant_id, task_id, session_id, status, request_id_json, request_json,",
+        "  created_at, last_updated_at, ttl_ms, expires_at, poll_interval_ms,",
+        "  tool, max_attempts, dispatch_generation)",
         " VALUES ($1, $2, $3, 'working', $4, $5, now(), now(), $6::bigint,",
-        "         now() + $6::bigint * interval '1 millisecond', $7)",
+        "         now() + $6::bigint * interval '1 millisecond', $7, $8, $9, 1)",
         " ON CONFLICT (tenant_id, task_id) DO UPDATE SET",
         "   session_id = EXCLUDED.session_id, status = EXCLUDED.status, status_message = NULL,",
         "   request_id_json = EXCLUDED.request_id_json, request_json = EXCLUDED.request_json,",
         "   result_json = NULL, created_at = EXCLUDED.created_at,",
         "   last_updated_at = EXCLUDED.last_updated_at, ttl_ms = EXCLUDED.ttl_ms,",
-        "   expires_at = EXCLUDED.expires_at, poll_interval_ms = EXCLUDED.poll_interval_ms",
+        "   expires_at = EXCLUDED.expires_at, poll_interval_ms = EXCLUDED.poll_interval_ms,",
+        "   tool = EXCLUDED.tool, max_attempts = EXCLUDED.max_attempts, attempt = 0,",
+        "   dispatch_generation = tasks.dispatch_generation + 1,",
+        "   lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL",
         " WHERE tasks.expires_at <= now()",
-        " RETURNING ",
-        task_columns!()
+        " RETURNING *),",
+        " job AS (",
+        " INSERT INTO dispatch_outbox (tenant_id, task_id, generation, tool)",
+        " SELECT tenant_id, task_id, dispatch_generation, tool FROM task WHERE tool IS NOT NULL)",
+        " SELECT ",
+        task_columns!(),
+        " FROM task"
     ))
     .bind(scope.tenant.as_str())
     .bind(task_id.as_str())
@@ -340,9 +386,31 @@ async fn insert_row<'e>(
     .bind(task.request.as_str())
     .bind(ttl_ms)
     .bind(poll_ms)
+    .bind(task.dispatch.as_ref().map(|d| d.tool.as_str()))
+    .bind(max_attempts)
     .fetch_optional(executor)
     .await
     .map_err(store_error)
+}
+
+/// The max attempts of a new dispatched task: requested ?? default, within
+/// the allowed range.
+fn max_attempts(config: &StoreConfig, requested: Option<u32>) -> Result<i32, StoreError> {
+    let policy = &config.execution;
+    let attempts = requested.unwrap_or(policy.default_max_attempts);
+    if attempts == 0 || attempts > policy.max_max_attempts {
+        return Err(StoreError::invalid(
+            "dispatch.max_attempts",
+            format!("must be between 1 and {}", policy.max_max_attempts),
+        ));
+    }
+    Ok(i32::try_from(attempts).unwrap_or(i32::MAX))
+}
+
+fn lease_lost() -> StoreError {
+    StoreError::FailedPrecondition(
+        "this attempt's lease is no longer current: the task was released or claimed again".into(),
+    )
 }
 
 fn count_reaches(count: i64, max: u64) -> bool {
@@ -379,7 +447,13 @@ async fn shared_cursor_key(pool: &PgPool) -> Result<[u8; CursorCodec::KEY_BYTES]
 #[async_trait]
 impl TaskStore for PgTaskStore {
     async fn create_task(&self, scope: &Scope, task: NewTask) -> Result<Task, StoreError> {
-        self.insert(scope, task).await?.into_task()
+        let dispatched = task.dispatch.is_some();
+        let task = self.insert(scope, task).await?.into_task()?;
+        if dispatched {
+            // The local relay need not wait for the NOTIFY round trip.
+            self.outbox.notify_one();
+        }
+        Ok(task)
     }
 
     async fn get_task(&self, scope: &Scope, task_id: &TaskId) -> Result<Task, StoreError> {
@@ -399,6 +473,7 @@ impl TaskStore for PgTaskStore {
                 update.status,
                 update.message.as_deref(),
                 None,
+                update.lease.as_ref(),
             )
             .await?
         {
@@ -421,6 +496,7 @@ impl TaskStore for PgTaskStore {
                 status,
                 result.message.as_deref(),
                 Some(result.result.as_str()),
+                result.lease.as_ref(),
             )
             .await?
         {
@@ -498,13 +574,28 @@ impl TaskStore for PgTaskStore {
 
     async fn cancel_task(&self, scope: &Scope, task_id: &TaskId) -> Result<Task, StoreError> {
         match self
-            .transition(scope, task_id, TaskStatus::Cancelled, None, None)
+            .transition(scope, task_id, TaskStatus::Cancelled, None, None, None)
             .await?
         {
             Some(row) => row.into_task(),
             // Idempotent: a terminal task comes back as it is.
             None => self.fetch_visible(scope, task_id).await?.into_task(),
         }
+    }
+
+    async fn watch_task(&self, scope: &Scope, task_id: &TaskId) -> Result<TaskWatch, StoreError> {
+        let changes = self.changes.subscribe();
+        watch(self.clone(), changes, scope.clone(), task_id.clone()).await
+    }
+
+    async fn wait_for_result(
+        &self,
+        scope: &Scope,
+        task_id: &TaskId,
+        timeout: Duration,
+    ) -> Result<TaskResult, StoreError> {
+        let changes = self.changes.subscribe();
+        wait_for_result(self, changes, scope, task_id, timeout).await
     }
 
     async fn cleanup_expired(&self) -> Result<u64, StoreError> {

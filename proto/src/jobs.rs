@@ -1,0 +1,71 @@
+//! The job messages that travel over RabbitMQ from the service's outbox relay
+//! to workers. Shared here so that the publisher and every consumer agree.
+//!
+//! A message is only news: "task X of tenant T, dispatch generation G, wants
+//! tool N". The worker claims the task through the TaskExecution API before
+//! running it, so a stale or duplicated message never runs.
+
+use serde::{Deserialize, Serialize};
+
+/// The direct exchange jobs are published to, routed by tool name.
+pub const JOBS_EXCHANGE: &str = "taskstore.jobs";
+
+/// The durable quorum queue that holds the jobs of one tool. Every worker
+/// that serves the tool consumes from it, so they share the work.
+pub fn tool_queue(tool: &str) -> String {
+    format!("taskstore.tool.{tool}")
+}
+
+/// Tool names as MCP allows them (and as AMQP routing keys carry them).
+pub fn is_valid_tool_name(tool: &str) -> bool {
+    (1..=128).contains(&tool.len())
+        && tool
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'/'))
+}
+
+/// One job: run `tool` for the task, at this dispatch generation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobMessage {
+    pub tenant_id: String,
+    pub task_id: String,
+    pub generation: u64,
+    pub tool: String,
+}
+
+impl JobMessage {
+    pub fn to_bytes(&self) -> Vec<u8> {
+        // A struct of strings and an integer always serializes.
+        serde_json::to_vec(self).unwrap_or_default()
+    }
+
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, serde_json::Error> {
+        serde_json::from_slice(bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_garbage() {
+        let job = JobMessage {
+            tenant_id: "default".into(),
+            task_id: "t/1".into(),
+            generation: 3,
+            tool: "echo".into(),
+        };
+        assert_eq!(JobMessage::from_bytes(&job.to_bytes()).ok(), Some(job));
+        assert!(JobMessage::from_bytes(b"{").is_err());
+    }
+
+    #[test]
+    fn tool_names() {
+        assert!(is_valid_tool_name("echo"));
+        assert!(is_valid_tool_name("files/read-v2.1_x"));
+        for bad in ["", "a b", "é", "a*", &"x".repeat(129)] {
+            assert!(!is_valid_tool_name(bad), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! The outbox relay: publishes committed jobs to the queue, then deletes
+//! them. It wakes at once when a job is written (in-process signal and
+//! LISTEN/NOTIFY from other replicas) and also polls, so nothing waits on a
+//! lost notification. While the queue is down the outbox keeps every job and
+//! the relay reconnects with backoff.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::store::execution::{ExecutionStore, JobPublisher, PublishError};
+
+/// Jobs taken from the outbox per transaction.
+const BATCH: u32 = 100;
+const MAX_BACKOFF: Duration = Duration::from_secs(10);
+
+/// A publisher that can tell when it must be replaced.
+pub trait Publisher: JobPublisher {
+    fn is_connected(&self) -> bool;
+}
+
+impl Publisher for super::rabbitmq::RabbitPublisher {
+    fn is_connected(&self) -> bool {
+        super::rabbitmq::RabbitPublisher::is_connected(self)
+    }
+}
+
+/// Makes a new publisher (a new connection) when there is none.
+pub type Connect<P> =
+    Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<P, PublishError>> + Send>> + Send + Sync>;
+
+/// Relays until `shutdown` fires.
+pub fn spawn<P: Publisher + 'static>(
+    store: Arc<dyn ExecutionStore>,
+    connect: Connect<P>,
+    poll_interval: Duration,
+    shutdown: CancellationToken,
+) -> JoinHandle<()> {
+    tokio::spawn(async move {
+        let wake = store.outbox_signal();
+        let mut publisher: Option<P> = None;
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            if shutdown.is_cancelled() {
+                return;
+            }
+            let current = match publisher.take().filter(P::is_connected) {
+                Some(current) => current,
+                None => match connect().await {
+                    Ok(fresh) => {
+                        tracing::info!("relay connected to the job queue");
+                        fresh
+                    }
+                    Err(err) => {
+                        tracing::warn!(error = %err, retry_in_ms = backoff.as_millis() as u64, "relay cannot reach the job queue; jobs stay in the outbox");
+                        sleep_or_stop(backoff, &shutdown).await;
+                        backoff = (backoff * 2).min(MAX_BACKOFF);
+                        continue;
+                    }
+                },
+            };
+            match store.relay_due_jobs(&current, BATCH).await {
+                Ok(published) => {
+                    backoff = Duration::from_millis(100);
+                    if published > 0 {
+                        tracing::debug!(published, "jobs relayed");
+                    }
+                    publisher = Some(current);
+                    if published < u64::from(BATCH) {
+                        tokio::select! {
+                            () = shutdown.cancelled() => return,
+                            () = wake.notified() => {}
+                            () = tokio::time::sleep(poll_interval) => {}
+                        }
+                    }
+                }
+                Err(err) => {
+                    // Either side may be down: keep the publisher only if it
+                    // still looks healthy, and back off.
+                    tracing::warn!(error = %err, retry_in_ms = backoff.as_millis() as u64, "relaying jobs failed; retrying");
+                    publisher = Some(current);
+                    sleep_or_stop(backoff, &shutdown).await;
+                    backoff = (backoff * 2).min(MAX_BACKOFF);
+                }
+            }
+        }
+    })
+}
+
+async fn sleep_or_stop(delay: Duration, shutdown: &CancellationToken) {
+    tokio::select! {
+        () = shutdown.cancelled() => {}
+        () = tokio::time::sleep(delay) => {}
+    }
+}

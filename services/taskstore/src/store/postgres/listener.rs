@@ -1,0 +1,87 @@
+//! The change feed over PostgreSQL LISTEN/NOTIFY: triggers (migration 0002)
+//! notify on every task change and every outbox insert; one listening
+//! connection per replica turns them into in-process events.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::PgPool;
+use sqlx::postgres::{PgListener, PgNotification};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::store::changes::{ChangeFeed, TaskChange};
+
+const TASK_CHANNEL: &str = "taskstore_task_changed";
+const OUTBOX_CHANNEL: &str = "taskstore_outbox";
+const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(5);
+
+/// Listens until `stop` fires, reconnecting with backoff. After every
+/// (re)connection it tells everyone to re-read (`Resync`), because
+/// notifications sent while it was away are lost.
+pub(super) fn spawn(pool: PgPool, feed: ChangeFeed, outbox: Arc<Notify>, stop: CancellationToken) {
+    tokio::spawn(async move {
+        let mut delay = Duration::from_millis(100);
+        loop {
+            let connected = tokio::select! {
+                () = stop.cancelled() => return,
+                connected = connect(&pool) => connected,
+            };
+            let mut listener = match connected {
+                Ok(listener) => listener,
+                Err(err) => {
+                    tracing::warn!(error = %err, retry_in_ms = delay.as_millis() as u64, "change feed cannot listen; retrying");
+                    tokio::select! {
+                        () = stop.cancelled() => return,
+                        () = tokio::time::sleep(delay) => {}
+                    }
+                    delay = (delay * 2).min(MAX_RECONNECT_DELAY);
+                    continue;
+                }
+            };
+            delay = Duration::from_millis(100);
+            feed.publish(TaskChange::Resync);
+            outbox.notify_one();
+            loop {
+                let received = tokio::select! {
+                    () = stop.cancelled() => return,
+                    received = listener.try_recv() => received,
+                };
+                match received {
+                    Ok(Some(notification)) => route(&notification, &feed, &outbox),
+                    Ok(None) => {
+                        tracing::warn!("change feed connection lost; reconnecting");
+                        break;
+                    }
+                    Err(err) => {
+                        tracing::warn!(error = %err, "change feed failed; reconnecting");
+                        break;
+                    }
+                }
+            }
+        }
+    });
+}
+
+async fn connect(pool: &PgPool) -> Result<PgListener, sqlx::Error> {
+    let mut listener = PgListener::connect_with(pool).await?;
+    listener.listen_all([TASK_CHANNEL, OUTBOX_CHANNEL]).await?;
+    Ok(listener)
+}
+
+fn route(notification: &PgNotification, feed: &ChangeFeed, outbox: &Notify) {
+    match notification.channel() {
+        TASK_CHANNEL => match notification.payload().split_once(' ') {
+            Some((tenant, task_id)) => feed.publish(TaskChange::Changed {
+                tenant: tenant.to_owned(),
+                task_id: task_id.to_owned(),
+            }),
+            None => tracing::warn!(
+                payload = notification.payload(),
+                "malformed task change notification"
+            ),
+        },
+        OUTBOX_CHANNEL => outbox.notify_one(),
+        other => tracing::debug!(channel = other, "ignoring notification"),
+    }
+}
