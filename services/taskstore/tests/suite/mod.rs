@@ -8,6 +8,7 @@ pub mod expiry;
 pub mod isolation;
 pub mod lifecycle;
 pub mod listing;
+pub mod watching;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -53,6 +54,10 @@ macro_rules! conformance_suite {
             concurrency::quotas_count_unexpired_tasks_only,
             concurrency::exactly_one_of_concurrent_results_wins,
             concurrency::cancel_racing_a_result_has_one_outcome,
+            watching::watch_streams_every_change_until_terminal,
+            watching::watch_of_a_terminal_task_ends_at_once,
+            watching::waiting_for_a_result_wakes_when_it_is_stored,
+            watching::waiting_for_a_result_gives_up_at_its_timeout,
         );
     };
 }

@@ -1,0 +1,604 @@
+//! The execution protocol against PostgreSQL: claims, fenced reports, lease
+//! expiry, retries, poison tasks, cancellation, and the outbox relay (with a
+//! recording publisher; the RabbitMQ publisher is exercised end to end in
+//! the worker's tests).
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use taskstore::StoreError;
+use taskstore::domain::{
+    DispatchRequest, ExecutionPolicy, JsonObject, LeaseToken, NewResult, NewTask, ReleaseOutcome,
+    ReleaseReason, Renewal, RequestId, ResultStatus, Scope, StatusUpdate, TaskId, TaskStatus,
+    TenantId, ToolName,
+};
+use taskstore::store::execution::{ExecutionStore, JobPublisher, PublishError, Published};
+use taskstore::store::postgres::PgTaskStore;
+use taskstore::store::{StoreConfig, TaskStore};
+use taskstore_proto::jobs::JobMessage;
+use tokio_stream::StreamExt;
+
+fn tenant() -> TenantId {
+    TenantId::default_tenant()
+}
+
+fn all() -> Scope {
+    Scope::tenant_wide()
+}
+
+async fn store_with(policy: ExecutionPolicy) -> PgTaskStore {
+    common::pg_store(StoreConfig {
+        execution: policy,
+        ..StoreConfig::default()
+    })
+    .await
+}
+
+fn short_leases() -> ExecutionPolicy {
+    ExecutionPolicy {
+        lease_duration: Duration::from_secs(1),
+        default_max_attempts: 3,
+        backoff_base: Duration::from_millis(200),
+        backoff_max: Duration::from_secs(1),
+        ..ExecutionPolicy::default()
+    }
+}
+
+async fn dispatched(store: &PgTaskStore, max_attempts: Option<u32>) -> TaskId {
+    let task = NewTask {
+        task_id: None,
+        ttl: None,
+        request_id: RequestId::parse("1").expect("id"),
+        request: JsonObject::parse(
+            r#"{"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}"#,
+        )
+        .expect("json"),
+        dispatch: Some(DispatchRequest {
+            tool: ToolName::parse("echo").expect("tool"),
+            max_attempts,
+        }),
+    };
+    store
+        .create_task(&all(), task)
+        .await
+        .expect("create")
+        .task_id
+}
+
+fn result(lease: &LeaseToken) -> NewResult {
+    NewResult {
+        status: ResultStatus::Completed,
+        result: JsonObject::parse(r#"{"content":[]}"#).expect("json"),
+        message: None,
+        lease: Some(lease.clone()),
+    }
+}
+
+async fn generation(store: &PgTaskStore, id: &TaskId) -> u64 {
+    let generation: i64 =
+        sqlx::query_scalar("SELECT dispatch_generation FROM tasks WHERE task_id = $1")
+            .bind(id.as_str())
+            .fetch_one(store.pool())
+            .await
+            .expect("generation");
+    u64::try_from(generation).expect("positive")
+}
+
+/// Makes every current lease look expired, as if its worker froze.
+async fn expire_leases(store: &PgTaskStore) {
+    sqlx::query("UPDATE tasks SET lease_expires_at = now() - interval '1 second' WHERE lease_token IS NOT NULL")
+        .execute(store.pool())
+        .await
+        .expect("expire leases");
+}
+
+macro_rules! assert_err {
+    ($result:expr, $pattern:pat) => {
+        match $result {
+            Err($pattern) => {}
+            other => panic!("expected {}, got {other:?}", stringify!($pattern)),
+        }
+    };
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn exactly_one_of_many_claims_wins() {
+    let store = Arc::new(store_with(short_leases()).await);
+    let id = dispatched(&store, None).await;
+    assert_eq!(generation(&store, &id).await, 1);
+    let mut claims = tokio::task::JoinSet::new();
+    for worker in 0..10 {
+        let (store, id) = (store.clone(), id.clone());
+        claims.spawn(async move {
+            store
+                .claim(&tenant(), &id, 1, &format!("worker-{worker}"))
+                .await
+        });
+    }
+    let outcomes = claims.join_all().await;
+    let winners: Vec<_> = outcomes.iter().filter_map(|o| o.as_ref().ok()).collect();
+    assert_eq!(winners.len(), 1, "{outcomes:?}");
+    assert!(
+        outcomes
+            .iter()
+            .filter(|o| o.is_err())
+            .all(|o| matches!(o, Err(StoreError::FailedPrecondition(_))))
+    );
+    let claim = winners[0];
+    assert_eq!(
+        (claim.attempt, claim.max_attempts, claim.tool.as_str()),
+        (1, 3, "echo")
+    );
+    assert!(claim.request.as_str().contains("\"hi\""));
+    let task = store.get_task(&all(), &id).await.expect("get");
+    assert!(
+        task.status_message
+            .as_deref()
+            .is_some_and(|m| m.contains("attempt 1 of 3")),
+        "{task:?}"
+    );
+    // A duplicate of the same job, or a job of another generation, is stale.
+    assert_err!(
+        store.claim(&tenant(), &id, 1, "late").await,
+        StoreError::FailedPrecondition(_)
+    );
+    assert_err!(
+        store.claim(&tenant(), &id, 7, "stale").await,
+        StoreError::FailedPrecondition(_)
+    );
+    assert_err!(
+        store
+            .claim(&tenant(), &TaskId::parse("nope").expect("id"), 1, "w")
+            .await,
+        StoreError::NotFound
+    );
+}
+
+#[tokio::test]
+async fn reports_are_fenced_by_the_lease() {
+    let store = store_with(short_leases()).await;
+    let id = dispatched(&store, None).await;
+    let claim = store.claim(&tenant(), &id, 1, "w1").await.expect("claim");
+    let forged = LeaseToken::parse("not-the-lease").expect("token");
+
+    let progress = StatusUpdate {
+        status: TaskStatus::InputRequired,
+        message: Some("need a file".into()),
+        lease: Some(claim.lease_token.clone()),
+    };
+    assert_eq!(
+        store
+            .update_status(&all(), &id, progress)
+            .await
+            .expect("fenced update")
+            .status,
+        TaskStatus::InputRequired
+    );
+    let forged_update = StatusUpdate {
+        status: TaskStatus::Working,
+        message: None,
+        lease: Some(forged.clone()),
+    };
+    assert_err!(
+        store.update_status(&all(), &id, forged_update).await,
+        StoreError::FailedPrecondition(_)
+    );
+    assert_err!(
+        store.store_result(&all(), &id, result(&forged)).await,
+        StoreError::FailedPrecondition(_)
+    );
+    assert_eq!(
+        store
+            .renew(&tenant(), &id, &claim.lease_token)
+            .await
+            .expect("renew"),
+        Renewal::KeepRunning
+    );
+    assert!(matches!(
+        store.renew(&tenant(), &id, &forged).await.expect("renew"),
+        Renewal::Stop(_)
+    ));
+
+    store
+        .store_result(&all(), &id, result(&claim.lease_token))
+        .await
+        .expect("the lease holder stores");
+    assert_err!(
+        store
+            .store_result(&all(), &id, result(&claim.lease_token))
+            .await,
+        StoreError::FailedPrecondition(_)
+    );
+    assert!(matches!(
+        store
+            .renew(&tenant(), &id, &claim.lease_token)
+            .await
+            .expect("renew"),
+        Renewal::Stop(_)
+    ));
+}
+
+#[tokio::test]
+async fn an_expired_lease_dispatches_again_and_fences_the_old_attempt() {
+    let store = store_with(short_leases()).await;
+    let id = dispatched(&store, None).await;
+    let first = store
+        .claim(&tenant(), &id, 1, "frozen")
+        .await
+        .expect("claim");
+    assert_eq!(
+        store.reap_expired_leases().await.expect("reap"),
+        0,
+        "a live lease is left alone"
+    );
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(store.reap_expired_leases().await.expect("reap"), 1);
+
+    assert_eq!(generation(&store, &id).await, 2);
+    let message = store
+        .get_task(&all(), &id)
+        .await
+        .expect("get")
+        .status_message
+        .unwrap_or_default();
+    assert!(
+        message.contains("frozen") && message.contains("dispatched again"),
+        "{message}"
+    );
+    // The frozen worker wakes up: everything it says is refused.
+    assert!(matches!(
+        store
+            .renew(&tenant(), &id, &first.lease_token)
+            .await
+            .expect("renew"),
+        Renewal::Stop(_)
+    ));
+    assert_err!(
+        store
+            .store_result(&all(), &id, result(&first.lease_token))
+            .await,
+        StoreError::FailedPrecondition(_)
+    );
+    let second = store
+        .claim(&tenant(), &id, 2, "healthy")
+        .await
+        .expect("claim again");
+    assert_eq!(second.attempt, 2);
+    store
+        .store_result(&all(), &id, result(&second.lease_token))
+        .await
+        .expect("store");
+    assert_eq!(
+        store
+            .get_result(&all(), &id)
+            .await
+            .expect("result")
+            .task
+            .status,
+        TaskStatus::Completed
+    );
+}
+
+#[tokio::test]
+async fn renewals_keep_a_long_task_alive() {
+    let store = store_with(short_leases()).await;
+    let id = dispatched(&store, None).await;
+    let claim = store
+        .claim(&tenant(), &id, 1, "steady")
+        .await
+        .expect("claim");
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        assert_eq!(
+            store
+                .renew(&tenant(), &id, &claim.lease_token)
+                .await
+                .expect("renew"),
+            Renewal::KeepRunning
+        );
+        assert_eq!(store.reap_expired_leases().await.expect("reap"), 0);
+    }
+    assert_eq!(
+        generation(&store, &id).await,
+        1,
+        "never taken away from a live worker"
+    );
+}
+
+#[tokio::test]
+async fn a_poison_task_fails_after_its_attempts() {
+    let store = store_with(short_leases()).await;
+    let id = dispatched(&store, Some(2)).await;
+    for attempt in 1..=2u64 {
+        store
+            .claim(&tenant(), &id, attempt, &format!("crashy-{attempt}"))
+            .await
+            .expect("claim");
+        expire_leases(&store).await;
+        assert_eq!(store.reap_expired_leases().await.expect("reap"), 1);
+    }
+    let result = store
+        .get_result(&all(), &id)
+        .await
+        .expect("a failure result");
+    assert_eq!(result.task.status, TaskStatus::Failed);
+    let message = result.task.status_message.unwrap_or_default();
+    assert!(
+        message.contains("failed after 2 attempts") && message.contains("crashy-2"),
+        "{message}"
+    );
+    let body: serde_json::Value = serde_json::from_str(result.result.as_str()).expect("json");
+    assert_eq!(body["isError"], true);
+}
+
+#[tokio::test]
+async fn retryable_errors_back_off_then_fail_and_shutdown_gives_the_attempt_back() {
+    let store = store_with(short_leases()).await;
+    let id = dispatched(&store, Some(2)).await;
+
+    let claim = store.claim(&tenant(), &id, 1, "w").await.expect("claim");
+    let outcome = store
+        .release(
+            &tenant(),
+            &id,
+            &claim.lease_token,
+            ReleaseReason::Shutdown,
+            "stopping",
+        )
+        .await
+        .expect("release");
+    assert_eq!(
+        outcome,
+        ReleaseOutcome::Retry {
+            after: Duration::ZERO
+        }
+    );
+    let claim = store
+        .claim(&tenant(), &id, 2, "w")
+        .await
+        .expect("claim after shutdown");
+    assert_eq!(claim.attempt, 1, "a shutdown does not use an attempt");
+
+    let outcome = store
+        .release(
+            &tenant(),
+            &id,
+            &claim.lease_token,
+            ReleaseReason::RetryableError,
+            "timeout upstream",
+        )
+        .await
+        .expect("release");
+    let ReleaseOutcome::Retry { after } = outcome else {
+        panic!("expected a retry, got {outcome:?}")
+    };
+    assert!(
+        after >= Duration::from_millis(100) && after <= Duration::from_millis(200),
+        "{after:?}"
+    );
+    let message = store
+        .get_task(&all(), &id)
+        .await
+        .expect("get")
+        .status_message
+        .unwrap_or_default();
+    assert!(
+        message.contains("attempt 1 of 2 failed: timeout upstream"),
+        "{message}"
+    );
+    assert_err!(
+        store
+            .release(
+                &tenant(),
+                &id,
+                &claim.lease_token,
+                ReleaseReason::RetryableError,
+                "again"
+            )
+            .await,
+        StoreError::FailedPrecondition(_)
+    );
+
+    let claim = store
+        .claim(&tenant(), &id, 3, "w")
+        .await
+        .expect("claim the retry");
+    assert_eq!(claim.attempt, 2);
+    let outcome = store
+        .release(
+            &tenant(),
+            &id,
+            &claim.lease_token,
+            ReleaseReason::RetryableError,
+            "still down",
+        )
+        .await
+        .expect("release");
+    assert_eq!(outcome, ReleaseOutcome::Failed);
+    let result = store.get_result(&all(), &id).await.expect("failure result");
+    assert_eq!(result.task.status, TaskStatus::Failed);
+    assert!(
+        result
+            .task
+            .status_message
+            .unwrap_or_default()
+            .contains("failed after 2 attempts: still down")
+    );
+}
+
+#[tokio::test]
+async fn cancellation_reaches_the_running_attempt_at_once() {
+    let store = store_with(short_leases()).await;
+    let id = dispatched(&store, None).await;
+    let claim = store.claim(&tenant(), &id, 1, "w").await.expect("claim");
+    let mut watch = store.watch_task(&all(), &id).await.expect("watch");
+    watch.next().await.expect("first").expect("task");
+    let started = tokio::time::Instant::now();
+    store.cancel_task(&all(), &id).await.expect("cancel");
+    let seen = tokio::time::timeout(Duration::from_secs(5), watch.next())
+        .await
+        .expect("notified")
+        .expect("item")
+        .expect("task");
+    assert_eq!(seen.status, TaskStatus::Cancelled);
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "seen in {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        store
+            .renew(&tenant(), &id, &claim.lease_token)
+            .await
+            .expect("renew"),
+        Renewal::Stop("the task was cancelled".into())
+    );
+    assert_err!(
+        store
+            .store_result(&all(), &id, result(&claim.lease_token))
+            .await,
+        StoreError::FailedPrecondition(_)
+    );
+    assert_err!(
+        store.get_result(&all(), &id).await,
+        StoreError::FailedPrecondition(_)
+    );
+}
+
+/// A publisher that records what it is given.
+#[derive(Default)]
+struct Recorder {
+    jobs: Mutex<Vec<JobMessage>>,
+    routable: bool,
+    down: bool,
+}
+
+#[async_trait]
+impl JobPublisher for Recorder {
+    async fn publish(&self, job: &JobMessage) -> Result<Published, PublishError> {
+        if self.down {
+            return Err(PublishError("broker down".into()));
+        }
+        self.jobs.lock().expect("lock").push(job.clone());
+        Ok(if self.routable {
+            Published::Queued
+        } else {
+            Published::NoWorkerForTool
+        })
+    }
+}
+
+#[tokio::test]
+async fn the_relay_publishes_each_job_once_and_drops_stale_ones() {
+    let store = store_with(short_leases()).await;
+    let kept = dispatched(&store, None).await;
+    let cancelled = dispatched(&store, None).await;
+    store.cancel_task(&all(), &cancelled).await.expect("cancel");
+
+    let down = Recorder {
+        down: true,
+        ..Recorder::default()
+    };
+    assert_err!(
+        store.relay_due_jobs(&down, 100).await,
+        StoreError::Unavailable(_)
+    );
+
+    let queue = Recorder {
+        routable: true,
+        ..Recorder::default()
+    };
+    assert_eq!(store.relay_due_jobs(&queue, 100).await.expect("relay"), 1);
+    assert_eq!(
+        store
+            .relay_due_jobs(&queue, 100)
+            .await
+            .expect("relay again"),
+        0,
+        "published rows are gone"
+    );
+    let jobs = queue.jobs.lock().expect("lock").clone();
+    assert_eq!(
+        jobs,
+        [JobMessage {
+            tenant_id: "default".into(),
+            task_id: kept.to_string(),
+            generation: 1,
+            tool: "echo".into()
+        }]
+    );
+}
+
+#[tokio::test]
+async fn a_job_for_an_unserved_tool_waits_and_says_so() {
+    let policy = ExecutionPolicy {
+        unroutable_retry: Duration::from_millis(300),
+        ..short_leases()
+    };
+    let store = store_with(policy).await;
+    let id = dispatched(&store, None).await;
+    let nobody = Recorder::default();
+    assert_eq!(store.relay_due_jobs(&nobody, 100).await.expect("relay"), 0);
+    let task = store.get_task(&all(), &id).await.expect("get");
+    assert_eq!(
+        task.status_message.as_deref(),
+        Some("waiting for a worker that serves tool echo")
+    );
+    assert_eq!(store.relay_due_jobs(&nobody, 100).await.expect("relay"), 0);
+    assert_eq!(
+        nobody.jobs.lock().expect("lock").len(),
+        1,
+        "not offered again before its retry time"
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let queue = Recorder {
+        routable: true,
+        ..Recorder::default()
+    };
+    assert_eq!(
+        store.relay_due_jobs(&queue, 100).await.expect("relay"),
+        1,
+        "offered again once a worker may exist"
+    );
+}
+
+#[tokio::test]
+async fn a_result_stored_on_one_replica_wakes_a_waiter_on_another() {
+    let pool = common::migrated_pool().await;
+    let replica_a = PgTaskStore::open(pool.clone(), StoreConfig::default())
+        .await
+        .expect("open");
+    let (options, _) = (pool.connect_options().as_ref().clone(), ());
+    let other_pool = taskstore::store::postgres::lazy_pool(options, common::test_pool_settings());
+    let replica_b = PgTaskStore::open(other_pool, StoreConfig::default())
+        .await
+        .expect("open");
+    let id = dispatched(&replica_a, None).await;
+    let waiter = {
+        let (replica_b, id) = (replica_b.clone(), id.clone());
+        tokio::spawn(async move {
+            replica_b
+                .wait_for_result(&all(), &id, Duration::from_secs(60))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let claim = replica_a
+        .claim(&tenant(), &id, 1, "w")
+        .await
+        .expect("claim");
+    replica_a
+        .store_result(&all(), &id, result(&claim.lease_token))
+        .await
+        .expect("store");
+    let woken = tokio::time::timeout(Duration::from_secs(3), waiter)
+        .await
+        .expect("woken by NOTIFY, not by polling");
+    assert_eq!(
+        woken.expect("waiter").expect("result").task.status,
+        TaskStatus::Completed
+    );
+}
