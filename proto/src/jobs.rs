@@ -7,13 +7,42 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The direct exchange jobs are published to, routed by tool name.
-pub const JOBS_EXCHANGE: &str = "taskstore.jobs";
+/// The default prefix of every exchange and queue name.
+pub const DEFAULT_PREFIX: &str = "taskstore";
 
-/// The durable quorum queue that holds the jobs of one tool. Every worker
-/// that serves the tool consumes from it, so they share the work.
-pub fn tool_queue(tool: &str) -> String {
-    format!("taskstore.tool.{tool}")
+/// The names on the broker. A prefix keeps deployments (or test runs) that
+/// share one broker apart; the service and its workers must agree on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Topology {
+    prefix: String,
+}
+
+impl Default for Topology {
+    fn default() -> Self {
+        Self {
+            prefix: DEFAULT_PREFIX.to_owned(),
+        }
+    }
+}
+
+impl Topology {
+    /// `prefix` follows the tool name rules.
+    pub fn new(prefix: &str) -> Option<Self> {
+        is_valid_tool_name(prefix).then(|| Self {
+            prefix: prefix.to_owned(),
+        })
+    }
+
+    /// The durable direct exchange jobs are published to, routed by tool.
+    pub fn exchange(&self) -> String {
+        format!("{}.jobs", self.prefix)
+    }
+
+    /// The durable quorum queue that holds the jobs of one tool. Every
+    /// worker that serves the tool consumes from it, so they share the work.
+    pub fn tool_queue(&self, tool: &str) -> String {
+        format!("{}.tool.{tool}", self.prefix)
+    }
 }
 
 /// Tool names as MCP allows them (and as AMQP routing keys carry them).
@@ -58,6 +87,18 @@ mod tests {
         };
         assert_eq!(JobMessage::from_bytes(&job.to_bytes()).ok(), Some(job));
         assert!(JobMessage::from_bytes(b"{").is_err());
+    }
+
+    #[test]
+    fn topology_names() {
+        let topology = Topology::default();
+        assert_eq!(topology.exchange(), "taskstore.jobs");
+        assert_eq!(topology.tool_queue("echo"), "taskstore.tool.echo");
+        assert_eq!(
+            Topology::new("ci-7").map(|t| t.exchange()),
+            Some("ci-7.jobs".into())
+        );
+        assert!(Topology::new("bad prefix").is_none());
     }
 
     #[test]

@@ -1,5 +1,37 @@
-//! The worker runtime for mcp-taskstore.
+//! Workers for mcp-taskstore: take dispatched tasks from RabbitMQ, run them,
+//! and report progress and results through the gRPC API.
 //!
-//! Empty on purpose: workers that take dispatched tasks from RabbitMQ, run
-//! them and report results through the gRPC API arrive with the dispatch
-//! issue. The crate exists now so the workspace layout is final.
+//! Write a tool by implementing [`Tool`]; serve tools with [`Worker`]:
+//!
+//! ```no_run
+//! use std::sync::Arc;
+//! use taskworker::{Tool, ToolContext, ToolError, Worker, WorkerConfig, text_result};
+//!
+//! struct Shout;
+//!
+//! #[async_trait::async_trait]
+//! impl Tool for Shout {
+//!     async fn call(&self, ctx: ToolContext, args: serde_json::Value) -> Result<serde_json::Value, ToolError> {
+//!         ctx.progress("shouting").await;
+//!         let text = args["text"].as_str().unwrap_or_default().to_uppercase();
+//!         Ok(text_result(text))
+//!     }
+//! }
+//!
+//! # async fn run(config: WorkerConfig) -> Result<(), taskworker::WorkerError> {
+//! let worker = Worker::new(config).with_tool("shout", Arc::new(Shout))?;
+//! worker.run(tokio_util::sync::CancellationToken::new()).await
+//! # }
+//! ```
+//!
+//! The execution protocol (claims, leases, fencing, retries) is described in
+//! `docs/execution.md`.
+
+mod attempt;
+mod report;
+mod runtime;
+mod tool;
+pub mod tools;
+
+pub use runtime::{Worker, WorkerConfig, WorkerError};
+pub use tool::{Tool, ToolContext, ToolError, error_result, is_error, text_result};

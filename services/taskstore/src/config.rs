@@ -136,6 +136,10 @@ pub struct ServeArgs {
         default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
     )]
     pub amqp_url: String,
+    /// Prefix of the RabbitMQ exchange and queue names; the service and its
+    /// workers must use the same one.
+    #[arg(long, env = "TASKSTORE_QUEUE_PREFIX", default_value = "taskstore")]
+    pub queue_prefix: String,
     /// How long a worker's claim lasts without renewal; a crashed worker's
     /// task is dispatched again within this plus --reaper-interval.
     #[arg(long, env = "TASKSTORE_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]

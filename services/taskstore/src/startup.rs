@@ -17,6 +17,7 @@ use crate::store::execution::{ExecutionStore, JobPublisher, PublishError, Publis
 use crate::store::postgres::{self, PgTaskStore};
 use crate::store::{StoreConfig, TaskStore};
 use crate::sweeper;
+use taskstore_proto::jobs::Topology;
 
 /// Why the service could not start or stopped abnormally.
 #[derive(Debug, thiserror::Error)]
@@ -58,6 +59,9 @@ pub async fn serve(args: ServeArgs) -> Result<(), StartupError> {
     let addr = server.local_addr().map_err(StartupError::Bind)?;
     tracing::info!(%addr, backend = "postgres", queue = "rabbitmq", "listening");
 
+    let topology = Topology::new(&args.queue_prefix).ok_or_else(|| {
+        StartupError::Config("--queue-prefix must be 1 to 128 of A-Z a-z 0-9 _ - . /".into())
+    })?;
     let mut background = vec![
         reaper::spawn(
             execution.clone(),
@@ -66,7 +70,7 @@ pub async fn serve(args: ServeArgs) -> Result<(), StartupError> {
         ),
         relay::spawn(
             execution,
-            rabbit_connector(args.amqp_url.clone(), args.fault),
+            rabbit_connector(args.amqp_url.clone(), topology, args.fault),
             args.relay_poll_interval,
             shutdown.child_token(),
         ),
@@ -101,11 +105,15 @@ pub async fn migrate(args: DatabaseArgs) -> Result<(), StartupError> {
 }
 
 /// Connects the relay's publisher to RabbitMQ (again after a failure).
-fn rabbit_connector(url: String, fault: Option<Fault>) -> relay::Connect<FaultyPublisher> {
+fn rabbit_connector(
+    url: String,
+    topology: Topology,
+    fault: Option<Fault>,
+) -> relay::Connect<FaultyPublisher> {
     Arc::new(move || {
-        let url = url.clone();
+        let (url, topology) = (url.clone(), topology.clone());
         Box::pin(async move {
-            let publisher = RabbitPublisher::connect(&url).await?;
+            let publisher = RabbitPublisher::connect(&url, &topology).await?;
             Ok(FaultyPublisher { publisher, fault })
         })
     })

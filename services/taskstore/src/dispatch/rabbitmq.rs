@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions};
 use lapin::types::FieldTable;
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
-use taskstore_proto::jobs::{JOBS_EXCHANGE, JobMessage};
+use taskstore_proto::jobs::{JobMessage, Topology};
 
 use crate::store::execution::{JobPublisher, PublishError, Published};
 
@@ -16,10 +16,10 @@ const PERSISTENT: u8 = 2;
 
 /// Declares the jobs exchange on `channel` (idempotent; the service and
 /// workers both do it, whichever starts first).
-pub async fn declare_exchange(channel: &Channel) -> Result<(), lapin::Error> {
+pub async fn declare_exchange(channel: &Channel, topology: &Topology) -> Result<(), lapin::Error> {
     channel
         .exchange_declare(
-            JOBS_EXCHANGE.into(),
+            topology.exchange().as_str().into(),
             ExchangeKind::Direct,
             ExchangeDeclareOptions {
                 durable: true,
@@ -34,6 +34,7 @@ pub async fn declare_exchange(channel: &Channel) -> Result<(), lapin::Error> {
 pub struct RabbitPublisher {
     connection: Connection,
     channel: Channel,
+    exchange: String,
 }
 
 impl std::fmt::Debug for RabbitPublisher {
@@ -43,12 +44,14 @@ impl std::fmt::Debug for RabbitPublisher {
 }
 
 impl RabbitPublisher {
-    pub async fn connect(url: &str) -> Result<Self, PublishError> {
+    pub async fn connect(url: &str, topology: &Topology) -> Result<Self, PublishError> {
         let connection = Connection::connect(url, ConnectionProperties::default())
             .await
             .map_err(unavailable)?;
         let channel = connection.create_channel().await.map_err(unavailable)?;
-        declare_exchange(&channel).await.map_err(unavailable)?;
+        declare_exchange(&channel, topology)
+            .await
+            .map_err(unavailable)?;
         channel
             .confirm_select(ConfirmSelectOptions::default())
             .await
@@ -56,6 +59,7 @@ impl RabbitPublisher {
         Ok(Self {
             connection,
             channel,
+            exchange: topology.exchange(),
         })
     }
 
@@ -80,7 +84,7 @@ impl JobPublisher for RabbitPublisher {
         let confirmation = self
             .channel
             .basic_publish(
-                JOBS_EXCHANGE.into(),
+                self.exchange.as_str().into(),
                 job.tool.as_str().into(),
                 BasicPublishOptions {
                     mandatory: true,

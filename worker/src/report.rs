@@ -1,0 +1,159 @@
+//! Reports from a running attempt to the service, each fenced by the
+//! attempt's lease so that a worker that lost its task cannot touch it.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use taskstore_proto::v1 as pb;
+use tonic::Code;
+use tonic::transport::Channel;
+
+use pb::task_execution_client::TaskExecutionClient;
+use pb::task_store_client::TaskStoreClient;
+
+/// How long a final report is retried while the service is unreachable;
+/// past the lease the task belongs to someone else anyway.
+const REPORT_RETRY_FOR: Duration = Duration::from_secs(60);
+
+/// The gRPC clients a worker talks to the service with.
+#[derive(Debug, Clone)]
+pub struct Clients {
+    pub store: TaskStoreClient<Channel>,
+    pub execution: TaskExecutionClient<Channel>,
+}
+
+impl Clients {
+    pub fn new(channel: Channel) -> Self {
+        Self {
+            store: TaskStoreClient::new(channel.clone()),
+            execution: TaskExecutionClient::new(channel),
+        }
+    }
+}
+
+/// Reports for one attempt.
+#[derive(Debug, Clone)]
+pub struct Reporter {
+    clients: Clients,
+    pub(crate) tenant_id: String,
+    pub(crate) task_id: String,
+    pub(crate) lease_token: String,
+}
+
+/// What became of a final report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reported {
+    Stored,
+    /// The service refused it: the lease was lost or the task is terminal.
+    Refused(String),
+    /// The service stayed unreachable.
+    Unreachable(String),
+}
+
+impl Reporter {
+    pub fn new(clients: Clients, tenant_id: String, task_id: String, lease_token: String) -> Self {
+        Self {
+            clients,
+            tenant_id,
+            task_id,
+            lease_token,
+        }
+    }
+
+    pub(crate) fn clients(&self) -> &Clients {
+        &self.clients
+    }
+
+    pub async fn working(&self, message: String) {
+        self.status(pb::TaskStatus::Working, message).await;
+    }
+
+    pub async fn input_required(&self, message: String) {
+        self.status(pb::TaskStatus::InputRequired, message).await;
+    }
+
+    /// Progress is best effort: a lost update is not worth failing the task.
+    async fn status(&self, status: pb::TaskStatus, message: String) {
+        let request = pb::UpdateTaskStatusRequest {
+            task_id: self.task_id.clone(),
+            status: status.into(),
+            status_message: Some(message),
+            session_id: None,
+            lease_token: Some(self.lease_token.clone()),
+        };
+        if let Err(err) = self.clients.store.clone().update_task_status(request).await {
+            tracing::warn!(task_id = %self.task_id, error = %err.message(), "progress update not stored");
+        }
+    }
+
+    /// Stores the attempt's result: COMPLETED, or FAILED when it says
+    /// `isError: true`.
+    pub async fn result(&self, result: &Value, failed: bool, message: Option<String>) -> Reported {
+        let status = if failed {
+            pb::TaskStatus::Failed
+        } else {
+            pb::TaskStatus::Completed
+        };
+        let request = pb::StoreTaskResultRequest {
+            task_id: self.task_id.clone(),
+            status: status.into(),
+            result_json: result.to_string(),
+            session_id: None,
+            status_message: message,
+            lease_token: Some(self.lease_token.clone()),
+        };
+        self.retrying(|| {
+            let mut client = self.clients.store.clone();
+            let request = request.clone();
+            async move { client.store_task_result(request).await.map(|_| ()) }
+        })
+        .await
+    }
+
+    /// Gives the task back (retryable error, or shutdown).
+    pub async fn release(&self, reason: pb::ReleaseReason, message: String) -> Reported {
+        let request = pb::ReleaseTaskRequest {
+            task_id: self.task_id.clone(),
+            lease_token: self.lease_token.clone(),
+            reason: reason.into(),
+            message,
+            tenant_id: self.tenant_id.clone(),
+        };
+        self.retrying(|| {
+            let mut client = self.clients.execution.clone();
+            let request = request.clone();
+            async move { client.release_task(request).await.map(|_| ()) }
+        })
+        .await
+    }
+
+    async fn retrying<F, Fut>(&self, mut call: F) -> Reported
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = Result<(), tonic::Status>>,
+    {
+        let deadline = tokio::time::Instant::now() + REPORT_RETRY_FOR;
+        let mut delay = Duration::from_millis(100);
+        loop {
+            match call().await {
+                Ok(()) => return Reported::Stored,
+                Err(status)
+                    if matches!(
+                        status.code(),
+                        Code::FailedPrecondition | Code::NotFound | Code::InvalidArgument
+                    ) =>
+                {
+                    return Reported::Refused(status.message().to_owned());
+                }
+                Err(status) if tokio::time::Instant::now() >= deadline => {
+                    return Reported::Unreachable(status.message().to_owned());
+                }
+                Err(status) => {
+                    tracing::warn!(task_id = %self.task_id, error = %status.message(), "report failed; retrying");
+                    tokio::time::sleep(delay).await;
+                    delay = (delay * 2).min(Duration::from_secs(5));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,379 @@
+//! The worker runtime: consume jobs for the tools this worker serves, claim
+//! each before running it, run up to `concurrency` attempts at once, and on
+//! shutdown stop taking jobs, let running attempts finish within a grace
+//! period, then give the rest back.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use lapin::message::Delivery;
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions, BasicRejectOptions,
+    ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
+};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
+use serde_json::Value;
+use taskstore_proto::jobs::{JobMessage, Topology, is_valid_tool_name};
+use taskstore_proto::v1 as pb;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio_stream::StreamExt;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tonic::Code;
+use tonic::transport::Endpoint;
+
+use crate::attempt::Attempt;
+use crate::report::{Clients, Reporter};
+use crate::tool::Tool;
+
+/// A delivery that waits this long for a free slot goes back to the queue
+/// for another worker (and never nears RabbitMQ's consumer timeout).
+const MAX_SLOT_WAIT: Duration = Duration::from_secs(60);
+const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(10);
+
+/// How a worker connects and how much it runs at once.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// The taskstore gRPC endpoint, e.g. `http://127.0.0.1:50051`.
+    pub endpoint: String,
+    pub amqp_url: String,
+    /// Shown in task status messages and logs.
+    pub worker_id: String,
+    /// Attempts run at once.
+    pub concurrency: usize,
+    /// How long running attempts may take to finish on shutdown.
+    pub shutdown_grace: Duration,
+    /// The broker names, shared with the service.
+    pub topology: Topology,
+}
+
+/// Why a worker could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    #[error("invalid tool name {0:?}")]
+    InvalidToolName(String),
+    #[error("tool {0:?} is registered twice")]
+    DuplicateTool(String),
+    #[error("no tools to serve")]
+    NoTools,
+    #[error("invalid endpoint: {0}")]
+    Endpoint(#[from] tonic::transport::Error),
+}
+
+/// Why a connection to the job queue ended.
+#[derive(Debug, thiserror::Error)]
+enum QueueLost {
+    #[error(transparent)]
+    Amqp(#[from] lapin::Error),
+    #[error("the job queue stopped delivering (connection lost)")]
+    ConsumersEnded,
+}
+
+/// A worker and the tools it serves.
+pub struct Worker {
+    config: WorkerConfig,
+    tools: BTreeMap<String, Arc<dyn Tool>>,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("config", &self.config)
+            .field("tools", &self.tools.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Worker {
+    pub fn new(config: WorkerConfig) -> Self {
+        Self {
+            config,
+            tools: BTreeMap::new(),
+        }
+    }
+
+    /// Serves `tool` under `name`.
+    pub fn with_tool(mut self, name: &str, tool: Arc<dyn Tool>) -> Result<Self, WorkerError> {
+        if !is_valid_tool_name(name) {
+            return Err(WorkerError::InvalidToolName(name.to_owned()));
+        }
+        if self.tools.insert(name.to_owned(), tool).is_some() {
+            return Err(WorkerError::DuplicateTool(name.to_owned()));
+        }
+        Ok(self)
+    }
+
+    pub fn tool_names(&self) -> impl Iterator<Item = &str> {
+        self.tools.keys().map(String::as_str)
+    }
+
+    /// Runs until `shutdown` fires, then shuts down gracefully.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), WorkerError> {
+        if self.tools.is_empty() {
+            return Err(WorkerError::NoTools);
+        }
+        let channel = Endpoint::from_shared(self.config.endpoint.clone())?.connect_lazy();
+        let clients = Clients::new(channel);
+        let slots = Arc::new(Semaphore::new(self.config.concurrency.max(1)));
+        let running = TaskTracker::new();
+        let abandon = CancellationToken::new();
+        let mut delay = Duration::from_millis(200);
+        tracing::info!(worker_id = %self.config.worker_id, tools = ?self.tools.keys().collect::<Vec<_>>(), concurrency = self.config.concurrency, "worker starting");
+
+        while !shutdown.is_cancelled() {
+            match self
+                .consume(&clients, &slots, &running, &abandon, &shutdown)
+                .await
+            {
+                Ok(()) => break,
+                Err(err) => {
+                    tracing::warn!(error = %err, retry_in_ms = delay.as_millis() as u64, "job queue unavailable; reconnecting");
+                    tokio::select! {
+                        () = shutdown.cancelled() => break,
+                        () = tokio::time::sleep(delay) => {}
+                    }
+                    delay = (delay * 2).min(MAX_RECONNECT_DELAY);
+                }
+            }
+        }
+
+        running.close();
+        tracing::info!(
+            running = running.len(),
+            grace_secs = self.config.shutdown_grace.as_secs_f64(),
+            "worker stopping: no new jobs; waiting for running attempts"
+        );
+        if tokio::time::timeout(self.config.shutdown_grace, running.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                running = running.len(),
+                "grace period over; giving the remaining tasks back"
+            );
+            abandon.cancel();
+            running.wait().await;
+        }
+        tracing::info!("worker stopped");
+        Ok(())
+    }
+
+    /// One connection's life: returns `Ok` on shutdown, `Err` when the
+    /// connection is lost (the caller reconnects).
+    async fn consume(
+        &self,
+        clients: &Clients,
+        slots: &Arc<Semaphore>,
+        running: &TaskTracker,
+        abandon: &CancellationToken,
+        shutdown: &CancellationToken,
+    ) -> Result<(), QueueLost> {
+        let connection =
+            Connection::connect(&self.config.amqp_url, ConnectionProperties::default()).await?;
+        let (deliveries, mut incoming) =
+            mpsc::channel::<(String, Delivery)>(self.config.concurrency.max(1));
+        let mut channels = Vec::new();
+        for tool in self.tools.keys() {
+            let channel = self
+                .subscribe(&connection, tool, deliveries.clone())
+                .await?;
+            channels.push(channel);
+        }
+        drop(deliveries);
+        tracing::info!("consuming jobs");
+
+        let result = loop {
+            let next = tokio::select! {
+                () = shutdown.cancelled() => break Ok(()),
+                next = incoming.recv() => next,
+            };
+            let Some((tool, delivery)) = next else {
+                break Err(QueueLost::ConsumersEnded);
+            };
+            let permit = tokio::select! {
+                () = shutdown.cancelled() => {
+                    requeue(&delivery).await;
+                    break Ok(());
+                }
+                permit = tokio::time::timeout(MAX_SLOT_WAIT, slots.clone().acquire_owned()) => permit,
+            };
+            match permit {
+                Ok(Ok(permit)) => {
+                    self.start(clients, &tool, delivery, permit, running, abandon)
+                        .await
+                }
+                // Every slot stayed busy: let another worker take it.
+                _ => requeue(&delivery).await,
+            }
+        };
+        // Unacknowledged deliveries go back to their queues when the
+        // channels close.
+        for channel in channels {
+            let _ = channel.close(200, "worker stopping".into()).await;
+        }
+        let _ = connection.close(200, "worker stopping".into()).await;
+        result
+    }
+
+    async fn subscribe(
+        &self,
+        connection: &Connection,
+        tool: &str,
+        deliveries: mpsc::Sender<(String, Delivery)>,
+    ) -> Result<Channel, lapin::Error> {
+        let channel = connection.create_channel().await?;
+        let exchange = self.config.topology.exchange();
+        channel
+            .exchange_declare(
+                exchange.as_str().into(),
+                ExchangeKind::Direct,
+                ExchangeDeclareOptions {
+                    durable: true,
+                    ..ExchangeDeclareOptions::default()
+                },
+                FieldTable::default(),
+            )
+            .await?;
+        let prefetch = u16::try_from(self.config.concurrency)
+            .unwrap_or(u16::MAX)
+            .max(1);
+        channel
+            .basic_qos(prefetch, BasicQosOptions::default())
+            .await?;
+        let queue = self.config.topology.tool_queue(tool);
+        let mut arguments = FieldTable::default();
+        arguments.insert(
+            "x-queue-type".into(),
+            AMQPValue::LongString("quorum".into()),
+        );
+        channel
+            .queue_declare(
+                queue.as_str().into(),
+                QueueDeclareOptions {
+                    durable: true,
+                    ..QueueDeclareOptions::default()
+                },
+                arguments,
+            )
+            .await?;
+        channel
+            .queue_bind(
+                queue.as_str().into(),
+                exchange.as_str().into(),
+                tool.into(),
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await?;
+        let tag = format!("{}/{tool}", self.config.worker_id);
+        let mut consumer = channel
+            .basic_consume(
+                queue.as_str().into(),
+                tag.as_str().into(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
+            .await?;
+        let tool = tool.to_owned();
+        tokio::spawn(async move {
+            while let Some(Ok(delivery)) = consumer.next().await {
+                if deliveries.send((tool.clone(), delivery)).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(channel)
+    }
+
+    /// Claims the job's task and, when the claim succeeds, runs it.
+    async fn start(
+        &self,
+        clients: &Clients,
+        tool_name: &str,
+        delivery: Delivery,
+        permit: OwnedSemaphorePermit,
+        running: &TaskTracker,
+        abandon: &CancellationToken,
+    ) {
+        let job = match JobMessage::from_bytes(&delivery.data) {
+            Ok(job) if job.tool == tool_name => job,
+            other => {
+                tracing::warn!(?other, "malformed job dropped");
+                let _ = delivery.reject(BasicRejectOptions { requeue: false }).await;
+                return;
+            }
+        };
+        let Some(tool) = self.tools.get(tool_name).cloned() else {
+            let _ = delivery.reject(BasicRejectOptions { requeue: true }).await;
+            return;
+        };
+        let request = pb::ClaimTaskRequest {
+            task_id: job.task_id.clone(),
+            generation: job.generation,
+            worker_id: self.config.worker_id.clone(),
+            tenant_id: job.tenant_id.clone(),
+        };
+        let claim = match clients.execution.clone().claim_task(request).await {
+            Ok(claim) => claim.into_inner(),
+            Err(status)
+                if matches!(
+                    status.code(),
+                    Code::FailedPrecondition | Code::NotFound | Code::InvalidArgument
+                ) =>
+            {
+                tracing::info!(task_id = %job.task_id, reason = %status.message(), "stale job dropped");
+                let _ = delivery.ack(BasicAckOptions::default()).await;
+                return;
+            }
+            Err(status) => {
+                tracing::warn!(task_id = %job.task_id, error = %status.message(), "cannot claim now; job back to the queue");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                requeue(&delivery).await;
+                return;
+            }
+        };
+        // Claimed: PostgreSQL now owns the task's fate (lease, reaper), so
+        // the delivery is done, however long the task runs.
+        let _ = delivery.ack(BasicAckOptions::default()).await;
+        let attempt = Attempt {
+            reporter: Reporter::new(
+                clients.clone(),
+                job.tenant_id,
+                job.task_id,
+                claim.lease_token,
+            ),
+            tool,
+            arguments: arguments_of(&claim.request_json),
+            attempt: claim.attempt,
+            max_attempts: claim.max_attempts,
+            lease_duration: claim
+                .lease_duration
+                .and_then(|d| Duration::try_from(d).ok())
+                .unwrap_or(Duration::from_secs(15)),
+        };
+        let abandon = abandon.clone();
+        running.spawn(async move {
+            attempt.run(abandon).await;
+            drop(permit);
+        });
+    }
+}
+
+async fn requeue(delivery: &Delivery) {
+    let _ = delivery
+        .nack(BasicNackOptions {
+            requeue: true,
+            ..BasicNackOptions::default()
+        })
+        .await;
+}
+
+/// `params.arguments` of a `tools/call` request; `{}` when absent.
+fn arguments_of(request_json: &str) -> Value {
+    serde_json::from_str::<Value>(request_json)
+        .ok()
+        .and_then(|request| request.get("params")?.get("arguments").cloned())
+        .unwrap_or_else(|| Value::Object(serde_json::Map::new()))
+}

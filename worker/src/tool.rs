@@ -1,0 +1,97 @@
+//! What a tool is: an async handler that gets the call's arguments and a
+//! [`ToolContext`], and returns a `CallToolResult`-shaped JSON object.
+
+use async_trait::async_trait;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::report::Reporter;
+
+/// How a tool call can fail. A result with `isError: true` is not a failure
+/// of the call: return it as `Ok` and the task ends FAILED with it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolError {
+    /// A retry may succeed (a timeout, an upstream outage): the task is
+    /// dispatched again after a backoff, until its attempts run out.
+    #[error("retryable: {0}")]
+    Retryable(String),
+    /// A retry cannot succeed: the task ends FAILED with this message.
+    #[error("{0}")]
+    Permanent(String),
+    /// The tool stopped because its cancellation token fired.
+    #[error("cancelled")]
+    Cancelled,
+}
+
+/// A tool a worker serves.
+#[async_trait]
+pub trait Tool: Send + Sync + 'static {
+    /// Runs one call. Long-running tools should watch
+    /// [`ToolContext::cancelled`] and return [`ToolError::Cancelled`] soon
+    /// after it fires.
+    async fn call(&self, ctx: ToolContext, arguments: Value) -> Result<Value, ToolError>;
+}
+
+/// What a running tool can do besides computing its result.
+#[derive(Debug, Clone)]
+pub struct ToolContext {
+    cancel: CancellationToken,
+    reporter: Reporter,
+    attempt: u32,
+    max_attempts: u32,
+}
+
+impl ToolContext {
+    pub(crate) fn new(
+        cancel: CancellationToken,
+        reporter: Reporter,
+        attempt: u32,
+        max_attempts: u32,
+    ) -> Self {
+        Self {
+            cancel,
+            reporter,
+            attempt,
+            max_attempts,
+        }
+    }
+
+    /// Fires when the task was cancelled, the lease was lost, or the worker
+    /// is shutting down: stop, nothing will be stored.
+    pub fn cancelled(&self) -> &CancellationToken {
+        &self.cancel
+    }
+
+    /// This attempt's number, from 1, and how many there may be.
+    pub fn attempt(&self) -> (u32, u32) {
+        (self.attempt, self.max_attempts)
+    }
+
+    /// Sets the task's status message (status WORKING).
+    pub async fn progress(&self, message: impl Into<String>) {
+        self.reporter.working(message.into()).await;
+    }
+
+    /// Moves the task to INPUT_REQUIRED with a message saying what is needed.
+    pub async fn input_required(&self, message: impl Into<String>) {
+        self.reporter.input_required(message.into()).await;
+    }
+}
+
+/// A `CallToolResult` with one text item.
+pub fn text_result(text: impl Into<String>) -> Value {
+    json!({ "content": [{ "type": "text", "text": text.into() }], "isError": false })
+}
+
+/// A `CallToolResult` with `isError: true` and one text item.
+pub fn error_result(text: impl Into<String>) -> Value {
+    json!({ "content": [{ "type": "text", "text": text.into() }], "isError": true })
+}
+
+/// Whether a result says the call failed (MCP: `isError: true` → failed).
+pub fn is_error(result: &Value) -> bool {
+    result
+        .get("isError")
+        .and_then(Value::as_bool)
+        .unwrap_or(false)
+}
