@@ -2,6 +2,11 @@
 
 use tracing_subscriber::EnvFilter;
 
+/// lapin logs every job the broker returns as a warning with a full dump;
+/// a returned job is expected here (no worker serves its tool yet) and is
+/// handled and reported by the relay.
+const QUIET_RETURNS: &str = "lapin::returned_messages=error";
+
 /// The log line format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
@@ -13,7 +18,8 @@ pub enum LogFormat {
 /// (e.g. `info` or `taskstore=debug,sqlx=warn`).
 pub fn init(format: LogFormat, filter: &str) -> Result<(), String> {
     let filter = EnvFilter::try_new(filter)
-        .map_err(|err| format!("invalid log filter {filter:?}: {err}"))?;
+        .map_err(|err| format!("invalid log filter {filter:?}: {err}"))?
+        .add_directive(QUIET_RETURNS.parse().map_err(|err| format!("{err}"))?);
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

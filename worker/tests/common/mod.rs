@@ -162,27 +162,23 @@ impl Env {
 
     /// Starts (or restarts) the service; `extra` flags go after `serve`.
     pub fn start_service(&mut self, extra: &[&str]) {
-        let mut args = vec![
-            "--log-format",
-            "json",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--lease-duration",
-            "2s",
-            "--reaper-interval",
-            "300ms",
-            "--relay-poll-interval",
-            "200ms",
-            "--retry-backoff-base",
-            "100ms",
-            "--retry-backoff-max",
-            "400ms",
-            "--shutdown-grace",
-            "3s",
-            "--cleanup-interval",
-            "off",
+        let mut args = vec!["--log-format", "json", "serve"];
+        // Test defaults, each unless the test sets it itself.
+        let defaults = [
+            ("--listen", "127.0.0.1:0"),
+            ("--lease-duration", "2s"),
+            ("--reaper-interval", "300ms"),
+            ("--relay-poll-interval", "200ms"),
+            ("--retry-backoff-base", "100ms"),
+            ("--retry-backoff-max", "400ms"),
+            ("--shutdown-grace", "3s"),
+            ("--cleanup-interval", "off"),
         ];
+        for (flag, value) in defaults {
+            if !extra.contains(&flag) {
+                args.extend([flag, value]);
+            }
+        }
         args.extend_from_slice(extra);
         let mut child = Command::new(taskstore_binary())
             .args(&args)
@@ -239,16 +235,10 @@ impl Env {
                 "--tools",
                 tools,
             ])
-            .args([
-                "--worker-id",
-                name,
-                "--concurrency",
-                "4",
-                "--shutdown-grace",
-                "3s",
-            ])
+            .args(["--worker-id", name, "--concurrency", "4"])
             .args(extra)
             .env("TASKWORKER_AMQP_URL", amqp_url())
+            .env("TASKWORKER_SHUTDOWN_GRACE", "3s")
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
         if let Some(path) = command_tools {
@@ -367,6 +357,16 @@ pub fn text_of(result_json: &str) -> String {
         .as_str()
         .unwrap_or_default()
         .to_owned()
+}
+
+/// Whether the task is running: claimed (the claim's message) or already
+/// reporting progress.
+pub async fn is_running(client: &mut TaskStoreClient<Channel>, task_id: &str) -> bool {
+    let message = get(client, task_id)
+        .await
+        .status_message
+        .unwrap_or_default();
+    message.starts_with("running on") || message.starts_with("slept")
 }
 
 /// Polls until `check` holds (for states nothing pushes to the test).

@@ -23,6 +23,10 @@ pub(super) fn spawn(pool: PgPool, feed: ChangeFeed, outbox: Arc<Notify>, stop: C
     tokio::spawn(async move {
         let mut delay = Duration::from_millis(100);
         loop {
+            // The service closes the pool on shutdown: nothing to listen for.
+            if pool.is_closed() {
+                return;
+            }
             let connected = tokio::select! {
                 () = stop.cancelled() => return,
                 connected = connect(&pool) => connected,
@@ -53,6 +57,7 @@ pub(super) fn spawn(pool: PgPool, feed: ChangeFeed, outbox: Arc<Notify>, stop: C
                         tracing::warn!("change feed connection lost; reconnecting");
                         break;
                     }
+                    Err(_) if pool.is_closed() => return,
                     Err(err) => {
                         tracing::warn!(error = %err, "change feed failed; reconnecting");
                         break;

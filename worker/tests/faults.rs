@@ -1,0 +1,259 @@
+//! Faults, injected into real processes: nothing is lost and no result is
+//! stored twice. (Restarts of the shared PostgreSQL and RabbitMQ are in
+//! `restarts.rs`, which runs alone.)
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use common::{Env, dispatch, eventually, get, is_running, result, text_of};
+use serde_json::json;
+use taskstore_proto::v1 as pb;
+
+fn scratch_dir(env: &Env, name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("taskworker-{name}-{}", env.prefix));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+fn write_tools(dir: &Path, tools: serde_json::Value) -> PathBuf {
+    let path = dir.join("tools.json");
+    std::fs::write(&path, json!({ "tools": tools }).to_string()).expect("tools file");
+    path
+}
+
+fn lines(path: &Path) -> usize {
+    std::fs::read_to_string(path)
+        .map(|text| text.lines().count())
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_of_a_worker_killed_mid_task_finish_on_another() {
+    let mut env = Env::new().await;
+    env.start_service(&[]);
+    let mut doomed = env.start_worker("doomed", "sleep", None, &[]);
+    let mut client = env.client().await;
+    let mut ids = Vec::new();
+    for _ in 0..4 {
+        ids.push(dispatch(&mut client, "sleep", json!({"ms": 3000}), None).await);
+    }
+    for id in &ids {
+        // The doomed worker is the only one yet: running means running there.
+        eventually(
+            "every task runs on the doomed worker",
+            Duration::from_secs(20),
+            || {
+                let mut client = client.clone();
+                let id = id.clone();
+                async move { is_running(&mut client, &id).await }
+            },
+        )
+        .await;
+    }
+    let _survivor = env.start_worker("survivor", "sleep", None, &[]);
+    doomed.kill_9();
+
+    for id in &ids {
+        let done = result(&mut client, id, Duration::from_secs(60)).await;
+        assert_eq!(done.status(), pb::TaskStatus::Completed);
+        assert_eq!(
+            text_of(&done.result_json),
+            "slept 3000 ms",
+            "the correct result, stored once"
+        );
+    }
+    env.cleanup(&["sleep"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_crash_between_commit_and_publish_loses_no_job() {
+    let mut env = Env::new().await;
+    env.start_service(&["--fault", "crash-before-publish"]);
+    let port = env.endpoint.rsplit(':').next().expect("port").to_owned();
+    let mut client = env.client().await;
+    let id = dispatch(&mut client, "echo", json!({"text": "survived"}), None).await;
+    let status = env
+        .service
+        .as_mut()
+        .expect("service")
+        .wait_exit(Duration::from_secs(20));
+    assert!(
+        !status.success(),
+        "the fault point aborted the service: {status:?}"
+    );
+
+    // Same port, no fault: the committed job is still in the outbox.
+    env.start_service(&["--listen", &format!("127.0.0.1:{port}")]);
+    let _worker = env.start_worker("worker-a", "echo", None, &[]);
+    let mut client = env.client().await;
+    let done = result(&mut client, &id, Duration::from_secs(30)).await;
+    assert_eq!(text_of(&done.result_json), "survived");
+    env.cleanup(&["echo"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_delivered_twice_runs_once() {
+    let mut env = Env::new().await;
+    env.start_service(&[]);
+    let dir = scratch_dir(&env, "twice");
+    let runs = dir.join("runs");
+    let script = format!("echo run >> {}; sleep 1; echo ran", runs.display());
+    let tools = write_tools(&dir, json!({"count": {"command": ["sh", "-c", script]}}));
+    let _a = env.start_worker("worker-a", "none", Some(&tools), &[]);
+    let _b = env.start_worker("worker-b", "none", Some(&tools), &[]);
+    let mut client = env.client().await;
+    let id = dispatch(&mut client, "count", json!({}), None).await;
+
+    // The relay publishes the job once; deliver two more copies of it.
+    let connection =
+        lapin::Connection::connect(&common::amqp_url(), lapin::ConnectionProperties::default())
+            .await
+            .expect("rabbitmq");
+    let channel = connection.create_channel().await.expect("channel");
+    let job = taskstore_proto::jobs::JobMessage {
+        tenant_id: "default".into(),
+        task_id: id.clone(),
+        generation: 1,
+        tool: "count".into(),
+    };
+    for _ in 0..2 {
+        channel
+            .basic_publish(
+                format!("{}.jobs", env.prefix).as_str().into(),
+                "count".into(),
+                lapin::options::BasicPublishOptions::default(),
+                &job.to_bytes(),
+                lapin::BasicProperties::default(),
+            )
+            .await
+            .expect("publish a duplicate");
+    }
+    let done = result(&mut client, &id, Duration::from_secs(30)).await;
+    assert_eq!(text_of(&done.result_json), "ran");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(lines(&runs), 1, "the tool ran once for three deliveries");
+    let _ = connection.close(200, "done".into()).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    env.cleanup(&["count"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_poison_task_fails_after_its_attempts_while_others_flow() {
+    let mut env = Env::new().await;
+    env.start_service(&[]);
+    let dir = scratch_dir(&env, "poison");
+    // The command kills the worker that runs it, every time.
+    let tools = write_tools(
+        &dir,
+        json!({"poison": {"command": ["sh", "-c", "kill -9 $PPID"]}}),
+    );
+    let mut client = env.client().await;
+    let poison = dispatch(&mut client, "poison", json!({}), Some(2)).await;
+    let mut healthy = Vec::new();
+    for i in 0..5 {
+        healthy.push(
+            dispatch(
+                &mut client,
+                "echo",
+                json!({"text": format!("ok {i}")}),
+                None,
+            )
+            .await,
+        );
+    }
+
+    // A supervisor, as Kubernetes would be: restart the worker when it dies.
+    let mut generation = 0;
+    let mut worker = env.start_worker("w0", "echo", Some(&tools), &[]);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(90);
+    loop {
+        let task = get(&mut client, &poison).await;
+        if task.status() == pb::TaskStatus::Failed {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the poison task never failed: {task:?}"
+        );
+        if worker.has_exited() {
+            generation += 1;
+            worker = env.start_worker(&format!("w{generation}"), "echo", Some(&tools), &[]);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let failed = result(&mut client, &poison, Duration::from_secs(5)).await;
+    let message = failed
+        .task
+        .and_then(|t| t.status_message)
+        .unwrap_or_default();
+    assert!(message.contains("failed after 2 attempts"), "{message}");
+    assert!(
+        generation >= 2,
+        "the worker crashed on each attempt ({generation} restarts)"
+    );
+
+    if worker.has_exited() {
+        worker = env.start_worker("final", "echo", Some(&tools), &[]);
+    }
+    for (i, id) in healthy.iter().enumerate() {
+        let done = result(&mut client, id, Duration::from_secs(60)).await;
+        assert_eq!(text_of(&done.result_json), format!("ok {i}"));
+    }
+    drop(worker);
+    let _ = std::fs::remove_dir_all(&dir);
+    env.cleanup(&["echo", "poison"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_running_tasks_finish_and_gives_back_the_rest() {
+    let mut env = Env::new().await;
+    env.start_service(&[]);
+    let mut leaving = env.start_worker("leaving", "sleep", None, &["--shutdown-grace", "2s"]);
+    let mut client = env.client().await;
+    let short = dispatch(&mut client, "sleep", json!({"ms": 1000}), None).await;
+    let long = dispatch(&mut client, "sleep", json!({"ms": 8000}), None).await;
+    for id in [&short, &long] {
+        eventually(
+            "both run on the leaving worker",
+            Duration::from_secs(20),
+            || {
+                let mut client = client.clone();
+                let id = id.clone();
+                async move { is_running(&mut client, &id).await }
+            },
+        )
+        .await;
+    }
+    leaving.signal("-TERM");
+    let status = leaving.wait_exit(Duration::from_secs(20));
+    assert!(status.success(), "graceful exit: {status:?}");
+    let done = result(&mut client, &short, Duration::from_secs(5)).await;
+    assert_eq!(
+        text_of(&done.result_json),
+        "slept 1000 ms",
+        "finished within the grace period"
+    );
+
+    let given_back = get(&mut client, &long).await;
+    assert_eq!(given_back.status(), pb::TaskStatus::Working);
+    assert!(
+        given_back
+            .status_message
+            .unwrap_or_default()
+            .contains("shut down")
+    );
+    let _next = env.start_worker("next", "sleep", None, &[]);
+    let done = result(&mut client, &long, Duration::from_secs(30)).await;
+    assert_eq!(done.status(), pb::TaskStatus::Completed);
+    let task = done.task.expect("task");
+    assert!(
+        task.status_message.is_none()
+            || !task
+                .status_message
+                .unwrap_or_default()
+                .contains("attempt 2")
+    );
+    env.cleanup(&["sleep"]).await;
+}
