@@ -213,3 +213,79 @@ async fn cancelling_a_running_task_stops_its_tool_within_a_second() {
     let _ = std::fs::remove_dir_all(&dir);
     env.cleanup(&["patient"]).await;
 }
+
+/// The README's walkthrough, through the `taskstore` CLI.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_walkthrough_works_from_the_cli() {
+    let mut env = Env::new().await;
+    env.start_service(&[]);
+    let _one = env.start_worker("one", "echo,sleep,fail,hash", None, &[]);
+    let _two = env.start_worker("two", "echo,sleep,fail,hash", None, &[]);
+    let cli = |args: &[&str]| {
+        let output = std::process::Command::new(common::taskstore_binary())
+            .args(args)
+            .args(["--endpoint", &env.endpoint])
+            .output()
+            .expect("run the CLI");
+        assert!(
+            output.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).expect("utf-8")
+    };
+    let created: serde_json::Value = serde_json::from_str(&cli(&[
+        "create",
+        "--tool",
+        "hash",
+        "--arguments",
+        r#"{"items":20000}"#,
+        "--dispatch",
+        "--json",
+    ]))
+    .expect("json");
+    let id = created["taskId"].as_str().expect("taskId").to_owned();
+    let watched = cli(&["watch", &id]);
+    assert!(watched.contains("hashed 2000 of 20000 items"), "{watched}");
+    assert!(
+        watched
+            .lines()
+            .last()
+            .is_some_and(|l| l.contains("completed")),
+        "{watched}"
+    );
+    let result: serde_json::Value =
+        serde_json::from_str(&cli(&["result", &id, "--wait", "--json"])).expect("json");
+    assert!(
+        result["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("sha256 chain of 20000 items")
+    );
+
+    let created: serde_json::Value = serde_json::from_str(&cli(&[
+        "create",
+        "--tool",
+        "sleep",
+        "--arguments",
+        r#"{"ms":600000}"#,
+        "--dispatch",
+        "--json",
+    ]))
+    .expect("json");
+    let id = created["taskId"].as_str().expect("taskId").to_owned();
+    let mut client = env.client().await;
+    eventually("the sleep runs", Duration::from_secs(20), || {
+        let mut client = client.clone();
+        let id = id.clone();
+        async move { common::is_running(&mut client, &id).await }
+    })
+    .await;
+    assert!(cli(&["cancel", &id]).contains("cancelled"));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(
+        get(&mut client, &id).await.status(),
+        pb::TaskStatus::Cancelled
+    );
+    env.cleanup(BUILTINS).await;
+}

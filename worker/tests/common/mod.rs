@@ -35,7 +35,7 @@ fn random_suffix() -> String {
 
 /// The `taskstore` binary, built beside this test's binary by
 /// `cargo nextest run --workspace`.
-fn taskstore_binary() -> PathBuf {
+pub fn taskstore_binary() -> PathBuf {
     let exe = std::env::current_exe().expect("test binary path");
     let dir = exe
         .parent()

@@ -7,10 +7,11 @@ mod output;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
+use tokio_stream::StreamExt;
 
 use crate::domain::{
-    JsonObject, NewResult, NewTask, PageRequest, RequestId, ResultStatus, Scope, SessionId,
-    StatusUpdate, TaskId, TaskStatus, TenantId, Ttl,
+    DispatchRequest, JsonObject, NewResult, NewTask, PageRequest, RequestId, ResultStatus, Scope,
+    SessionId, StatusUpdate, TaskId, TaskStatus, TenantId, ToolName, Ttl,
 };
 use crate::error::StoreError;
 use crate::grpc::GrpcTaskStore;
@@ -60,6 +61,18 @@ pub enum ClientCommand {
         /// Requested retention (`10m`, `2h`); the server may shorten it.
         #[arg(long, value_parser = crate::config::parse_duration)]
         ttl: Option<Duration>,
+        /// Run the task on a worker that serves the tool.
+        #[arg(long)]
+        dispatch: bool,
+        /// With --dispatch: how many times the task may be started.
+        #[arg(long, requires = "dispatch")]
+        max_attempts: Option<u32>,
+    },
+    /// Print the task after every change until it is finished.
+    Watch {
+        #[command(flatten)]
+        client: ClientArgs,
+        task_id: String,
     },
     /// Show a task.
     Get {
@@ -111,6 +124,12 @@ pub enum ClientCommand {
         #[command(flatten)]
         client: ClientArgs,
         task_id: String,
+        /// Wait until the task is finished (MCP tasks/result).
+        #[arg(long)]
+        wait: bool,
+        /// With --wait: give up after this long.
+        #[arg(long, default_value = "10m", value_parser = crate::config::parse_duration)]
+        timeout: Duration,
     },
     /// Cancel a task (a finished task is shown unchanged).
     Cancel {
@@ -143,6 +162,7 @@ pub async fn run(command: ClientCommand) -> Result<(), ClientError> {
     let client_args = match &command {
         ClientCommand::Create { client, .. }
         | ClientCommand::Get { client, .. }
+        | ClientCommand::Watch { client, .. }
         | ClientCommand::List { client, .. }
         | ClientCommand::Update { client, .. }
         | ClientCommand::Complete { client, .. }
@@ -167,6 +187,8 @@ pub async fn run(command: ClientCommand) -> Result<(), ClientError> {
             request_id,
             task_id,
             ttl,
+            dispatch,
+            max_attempts,
             ..
         } => {
             let request = match (request, tool) {
@@ -189,6 +211,12 @@ pub async fn run(command: ClientCommand) -> Result<(), ClientError> {
                 request: JsonObject::parse(request)
                     .map_err(|err| StoreError::invalid("--request", err))?,
                 dispatch: None,
+            };
+            let new_task = NewTask {
+                dispatch: dispatch
+                    .then(|| dispatch_request(&new_task.request, max_attempts))
+                    .transpose()?,
+                ..new_task
             };
             out.task(&store.create_task(&scope, new_task).await?)?;
         }
@@ -257,8 +285,25 @@ pub async fn run(command: ClientCommand) -> Result<(), ClientError> {
                     .await?,
             )?;
         }
-        ClientCommand::Result { task_id, .. } => {
-            out.result(&store.get_result(&scope, &task_id_arg(&task_id)?).await?)?
+        ClientCommand::Watch { task_id, .. } => {
+            let mut watch = store.watch_task(&scope, &task_id_arg(&task_id)?).await?;
+            while let Some(task) = watch.next().await {
+                out.change(&task?)?;
+            }
+        }
+        ClientCommand::Result {
+            task_id,
+            wait,
+            timeout,
+            ..
+        } => {
+            let id = task_id_arg(&task_id)?;
+            let result = if wait {
+                store.wait_for_result(&scope, &id, timeout).await?
+            } else {
+                store.get_result(&scope, &id).await?
+            };
+            out.result(&result)?
         }
         ClientCommand::Cancel { task_id, .. } => {
             out.task(&store.cancel_task(&scope, &task_id_arg(&task_id)?).await?)?
@@ -266,6 +311,18 @@ pub async fn run(command: ClientCommand) -> Result<(), ClientError> {
         ClientCommand::Cleanup { .. } => out.deleted(store.cleanup_expired().await?)?,
     }
     Ok(())
+}
+
+/// Dispatch to the tool the request calls.
+fn dispatch_request(
+    request: &JsonObject,
+    max_attempts: Option<u32>,
+) -> Result<DispatchRequest, StoreError> {
+    let tool = request.tools_call_name().ok_or_else(|| {
+        StoreError::invalid("--dispatch", "needs a tools/call request (use --tool)")
+    })?;
+    let tool = ToolName::parse(&tool).map_err(|err| StoreError::invalid("tool", err))?;
+    Ok(DispatchRequest { tool, max_attempts })
 }
 
 fn scope(session: Option<&str>) -> Result<Scope, StoreError> {

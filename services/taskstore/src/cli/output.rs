@@ -28,6 +28,23 @@ impl Output {
         Ok(())
     }
 
+    /// One line per change (one JSON document per line with --json).
+    pub(super) fn change(&self, task: &Task) -> std::io::Result<()> {
+        let mut out = std::io::stdout().lock();
+        if self.json {
+            serde_json::to_writer(&mut out, task)?;
+            return writeln!(out);
+        }
+        writeln!(
+            out,
+            "{}  {:<15} {}",
+            task.last_updated_at
+                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            task.status,
+            task.status_message.as_deref().unwrap_or("")
+        )
+    }
+
     pub(super) fn page(&self, page: &TaskPage) -> std::io::Result<()> {
         if self.json {
             return print_json(&json!({ "tasks": page.tasks, "nextCursor": page.next_cursor }));

@@ -1,0 +1,178 @@
+//! Restarts of the shared PostgreSQL and RabbitMQ while tasks flow. These
+//! disturb every other user of the two servers, so they run alone, after
+//! the rest (`cargo nextest run --workspace --profile restarts`), and a
+//! guard starts the server again however the test ends.
+
+mod common;
+
+use std::process::Command;
+use std::time::Duration;
+
+use common::{Env, dispatch, result, text_of};
+use serde_json::json;
+use taskstore_proto::v1 as pb;
+
+fn run(program: &str, args: &[&str]) {
+    let status = Command::new(program)
+        .args(args)
+        .status()
+        .unwrap_or_else(|err| panic!("{program}: {err}"));
+    assert!(status.success(), "{program} {args:?} failed: {status:?}");
+}
+
+fn postgres_version() -> String {
+    let versions = std::fs::read_dir("/etc/postgresql").expect("PostgreSQL is installed locally");
+    versions
+        .filter_map(Result::ok)
+        .map(|entry| entry.file_name().to_string_lossy().into_owned())
+        .next()
+        .expect("a PostgreSQL cluster")
+}
+
+/// Starts the server again when dropped, even after a failed assertion.
+struct Restore(fn());
+
+impl Drop for Restore {
+    fn drop(&mut self) {
+        (self.0)();
+    }
+}
+
+fn start_rabbitmq() {
+    let _ = Command::new("rabbitmqctl").arg("start_app").status();
+    let _ = Command::new("rabbitmqctl")
+        .args(["await_startup", "--timeout", "60"])
+        .status();
+}
+
+fn start_postgres() {
+    let version = postgres_version();
+    let _ = Command::new("pg_ctlcluster")
+        .args(["--skip-systemctl-redirect", &version, "main", "start"])
+        .status();
+}
+
+/// Creates a task, retrying while the service answers UNAVAILABLE.
+async fn dispatch_retrying(env: &Env, text: &str) -> String {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let mut client = env.client().await;
+        let request = serde_json::json!({
+            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": { "name": "echo", "arguments": { "text": text } },
+        });
+        let create = pb::CreateTaskRequest {
+            task_id: None,
+            session_id: None,
+            ttl: None,
+            request_id_json: "1".into(),
+            request_json: request.to_string(),
+            dispatch: Some(pb::Dispatch {
+                tool: None,
+                max_attempts: None,
+            }),
+        };
+        match client.create_task(create).await {
+            Ok(task) => return task.into_inner().task_id,
+            Err(status)
+                if status.code() == tonic::Code::Unavailable
+                    && tokio::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(status) => panic!("create failed: {status:?}"),
+        }
+    }
+}
+
+async fn assert_all_echoed(env: &Env, tasks: &[(String, String)]) {
+    let mut client = env.client().await;
+    for (id, text) in tasks {
+        let done = result(&mut client, id, Duration::from_secs(120)).await;
+        assert_eq!(done.status(), pb::TaskStatus::Completed, "task {id}");
+        assert_eq!(
+            &text_of(&done.result_json),
+            text,
+            "the correct result for {id}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_survive_a_rabbitmq_restart() {
+    let mut env = Env::new().await;
+    env.start_service(&[]);
+    let _a = env.start_worker("worker-a", "echo,sleep", None, &[]);
+    let _b = env.start_worker("worker-b", "echo,sleep", None, &[]);
+    let mut client = env.client().await;
+    let mut tasks = Vec::new();
+    for i in 0..5 {
+        let text = format!("before {i}");
+        tasks.push((
+            dispatch(&mut client, "echo", json!({"text": text}), None).await,
+            text,
+        ));
+    }
+    let slow = dispatch(&mut client, "sleep", json!({"ms": 4000}), None).await;
+
+    let restore = Restore(start_rabbitmq);
+    run("rabbitmqctl", &["stop_app"]);
+    // The broker is down: creates still succeed, the outbox holds the jobs.
+    for i in 0..5 {
+        let text = format!("during {i}");
+        tasks.push((
+            dispatch(&mut client, "echo", json!({"text": text}), None).await,
+            text,
+        ));
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    drop(restore);
+
+    for i in 0..5 {
+        let text = format!("after {i}");
+        tasks.push((
+            dispatch(&mut client, "echo", json!({"text": text}), None).await,
+            text,
+        ));
+    }
+    assert_all_echoed(&env, &tasks).await;
+    let done = result(&mut client, &slow, Duration::from_secs(120)).await;
+    assert_eq!(
+        text_of(&done.result_json),
+        "slept 4000 ms",
+        "a task running through the restart finishes"
+    );
+    env.cleanup(&["echo", "sleep"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_survive_a_postgresql_restart() {
+    let mut env = Env::new().await;
+    env.start_service(&[]);
+    let _a = env.start_worker("worker-a", "echo,sleep", None, &[]);
+    let _b = env.start_worker("worker-b", "echo,sleep", None, &[]);
+    let mut tasks = Vec::new();
+    for i in 0..5 {
+        let text = format!("before {i}");
+        tasks.push((dispatch_retrying(&env, &text).await, text));
+    }
+    let mut client = env.client().await;
+    let slow = dispatch(&mut client, "sleep", json!({"ms": 3000}), None).await;
+
+    let version = postgres_version();
+    let restore = Restore(start_postgres);
+    run(
+        "pg_ctlcluster",
+        &["--skip-systemctl-redirect", &version, "main", "restart"],
+    );
+    drop(restore);
+    for i in 0..5 {
+        let text = format!("after {i}");
+        tasks.push((dispatch_retrying(&env, &text).await, text));
+    }
+    assert_all_echoed(&env, &tasks).await;
+    let mut client = env.client().await;
+    let done = result(&mut client, &slow, Duration::from_secs(120)).await;
+    assert_eq!(done.status(), pb::TaskStatus::Completed);
+    env.cleanup(&["echo", "sleep"]).await;
+}
