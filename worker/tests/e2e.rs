@@ -86,7 +86,13 @@ async fn progress_is_visible_while_a_task_runs() {
     env.start_service(&[]);
     let _worker = env.start_worker("worker-a", "sleep", None, &[]);
     let mut client = env.client().await;
-    let id = dispatch(&mut client, "sleep", json!({"ms": 2500}), None).await;
+    let id = dispatch(
+        &mut client,
+        "sleep",
+        json!({"ms": 2500, "ask": "which file?"}),
+        None,
+    )
+    .await;
     let mut watch = client
         .watch_task(pb::WatchTaskRequest {
             task_id: id.clone(),
@@ -212,6 +218,57 @@ async fn cancelling_a_running_task_stops_its_tool_within_a_second() {
     assert_eq!(status.code(), tonic::Code::FailedPrecondition);
     let _ = std::fs::remove_dir_all(&dir);
     env.cleanup(&["patient"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn command_tools_map_exit_codes_and_output() {
+    let mut env = Env::new().await;
+    env.start_service(&[]);
+    let dir = std::env::temp_dir().join(format!("taskworker-commands-{}", env.prefix));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let tools = dir.join("tools.json");
+    let structured = "import json, sys; args = json.load(sys.stdin); \
+        print(json.dumps({'content': [{'type': 'text', 'text': 'got %d' % args['n']}]}))";
+    std::fs::write(
+        &tools,
+        json!({"tools": {
+            "structured": {"command": ["python3", "-c", structured]},
+            "broken": {"command": ["sh", "-c", "echo 'disk full' >&2; exit 3"]},
+            "missing": {"command": ["/nonexistent/program"]},
+        }})
+        .to_string(),
+    )
+    .expect("tools file");
+    let _worker = env.start_worker("worker-a", "none", Some(&tools), &[]);
+    let mut client = env.client().await;
+    let wait = Duration::from_secs(30);
+
+    let id = dispatch(&mut client, "structured", json!({"n": 1}), None).await;
+    let done = result(&mut client, &id, wait).await;
+    assert_eq!(done.status(), pb::TaskStatus::Completed);
+    assert_eq!(
+        text_of(&done.result_json),
+        "got 1",
+        "arguments on stdin, a CallToolResult on stdout"
+    );
+
+    let id = dispatch(&mut client, "broken", json!({}), None).await;
+    let failed = result(&mut client, &id, wait).await;
+    assert_eq!(failed.status(), pb::TaskStatus::Failed);
+    let body: serde_json::Value = serde_json::from_str(&failed.result_json).expect("json");
+    assert_eq!(body["isError"], true);
+    let text = text_of(&failed.result_json);
+    assert!(
+        text.contains("exit status: 3") && text.contains("disk full"),
+        "{text}"
+    );
+
+    let id = dispatch(&mut client, "missing", json!({}), None).await;
+    let failed = result(&mut client, &id, wait).await;
+    assert_eq!(failed.status(), pb::TaskStatus::Failed);
+    assert!(text_of(&failed.result_json).contains("cannot start /nonexistent/program"));
+    let _ = std::fs::remove_dir_all(&dir);
+    env.cleanup(&["structured", "broken", "missing"]).await;
 }
 
 /// The README's walkthrough, through the `taskstore` CLI.

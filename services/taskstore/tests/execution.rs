@@ -602,3 +602,106 @@ async fn a_result_stored_on_one_replica_wakes_a_waiter_on_another() {
         TaskStatus::Completed
     );
 }
+
+#[tokio::test]
+async fn the_execution_api_refuses_hostile_input_and_changes_nothing() {
+    use taskstore::grpc::{InputLimits, TaskExecutionService, TaskStoreService, pb};
+    use taskstore::server::Server;
+    use tonic::Code;
+
+    let store = Arc::new(store_with(short_leases()).await);
+    let id = dispatched(&store, None).await;
+    let server = Server::bind(
+        "127.0.0.1:0".parse().expect("addr"),
+        TaskStoreService::new(store.clone(), InputLimits::default()),
+    )
+    .await
+    .expect("bind")
+    .with_execution(TaskExecutionService::new(store.clone()));
+    let addr = server.local_addr().expect("addr");
+    tokio::spawn(server.run(tokio_util::sync::CancellationToken::new()));
+    let mut client =
+        pb::task_execution_client::TaskExecutionClient::new(common::grpc_channel(addr).await);
+
+    let claim = |task_id: &str, worker_id: &str, tenant_id: &str| pb::ClaimTaskRequest {
+        task_id: task_id.into(),
+        generation: 1,
+        worker_id: worker_id.into(),
+        tenant_id: tenant_id.into(),
+    };
+    let long_worker = "w".repeat(300);
+    for (request, what) in [
+        (claim("", "w", ""), "empty task id"),
+        (claim("a b", "w", ""), "bad task id"),
+        (claim(id.as_str(), "", ""), "empty worker id"),
+        (claim(id.as_str(), &long_worker, ""), "huge worker id"),
+        (claim(id.as_str(), "w\n", ""), "control characters"),
+        (claim(id.as_str(), "w", "bad tenant"), "bad tenant"),
+    ] {
+        let status = client.claim_task(request).await.expect_err(what);
+        assert_eq!(status.code(), Code::InvalidArgument, "{what}: {status:?}");
+    }
+    let status = client
+        .claim_task(pb::ClaimTaskRequest {
+            generation: u64::MAX,
+            ..claim(id.as_str(), "w", "")
+        })
+        .await
+        .expect_err("generation out of range");
+    assert_eq!(status.code(), Code::InvalidArgument);
+
+    let renew = pb::RenewLeaseRequest {
+        task_id: id.to_string(),
+        lease_token: String::new(),
+        tenant_id: String::new(),
+    };
+    assert_eq!(
+        client
+            .renew_lease(renew)
+            .await
+            .expect_err("empty token")
+            .code(),
+        Code::InvalidArgument
+    );
+    for reason in [0, 3, -7] {
+        let release = pb::ReleaseTaskRequest {
+            task_id: id.to_string(),
+            lease_token: "token".into(),
+            reason,
+            message: String::new(),
+            tenant_id: String::new(),
+        };
+        assert_eq!(
+            client
+                .release_task(release)
+                .await
+                .expect_err("bad reason")
+                .code(),
+            Code::InvalidArgument
+        );
+    }
+    let forged = pb::ReleaseTaskRequest {
+        task_id: id.to_string(),
+        lease_token: "forged".into(),
+        reason: pb::ReleaseReason::Shutdown.into(),
+        message: String::new(),
+        tenant_id: String::new(),
+    };
+    assert_eq!(
+        client
+            .release_task(forged)
+            .await
+            .expect_err("not the lease")
+            .code(),
+        Code::FailedPrecondition
+    );
+
+    // Nothing above changed the task: the real claim still works.
+    let granted = client
+        .claim_task(claim(id.as_str(), "w", ""))
+        .await
+        .expect("claim")
+        .into_inner();
+    assert_eq!(granted.attempt, 1);
+    assert_eq!(granted.tool, "echo");
+}

@@ -48,7 +48,9 @@ impl Tool for Echo {
 }
 
 /// Sleeps `ms` milliseconds (default 1000, at most a day), reporting
-/// progress every second; stops at once when cancelled.
+/// progress every second; stops at once when cancelled. With `ask`, it
+/// first moves the task to INPUT_REQUIRED with that question for `ask_ms`
+/// (default 500), then back to WORKING.
 #[derive(Debug)]
 pub struct Sleep;
 
@@ -58,6 +60,15 @@ const MAX_SLEEP_MS: u64 = 24 * 60 * 60 * 1000;
 impl Tool for Sleep {
     async fn call(&self, ctx: ToolContext, arguments: Value) -> Result<Value, ToolError> {
         let total = u64_argument(&arguments, "ms", 1000)?.min(MAX_SLEEP_MS);
+        if let Some(question) = arguments.get("ask").and_then(Value::as_str) {
+            ctx.input_required(question).await;
+            let pause = u64_argument(&arguments, "ask_ms", 500)?.min(MAX_SLEEP_MS);
+            tokio::select! {
+                () = ctx.cancelled().cancelled() => return Err(ToolError::Cancelled),
+                () = tokio::time::sleep(Duration::from_millis(pause)) => {}
+            }
+            ctx.progress("resumed").await;
+        }
         let mut slept = 0;
         while slept < total {
             let step = (total - slept).min(1000);
