@@ -3,6 +3,8 @@
 //! a job for a tool that no worker ever served is returned to us (mandatory
 //! flag) instead of being dropped, and the outbox keeps it.
 
+use std::time::Duration;
+
 use async_trait::async_trait;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions};
 use lapin::types::FieldTable;
@@ -13,6 +15,9 @@ use crate::store::execution::{JobPublisher, PublishError, Published};
 
 /// AMQP delivery mode 2: the broker writes the message to disk.
 const PERSISTENT: u8 = 2;
+/// The relay holds its outbox rows locked while it waits for confirms; a
+/// broker that stalls longer than this is treated as down.
+const CONFIRM_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Declares the jobs exchange on `channel` (idempotent; the service and
 /// workers both do it, whichever starts first).
@@ -81,21 +86,24 @@ impl JobPublisher for RabbitPublisher {
             .with_delivery_mode(PERSISTENT)
             .with_content_type("application/json".into())
             .with_message_id(format!("{}/{}", job.task_id, job.generation).into());
-        let confirmation = self
-            .channel
-            .basic_publish(
-                self.exchange.as_str().into(),
-                job.tool.as_str().into(),
-                BasicPublishOptions {
-                    mandatory: true,
-                    ..BasicPublishOptions::default()
-                },
-                &job.to_bytes(),
-                properties,
-            )
+        let publish = async {
+            self.channel
+                .basic_publish(
+                    self.exchange.as_str().into(),
+                    job.tool.as_str().into(),
+                    BasicPublishOptions {
+                        mandatory: true,
+                        ..BasicPublishOptions::default()
+                    },
+                    &job.to_bytes(),
+                    properties,
+                )
+                .await?
+                .await
+        };
+        let confirmation = tokio::time::timeout(CONFIRM_TIMEOUT, publish)
             .await
-            .map_err(unavailable)?
-            .await
+            .map_err(|_| PublishError("no confirmation from the broker in time".into()))?
             .map_err(unavailable)?;
         if confirmation.is_nack() {
             return Err(PublishError("the broker refused the job (nack)".into()));
