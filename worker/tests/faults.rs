@@ -34,6 +34,7 @@ async fn tasks_of_a_worker_killed_mid_task_finish_on_another() {
     let mut env = Env::new().await;
     env.start_service(&[]);
     let mut doomed = env.start_worker("doomed", "sleep", None, &[]);
+    env.wait_for_consumers("sleep", 1).await;
     let mut client = env.client().await;
     let mut ids = Vec::new();
     for _ in 0..4 {
@@ -211,6 +212,7 @@ async fn sigterm_lets_running_tasks_finish_and_gives_back_the_rest() {
     let mut env = Env::new().await;
     env.start_service(&[]);
     let mut leaving = env.start_worker("leaving", "sleep", None, &["--shutdown-grace", "2s"]);
+    env.wait_for_consumers("sleep", 1).await;
     let mut client = env.client().await;
     let short = dispatch(&mut client, "sleep", json!({"ms": 1000}), None).await;
     let long = dispatch(&mut client, "sleep", json!({"ms": 8000}), None).await;

@@ -259,6 +259,41 @@ impl Env {
         TaskStoreClient::new(channel)
     }
 
+    /// Waits until at least `consumers` workers consume `tool`'s queue, so
+    /// jobs dispatched next reach them at once.
+    pub async fn wait_for_consumers(&self, tool: &str, consumers: u32) {
+        let connection =
+            lapin::Connection::connect(&amqp_url(), lapin::ConnectionProperties::default())
+                .await
+                .expect("rabbitmq");
+        let queue = format!("{}.tool.{tool}", self.prefix);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            // A passive declare of a missing queue closes its channel: use a
+            // new channel each time.
+            let channel = connection.create_channel().await.expect("channel");
+            let declared = channel
+                .queue_declare(
+                    queue.as_str().into(),
+                    lapin::options::QueueDeclareOptions {
+                        passive: true,
+                        ..Default::default()
+                    },
+                    lapin::types::FieldTable::default(),
+                )
+                .await;
+            if declared.is_ok_and(|q| q.consumer_count() >= consumers) {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no {consumers} consumers on {queue}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let _ = connection.close(200, "ready".into()).await;
+    }
+
     /// Deletes this test's queues and exchange from the shared broker.
     pub async fn cleanup(&self, tools: &[&str]) {
         let Ok(connection) =
