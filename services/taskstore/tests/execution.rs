@@ -705,3 +705,120 @@ async fn the_execution_api_refuses_hostile_input_and_changes_nothing() {
     assert_eq!(granted.attempt, 1);
     assert_eq!(granted.tool, "echo");
 }
+
+/// A shared recorder that the relay loop can (re)connect to.
+#[derive(Clone, Default)]
+struct SharedRecorder(Arc<Recorder>);
+
+#[async_trait]
+impl JobPublisher for SharedRecorder {
+    async fn publish(&self, job: &JobMessage) -> Result<Published, PublishError> {
+        self.0.publish(job).await
+    }
+}
+
+impl taskstore::dispatch::relay::Publisher for SharedRecorder {
+    fn is_connected(&self) -> bool {
+        true
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replicas_relaying_at_once_publish_each_job_once() {
+    let pool = common::migrated_pool().await;
+    let replicas: Vec<_> = open_all((0..3).map(|_| {
+        PgTaskStore::open(
+            pool.clone(),
+            StoreConfig {
+                execution: short_leases(),
+                ..StoreConfig::default()
+            },
+        )
+    }))
+    .await;
+    let mut ids = Vec::new();
+    for _ in 0..60 {
+        ids.push(dispatched(&replicas[0], None).await);
+    }
+    let queue = SharedRecorder(Arc::new(Recorder {
+        routable: true,
+        ..Recorder::default()
+    }));
+    let mut relays = tokio::task::JoinSet::new();
+    for replica in replicas {
+        let queue = queue.clone();
+        relays.spawn(async move {
+            let mut published = 0;
+            loop {
+                let batch = replica.relay_due_jobs(&queue, 7).await.expect("relay");
+                published += batch;
+                if batch == 0 {
+                    return published;
+                }
+            }
+        });
+    }
+    let total: u64 = relays.join_all().await.into_iter().sum();
+    assert_eq!(total, 60);
+    let mut published: Vec<_> = queue
+        .0
+        .jobs
+        .lock()
+        .expect("lock")
+        .iter()
+        .map(|j| j.task_id.clone())
+        .collect();
+    published.sort();
+    published.dedup();
+    assert_eq!(published.len(), 60, "every job once, none twice");
+}
+
+async fn open_all<F: std::future::Future<Output = Result<PgTaskStore, StoreError>>>(
+    opens: impl Iterator<Item = F>,
+) -> Vec<PgTaskStore> {
+    let mut stores = Vec::new();
+    for open in opens {
+        stores.push(open.await.expect("open"));
+    }
+    stores
+}
+
+#[tokio::test]
+async fn the_relay_wakes_at_once_on_a_new_job() {
+    let store = Arc::new(store_with(short_leases()).await);
+    let queue = SharedRecorder(Arc::new(Recorder {
+        routable: true,
+        ..Recorder::default()
+    }));
+    let connect: taskstore::dispatch::relay::Connect<SharedRecorder> = {
+        let queue = queue.clone();
+        Arc::new(move || {
+            let queue = queue.clone();
+            Box::pin(async move { Ok(queue) })
+        })
+    };
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    // A poll interval of an hour: only the wake-up can publish in time.
+    let relay = taskstore::dispatch::relay::spawn(
+        store.clone(),
+        connect,
+        Duration::from_secs(3600),
+        shutdown.clone(),
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let id = dispatched(&store, None).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
+    while queue.0.jobs.lock().expect("lock").is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the relay did not wake for the new job"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        queue.0.jobs.lock().expect("lock")[0].task_id,
+        id.to_string()
+    );
+    shutdown.cancel();
+    relay.await.expect("relay stops");
+}
