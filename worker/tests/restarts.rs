@@ -57,21 +57,7 @@ async fn dispatch_retrying(env: &Env, text: &str) -> String {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
     loop {
         let mut client = env.client().await;
-        let request = serde_json::json!({
-            "jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": { "name": "echo", "arguments": { "text": text } },
-        });
-        let create = pb::CreateTaskRequest {
-            task_id: None,
-            session_id: None,
-            ttl: None,
-            request_id_json: "1".into(),
-            request_json: request.to_string(),
-            dispatch: Some(pb::Dispatch {
-                tool: None,
-                max_attempts: None,
-            }),
-        };
+        let create = common::dispatch_request("echo", json!({ "text": text }), None);
         match client.create_task(create).await {
             Ok(task) => return task.into_inner().task_id,
             Err(status)

@@ -13,6 +13,7 @@ pub mod dispatch;
 pub mod domain;
 pub mod error;
 pub mod grpc;
+pub mod periodic;
 pub mod server;
 pub mod startup;
 pub mod store;

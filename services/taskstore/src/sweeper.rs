@@ -16,21 +16,8 @@ pub fn spawn(
     interval: Duration,
     shutdown: CancellationToken,
 ) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut ticker = tokio::time::interval(interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                () = shutdown.cancelled() => return,
-                _ = ticker.tick() => {}
-            }
-            match store.cleanup_expired().await {
-                Ok(0) => {}
-                Ok(deleted) => tracing::info!(deleted, "expired tasks deleted"),
-                Err(err) => {
-                    tracing::warn!(error = %err, "expired task sweep failed; retrying next interval")
-                }
-            }
-        }
+    crate::periodic::spawn("expired tasks deleted", interval, shutdown, move || {
+        let store = store.clone();
+        async move { store.cleanup_expired().await }
     })
 }

@@ -323,18 +323,17 @@ impl Env {
     }
 }
 
-/// Creates a task dispatched to `tool` with `arguments`.
-pub async fn dispatch(
-    client: &mut TaskStoreClient<Channel>,
+/// A CreateTask request that dispatches a `tools/call` of `tool`.
+pub fn dispatch_request(
     tool: &str,
     arguments: Value,
     max_attempts: Option<u32>,
-) -> String {
+) -> pb::CreateTaskRequest {
     let request = serde_json::json!({
         "jsonrpc": "2.0", "id": 1, "method": "tools/call",
         "params": { "name": tool, "arguments": arguments },
     });
-    let request = pb::CreateTaskRequest {
+    pb::CreateTaskRequest {
         task_id: None,
         session_id: None,
         ttl: None,
@@ -344,7 +343,17 @@ pub async fn dispatch(
             tool: None,
             max_attempts,
         }),
-    };
+    }
+}
+
+/// Creates a task dispatched to `tool` with `arguments`.
+pub async fn dispatch(
+    client: &mut TaskStoreClient<Channel>,
+    tool: &str,
+    arguments: Value,
+    max_attempts: Option<u32>,
+) -> String {
+    let request = dispatch_request(tool, arguments, max_attempts);
     client
         .create_task(request)
         .await

@@ -16,21 +16,8 @@ pub fn spawn(
     interval: Duration,
     shutdown: CancellationToken,
 ) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut ticker = tokio::time::interval(interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            tokio::select! {
-                () = shutdown.cancelled() => return,
-                _ = ticker.tick() => {}
-            }
-            match store.reap_expired_leases().await {
-                Ok(0) => {}
-                Ok(reaped) => tracing::info!(reaped, "expired leases reaped"),
-                Err(err) => {
-                    tracing::warn!(error = %err, "lease reaper failed; retrying next interval")
-                }
-            }
-        }
+    crate::periodic::spawn("expired leases reaped", interval, shutdown, move || {
+        let store = store.clone();
+        async move { store.reap_expired_leases().await }
     })
 }
