@@ -1,5 +1,5 @@
-//! The conformance suite against every backend: PostgreSQL directly, and
-//! PostgreSQL through the gRPC service and client.
+//! The conformance suite against every backend, directly and through the
+//! gRPC service and client.
 
 mod common;
 mod suite;
@@ -10,4 +10,12 @@ mod postgres {
 
 mod grpc_over_postgres {
     crate::conformance_suite!(crate::common::GrpcOverPostgres);
+}
+
+mod memory {
+    crate::conformance_suite!(crate::common::Memory);
+}
+
+mod grpc_over_memory {
+    crate::conformance_suite!(crate::common::GrpcOverMemory);
 }

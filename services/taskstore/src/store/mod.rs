@@ -3,6 +3,7 @@
 
 pub mod changes;
 pub mod execution;
+pub mod memory;
 pub mod postgres;
 
 use std::time::Duration;

@@ -179,3 +179,36 @@ impl Backend for GrpcOverPostgres {
         false
     }
 }
+
+/// The in-memory store, called directly.
+pub struct Memory;
+
+#[async_trait]
+impl Backend for Memory {
+    async fn store(&self, config: StoreConfig) -> Arc<dyn TaskStore> {
+        Arc::new(
+            taskstore::store::memory::MemoryTaskStore::new(config, None).expect("memory store"),
+        )
+    }
+    fn chooses_tenant(&self) -> bool {
+        true
+    }
+}
+
+/// The in-memory store behind the gRPC service, called through
+/// [`GrpcTaskStore`].
+pub struct GrpcOverMemory;
+
+#[async_trait]
+impl Backend for GrpcOverMemory {
+    async fn store(&self, config: StoreConfig) -> Arc<dyn TaskStore> {
+        let store: Arc<dyn TaskStore> = Arc::new(
+            taskstore::store::memory::MemoryTaskStore::new(config, None).expect("memory store"),
+        );
+        let (addr, _shutdown, _handle) = spawn_server(store, InputLimits::default()).await;
+        Arc::new(GrpcTaskStore::new(grpc_channel(addr).await))
+    }
+    fn chooses_tenant(&self) -> bool {
+        false
+    }
+}

@@ -13,12 +13,13 @@ use tokio::sync::Notify;
 
 use super::error::store_error;
 use super::rows::stored_json;
-use super::{PgTaskStore, already_terminal, lease_lost};
+use super::{PgTaskStore, already_terminal};
 use crate::domain::{
     Claim, LeaseToken, ReleaseOutcome, ReleaseReason, Renewal, TaskId, TaskStatus, TenantId,
     ToolName,
 };
 use crate::error::StoreError;
+use crate::store::execution::messages::{self, error_result, lease_lost};
 use crate::store::execution::{ExecutionStore, JobPublisher, Published};
 
 /// Most expired leases handled per reaper transaction.
@@ -73,15 +74,6 @@ fn millis(duration: Duration) -> i64 {
 
 fn to_u32(value: i32) -> u32 {
     u32::try_from(value).unwrap_or(0)
-}
-
-/// A CallToolResult for a task that failed outside its tool's control.
-fn error_result(message: &str) -> String {
-    serde_json::json!({
-        "content": [{ "type": "text", "text": message }],
-        "isError": true,
-    })
-    .to_string()
 }
 
 impl PgTaskStore {
@@ -183,17 +175,15 @@ impl PgTaskStore {
         for lost in &expired {
             let owner = lost.lease_owner.as_deref().unwrap_or("a worker");
             if lost.attempt >= lost.max_attempts {
-                let message = format!(
-                    "failed after {} attempts: the worker running it ({owner}) stopped renewing its lease",
-                    lost.max_attempts
-                );
+                let message = messages::lease_expired_failed(owner, lost.max_attempts.into());
                 tracing::warn!(task_id = %lost.task_id, attempts = lost.attempt, "lease expired on the last attempt; task failed");
                 self.give_up(&mut tx, &lost.tenant_id, &lost.task_id, &message)
                     .await?;
             } else {
-                let message = format!(
-                    "attempt {} of {}: the worker running it ({owner}) stopped renewing its lease; dispatched again",
-                    lost.attempt, lost.max_attempts
+                let message = messages::lease_expired_retry(
+                    owner,
+                    lost.attempt.into(),
+                    lost.max_attempts.into(),
                 );
                 tracing::warn!(task_id = %lost.task_id, attempt = lost.attempt, "lease expired; dispatching again");
                 self.requeue(
@@ -267,17 +257,12 @@ impl ExecutionStore for PgTaskStore {
             .status
             .parse()
             .map_err(|_| StoreError::Internal("corrupt task row".into()))?;
-        Err(if status.is_terminal() {
-            already_terminal(status)
-        } else if !state.dispatched {
-            StoreError::FailedPrecondition("task is not dispatched to workers".into())
-        } else if state.generation != generation {
-            StoreError::FailedPrecondition("stale job: the task was dispatched again since".into())
-        } else if state.claimed {
-            StoreError::FailedPrecondition("task is already claimed by another worker".into())
-        } else {
-            StoreError::FailedPrecondition("task cannot be claimed now".into())
-        })
+        Err(messages::claim_refused(
+            status,
+            state.dispatched,
+            state.generation == generation,
+            state.claimed,
+        ))
     }
 
     async fn renew(
@@ -303,18 +288,14 @@ impl ExecutionStore for PgTaskStore {
         if renewed == 1 {
             return Ok(Renewal::KeepRunning);
         }
-        Ok(Renewal::Stop(
-            match self.state(tenant, task_id, Some(lease)).await? {
-                None => "the task no longer exists (expired or deleted)".to_owned(),
-                Some(state) if state.status == TaskStatus::Cancelled.as_str() => {
-                    "the task was cancelled".to_owned()
-                }
-                Some(state) if !state.ours => {
-                    "the lease was lost: the task was dispatched again".to_owned()
-                }
-                Some(state) => format!("the task is already {}", state.status),
-            },
-        ))
+        let state = self.state(tenant, task_id, Some(lease)).await?;
+        let status = state
+            .as_ref()
+            .map(|s| s.status.parse::<TaskStatus>())
+            .transpose();
+        let status = status.map_err(|_| StoreError::Internal("corrupt task row".into()))?;
+        let ours = state.is_some_and(|s| s.ours);
+        Ok(Renewal::Stop(messages::stop_reason(status, ours)))
     }
 
     async fn release(
@@ -353,7 +334,7 @@ impl ExecutionStore for PgTaskStore {
         let owner = held.lease_owner.as_deref().unwrap_or("a worker");
         let outcome = match reason {
             ReleaseReason::Shutdown => {
-                let note = format!("requeued: the worker running it ({owner}) shut down");
+                let note = messages::requeued_on_shutdown(owner);
                 self.requeue(
                     &mut tx,
                     tenant.as_str(),
@@ -372,18 +353,18 @@ impl ExecutionStore for PgTaskStore {
                     to_u32(held.attempt),
                     crate::domain::ExecutionPolicy::jitter(),
                 );
-                let note = format!(
-                    "attempt {} of {} failed: {message}; retrying in {}",
-                    held.attempt,
-                    held.max_attempts,
-                    humantime::format_duration(Duration::from_millis(millis(after).unsigned_abs()))
+                let note = messages::retrying(
+                    held.attempt.into(),
+                    held.max_attempts.into(),
+                    message,
+                    after,
                 );
                 self.requeue(&mut tx, tenant.as_str(), task_id.as_str(), 0, after, &note)
                     .await?;
                 ReleaseOutcome::Retry { after }
             }
             ReleaseReason::RetryableError => {
-                let note = format!("failed after {} attempts: {message}", held.max_attempts);
+                let note = messages::failed_after(held.max_attempts.into(), message);
                 self.give_up(&mut tx, tenant.as_str(), task_id.as_str(), &note)
                     .await?;
                 ReleaseOutcome::Failed
@@ -492,7 +473,7 @@ impl PgTaskStore {
             .execute(&mut **tx)
             .await
             .map_err(store_error)?;
-        let note = format!("waiting for a worker that serves tool {}", job.tool);
+        let note = messages::waiting_for_worker(&job.tool);
         sqlx::query(
             "UPDATE tasks SET status_message = $3,
                     last_updated_at = GREATEST(now(), last_updated_at + interval '1 microsecond')

@@ -308,7 +308,7 @@ impl PgTaskStore {
         match self.fetch_visible(scope, task_id).await {
             Ok(row) => match row.status() {
                 Ok(status) if status.is_terminal() => already_terminal(status),
-                Ok(_) => lease_lost(),
+                Ok(_) => crate::store::execution::messages::lease_lost(),
                 Err(err) => err,
             },
             Err(err) => err,
@@ -405,12 +405,6 @@ fn max_attempts(config: &StoreConfig, requested: Option<u32>) -> Result<i32, Sto
         ));
     }
     Ok(i32::try_from(attempts).unwrap_or(i32::MAX))
-}
-
-fn lease_lost() -> StoreError {
-    StoreError::FailedPrecondition(
-        "this attempt's lease is no longer current: the task was released or claimed again".into(),
-    )
 }
 
 fn count_reaches(count: i64, max: u64) -> bool {

@@ -1,0 +1,418 @@
+//! The in-memory backend: for tests and throwaway runs. Everything is lost
+//! when the process ends. It honours the same contract as PostgreSQL
+//! (proved by the same conformance suite): one lock makes every operation
+//! atomic, so quotas and races behave exactly. Expired tasks are invisible
+//! at once; a timer sweeps them away, and dropping the store stops it.
+
+mod execution;
+mod state;
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio::sync::Notify;
+
+use self::state::{Dispatch, Key, Record, State, delta, key};
+use super::changes::{ChangeFeed, TaskChange, wait_for_result, watch};
+use super::execution::messages::lease_lost;
+use super::{StoreConfig, TaskStore, TaskWatch, already_terminal, no_result, quota_reached};
+use crate::domain::{
+    CursorCodec, CursorPosition, LeaseToken, NewResult, NewTask, PageRequest, Scope, StatusUpdate,
+    Task, TaskId, TaskPage, TaskResult, TaskStatus,
+};
+use crate::error::StoreError;
+
+/// The in-memory [`TaskStore`] (cheap to clone: clones share the store).
+#[derive(Debug, Clone)]
+pub struct MemoryTaskStore {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    state: Mutex<State>,
+    config: StoreConfig,
+    cursors: CursorCodec,
+    changes: ChangeFeed,
+    outbox: Arc<Notify>,
+}
+
+impl MemoryTaskStore {
+    /// A new, empty store. With a `cleanup_interval`, expired tasks are
+    /// swept on that timer (inside a tokio runtime) until the store is
+    /// dropped.
+    pub fn new(
+        config: StoreConfig,
+        cleanup_interval: Option<Duration>,
+    ) -> Result<Self, StoreError> {
+        config
+            .validate()
+            .map_err(|err| StoreError::InvalidArgument(err.to_string()))?;
+        let cursors = CursorCodec::random().map_err(|err| {
+            tracing::error!(error = %err, "no randomness for the cursor key");
+            StoreError::Internal("could not generate the cursor key".into())
+        })?;
+        let inner = Arc::new(Inner {
+            state: Mutex::new(State::default()),
+            config,
+            cursors,
+            changes: ChangeFeed::default(),
+            outbox: Arc::new(Notify::new()),
+        });
+        if let Some(interval) = cleanup_interval {
+            spawn_sweep(Arc::downgrade(&inner), interval);
+        }
+        Ok(Self { inner })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave a record half-written:
+        // every mutation is a few assignments; keep serving.
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn config(&self) -> &StoreConfig {
+        &self.inner.config
+    }
+
+    fn changed(&self, key: &Key) {
+        self.inner.changes.publish(TaskChange::Changed {
+            tenant: key.0.clone(),
+            task_id: key.1.clone(),
+        });
+    }
+
+    fn transition(
+        &self,
+        scope: &Scope,
+        task_id: &TaskId,
+        status: TaskStatus,
+        message: Option<String>,
+        result: Option<crate::domain::JsonObject>,
+        fence: Option<&LeaseToken>,
+    ) -> Result<Task, StoreError> {
+        let key = key(scope.tenant.as_str(), task_id);
+        let task = {
+            let mut state = self.lock();
+            let now = state.now();
+            let record = visible(&mut state, scope, &key, now)?;
+            if record.task.status.is_terminal() {
+                return Err(already_terminal(record.task.status));
+            }
+            if let Some(fence) = fence {
+                let current = record
+                    .dispatch
+                    .as_ref()
+                    .and_then(|d| d.lease.as_ref())
+                    .map(|l| &l.token);
+                if current != Some(fence) {
+                    return Err(lease_lost());
+                }
+            }
+            record.transition(status, message, now);
+            if result.is_some() {
+                record.result = result;
+            }
+            record.task.clone()
+        };
+        self.changed(&key);
+        Ok(task)
+    }
+}
+
+/// The visible, live record for `key` in `scope`, or NOT_FOUND.
+fn visible<'a>(
+    state: &'a mut State,
+    scope: &Scope,
+    key: &Key,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<&'a mut Record, StoreError> {
+    state
+        .tasks
+        .get_mut(key)
+        .filter(|record| record.is_live(now) && in_session(scope, record))
+        .ok_or(StoreError::NotFound)
+}
+
+fn in_session(scope: &Scope, record: &Record) -> bool {
+    scope.session.is_none() || scope.session == record.task.session_id
+}
+
+/// The timer holds only a weak reference: when the store's last clone goes
+/// away, the next tick finds nothing and the timer ends.
+fn spawn_sweep(inner: Weak<Inner>, interval: Duration) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        tracing::warn!("no async runtime: the in-memory store will not sweep expired tasks");
+        return;
+    };
+    runtime.spawn(async move {
+        let mut ticker = tokio::time::interval(interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            ticker.tick().await;
+            let Some(inner) = inner.upgrade() else { return };
+            let deleted = MemoryTaskStore { inner }.delete_expired();
+            if deleted > 0 {
+                tracing::info!(deleted, "expired tasks deleted");
+            }
+        }
+    });
+}
+
+impl MemoryTaskStore {
+    fn delete_expired(&self) -> u64 {
+        let mut state = self.lock();
+        let now = state.now();
+        let before = state.tasks.len();
+        state.tasks.retain(|_, record| record.is_live(now));
+        let State { tasks, outbox, .. } = &mut *state;
+        outbox.retain(|job| tasks.contains_key(&job.key));
+        (before - state.tasks.len()) as u64
+    }
+}
+
+#[async_trait]
+impl TaskStore for MemoryTaskStore {
+    async fn create_task(&self, scope: &Scope, task: NewTask) -> Result<Task, StoreError> {
+        let task_id = match task.task_id {
+            Some(id) => id,
+            None => TaskId::generate().map_err(|err| {
+                tracing::error!(error = %err, "no randomness for a task id");
+                StoreError::Internal("could not generate a task id".into())
+            })?,
+        };
+        let config = self.config();
+        let max_attempts = match &task.dispatch {
+            Some(dispatch) => {
+                let policy = &config.execution;
+                let attempts = dispatch.max_attempts.unwrap_or(policy.default_max_attempts);
+                if attempts == 0 || attempts > policy.max_max_attempts {
+                    return Err(StoreError::invalid(
+                        "dispatch.max_attempts",
+                        format!("must be between 1 and {}", policy.max_max_attempts),
+                    ));
+                }
+                attempts
+            }
+            None => 0,
+        };
+        let key = key(scope.tenant.as_str(), &task_id);
+        let created = {
+            let mut state = self.lock();
+            let now = state.now();
+            let live = |record: &&Record| record.is_live(now);
+            if let Some(max) = config.quotas.max_tasks {
+                let count = state
+                    .tasks
+                    .iter()
+                    .filter(|(k, r)| k.0 == key.0 && live(r))
+                    .count();
+                if count as u64 >= max {
+                    return Err(quota_reached("max_tasks", max));
+                }
+            }
+            if let (Some(max), Some(session)) =
+                (config.quotas.max_tasks_per_session, &scope.session)
+            {
+                let count = state
+                    .tasks
+                    .iter()
+                    .filter(|(k, r)| {
+                        k.0 == key.0 && r.task.session_id.as_ref() == Some(session) && live(r)
+                    })
+                    .count();
+                if count as u64 >= max {
+                    return Err(quota_reached("max_tasks_per_session", max));
+                }
+            }
+            // An expired task's id is free again; its generations continue so
+            // that its stale jobs never claim the new task.
+            let previous_generation = match state.tasks.get(&key) {
+                Some(record) if record.is_live(now) => {
+                    return Err(StoreError::AlreadyExists(task_id.to_string()));
+                }
+                Some(record) => record.dispatch.as_ref().map_or(0, |d| d.generation),
+                None => 0,
+            };
+            let ttl = config.ttl.effective(task.ttl);
+            let dispatch = task.dispatch.map(|d| Dispatch {
+                tool: d.tool,
+                max_attempts,
+                attempt: 0,
+                generation: previous_generation + 1,
+                lease: None,
+            });
+            let record = Record {
+                task: Task {
+                    task_id,
+                    status: TaskStatus::Working,
+                    status_message: None,
+                    created_at: now,
+                    last_updated_at: now,
+                    ttl,
+                    poll_interval: config.poll_interval,
+                    session_id: scope.session.clone(),
+                },
+                expires_at: ttl.map(|ttl| now + delta(ttl.as_duration())),
+                request_id: task.request_id,
+                request: task.request,
+                result: None,
+                dispatch,
+            };
+            if let Some(dispatch) = &record.dispatch {
+                let (generation, tool) = (dispatch.generation, dispatch.tool.clone());
+                state.enqueue(key.clone(), generation, &tool, now);
+            }
+            let created = record.task.clone();
+            state.tasks.insert(key, record);
+            created
+        };
+        if max_attempts > 0 {
+            self.inner.outbox.notify_one();
+        }
+        Ok(created)
+    }
+
+    async fn get_task(&self, scope: &Scope, task_id: &TaskId) -> Result<Task, StoreError> {
+        let mut state = self.lock();
+        let now = state.now();
+        Ok(
+            visible(&mut state, scope, &key(scope.tenant.as_str(), task_id), now)?
+                .task
+                .clone(),
+        )
+    }
+
+    async fn update_status(
+        &self,
+        scope: &Scope,
+        task_id: &TaskId,
+        update: StatusUpdate,
+    ) -> Result<Task, StoreError> {
+        self.transition(
+            scope,
+            task_id,
+            update.status,
+            update.message,
+            None,
+            update.lease.as_ref(),
+        )
+    }
+
+    async fn store_result(
+        &self,
+        scope: &Scope,
+        task_id: &TaskId,
+        result: NewResult,
+    ) -> Result<Task, StoreError> {
+        let status = TaskStatus::from(result.status);
+        self.transition(
+            scope,
+            task_id,
+            status,
+            result.message,
+            Some(result.result),
+            result.lease.as_ref(),
+        )
+    }
+
+    async fn get_result(&self, scope: &Scope, task_id: &TaskId) -> Result<TaskResult, StoreError> {
+        let mut state = self.lock();
+        let now = state.now();
+        let record = visible(&mut state, scope, &key(scope.tenant.as_str(), task_id), now)?;
+        match (record.task.status, &record.result) {
+            (TaskStatus::Completed | TaskStatus::Failed, Some(result)) => Ok(TaskResult {
+                task: record.task.clone(),
+                result: result.clone(),
+            }),
+            (status, _) => Err(no_result(status)),
+        }
+    }
+
+    async fn list_tasks(&self, scope: &Scope, page: PageRequest) -> Result<TaskPage, StoreError> {
+        let after = page
+            .cursor
+            .as_deref()
+            .map(|c| self.inner.cursors.decode(scope, c))
+            .transpose()?;
+        let size = self.config().paging.resolve(page.page_size) as usize;
+        let mut tasks: Vec<Task> = {
+            let mut state = self.lock();
+            let now = state.now();
+            state
+                .tasks
+                .iter()
+                .filter(|(k, r)| {
+                    k.0 == scope.tenant.as_str() && r.is_live(now) && in_session(scope, r)
+                })
+                .map(|(_, r)| r.task.clone())
+                .filter(|t| {
+                    after
+                        .as_ref()
+                        .is_none_or(|a| (t.created_at, &t.task_id) > (a.created_at, &a.task_id))
+                })
+                .collect()
+        };
+        tasks.sort_by(|a, b| (a.created_at, &a.task_id).cmp(&(b.created_at, &b.task_id)));
+        let has_more = tasks.len() > size;
+        tasks.truncate(size);
+        let next_cursor = match (has_more, tasks.last()) {
+            (true, Some(last)) => Some(self.inner.cursors.encode(
+                scope,
+                &CursorPosition {
+                    created_at: last.created_at,
+                    task_id: last.task_id.clone(),
+                },
+            )),
+            _ => None,
+        };
+        Ok(TaskPage { tasks, next_cursor })
+    }
+
+    async fn cancel_task(&self, scope: &Scope, task_id: &TaskId) -> Result<Task, StoreError> {
+        match self.transition(scope, task_id, TaskStatus::Cancelled, None, None, None) {
+            // Idempotent: a terminal task comes back as it is.
+            Err(StoreError::FailedPrecondition(_)) => self.get_task(scope, task_id).await,
+            other => other,
+        }
+    }
+
+    async fn cleanup_expired(&self) -> Result<u64, StoreError> {
+        Ok(self.delete_expired())
+    }
+
+    async fn watch_task(&self, scope: &Scope, task_id: &TaskId) -> Result<TaskWatch, StoreError> {
+        let changes = self.inner.changes.subscribe();
+        watch(self.clone(), changes, scope.clone(), task_id.clone()).await
+    }
+
+    async fn wait_for_result(
+        &self,
+        scope: &Scope,
+        task_id: &TaskId,
+        timeout: Duration,
+    ) -> Result<TaskResult, StoreError> {
+        let changes = self.inner.changes.subscribe();
+        wait_for_result(self, changes, scope, task_id, timeout).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn dropping_the_store_stops_its_sweep_timer() {
+        let store = MemoryTaskStore::new(StoreConfig::default(), Some(Duration::from_millis(10)))
+            .expect("store");
+        let weak = Arc::downgrade(&store.inner);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        drop(store);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(weak.upgrade().is_none(), "the timer keeps nothing alive");
+    }
+}

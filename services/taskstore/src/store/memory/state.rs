@@ -1,0 +1,142 @@
+//! The in-memory store's data: every task record and the outbox, behind one
+//! lock, so each operation is atomic like a single SQL statement.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use chrono::{DateTime, TimeDelta, Utc};
+
+use crate::domain::{JsonObject, LeaseToken, RequestId, Task, TaskId, TaskStatus, ToolName};
+
+/// (tenant, task id).
+pub(super) type Key = (String, String);
+
+/// A claim held by a worker.
+#[derive(Debug, Clone)]
+pub(super) struct Lease {
+    pub token: LeaseToken,
+    pub owner: String,
+    pub expires_at: DateTime<Utc>,
+}
+
+/// Dispatch bookkeeping of a task that runs on workers.
+#[derive(Debug, Clone)]
+pub(super) struct Dispatch {
+    pub tool: ToolName,
+    pub max_attempts: u32,
+    pub attempt: u32,
+    pub generation: u64,
+    pub lease: Option<Lease>,
+}
+
+/// One stored task.
+#[derive(Debug, Clone)]
+pub(super) struct Record {
+    pub task: Task,
+    pub expires_at: Option<DateTime<Utc>>,
+    #[allow(dead_code)] // kept like every backend keeps it; no read path yet
+    pub request_id: RequestId,
+    pub request: JsonObject,
+    pub result: Option<JsonObject>,
+    pub dispatch: Option<Dispatch>,
+}
+
+impl Record {
+    pub(super) fn is_live(&self, now: DateTime<Utc>) -> bool {
+        self.expires_at.is_none_or(|at| at > now)
+    }
+
+    /// Moves to `status` at `now`; reaching a terminal status re-arms the
+    /// expiry to at least `ttl` from now.
+    pub(super) fn transition(
+        &mut self,
+        status: TaskStatus,
+        message: Option<String>,
+        now: DateTime<Utc>,
+    ) {
+        self.task.status = status;
+        self.task.status_message = message;
+        self.task.last_updated_at = now;
+        if status.is_terminal()
+            && let (Some(expires_at), Some(ttl)) = (self.expires_at, self.task.ttl)
+        {
+            self.expires_at = Some(expires_at.max(now + delta(ttl.as_duration())));
+        }
+    }
+}
+
+/// A job waiting in the outbox.
+#[derive(Debug, Clone)]
+pub(super) struct Job {
+    pub id: u64,
+    pub key: Key,
+    pub generation: u64,
+    pub tool: String,
+    pub available_at: DateTime<Utc>,
+    /// Taken by a relay that is publishing it (so a second relay skips it).
+    pub in_flight: bool,
+}
+
+/// Everything the store holds.
+#[derive(Debug, Default)]
+pub(super) struct State {
+    pub tasks: HashMap<Key, Record>,
+    pub outbox: Vec<Job>,
+    pub next_job_id: u64,
+    /// The last timestamp handed out: the store's clock never repeats or goes
+    /// back, so `created_at` orders tasks and `last_updated_at` always moves.
+    pub last_timestamp: Option<DateTime<Utc>>,
+}
+
+impl State {
+    /// The current time, at microsecond precision (like PostgreSQL), strictly
+    /// after every earlier timestamp of this store.
+    pub(super) fn now(&mut self) -> DateTime<Utc> {
+        let wall = Utc::now();
+        let wall = DateTime::from_timestamp_micros(wall.timestamp_micros()).unwrap_or(wall);
+        let now = match self.last_timestamp {
+            Some(last) if wall <= last => last + TimeDelta::microseconds(1),
+            _ => wall,
+        };
+        self.last_timestamp = Some(now);
+        now
+    }
+
+    pub(super) fn enqueue(
+        &mut self,
+        key: Key,
+        generation: u64,
+        tool: &ToolName,
+        available_at: DateTime<Utc>,
+    ) {
+        self.next_job_id += 1;
+        self.outbox.push(Job {
+            id: self.next_job_id,
+            key,
+            generation,
+            tool: tool.to_string(),
+            available_at,
+            in_flight: false,
+        });
+    }
+
+    /// Whether a job still stands for its task's current dispatch.
+    pub(super) fn job_is_current(&self, job: &Job, now: DateTime<Utc>) -> bool {
+        self.tasks.get(&job.key).is_some_and(|record| {
+            record.is_live(now)
+                && !record.task.status.is_terminal()
+                && record
+                    .dispatch
+                    .as_ref()
+                    .is_some_and(|d| d.generation == job.generation && d.lease.is_none())
+        })
+    }
+}
+
+pub(super) fn delta(duration: Duration) -> TimeDelta {
+    TimeDelta::from_std(duration).unwrap_or(TimeDelta::MAX)
+}
+
+pub(super) fn key(tenant: &str, task_id: &TaskId) -> Key {
+    (tenant.to_owned(), task_id.as_str().to_owned())
+}
