@@ -12,6 +12,10 @@ use crate::domain::{ReleaseOutcome, ReleaseReason, Renewal, TaskId, TenantId};
 use crate::error::StoreError;
 use crate::store::execution::ExecutionStore;
 
+/// The largest dispatch generation any backend stores (a signed 64-bit
+/// column in PostgreSQL).
+const MAX_GENERATION: u64 = i64::MAX as u64;
+
 /// Longest worker id and release message accepted, in bytes.
 const MAX_WORKER_ID_BYTES: usize = 256;
 const MAX_RELEASE_MESSAGE_BYTES: usize = 4096;
@@ -81,6 +85,9 @@ impl TaskExecutionRpc for TaskExecutionService {
             return Err(StoreError::invalid("worker_id", "must be set").into());
         }
         bounded_text("worker_id", &req.worker_id, MAX_WORKER_ID_BYTES)?;
+        if req.generation > MAX_GENERATION {
+            return Err(StoreError::invalid("generation", "is out of range").into());
+        }
         let claim = self
             .store
             .claim(&tenant, &id, req.generation, &req.worker_id)
