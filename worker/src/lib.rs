@@ -28,10 +28,13 @@
 //! `docs/execution.md`.
 
 mod attempt;
+mod delivery;
+pub mod queue;
 mod report;
 mod runtime;
 mod tool;
 pub mod tools;
 
-pub use runtime::{Worker, WorkerConfig, WorkerError};
+pub use delivery::JobDelivery;
+pub use runtime::{JobSource, Worker, WorkerConfig, WorkerError};
 pub use tool::{Tool, ToolContext, ToolError, error_result, is_error, text_result};

@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::Parser;
 use taskstore_proto::jobs::Topology;
 use taskworker::tools::{BUILTIN_TOOLS, CommandToolsFile, builtin};
-use taskworker::{Worker, WorkerConfig};
+use taskworker::{JobSource, Worker, WorkerConfig};
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
@@ -86,12 +86,14 @@ async fn run(args: Args) -> Result<(), String> {
     let worker_id = args.worker_id.clone().unwrap_or_else(default_worker_id);
     let config = WorkerConfig {
         endpoint: args.endpoint,
-        amqp_url: args.amqp_url,
+        source: JobSource::RabbitMq {
+            url: args.amqp_url,
+            topology: Topology::new(&args.queue_prefix)
+                .ok_or("--queue-prefix must be 1 to 128 of A-Z a-z 0-9 _ - . /")?,
+        },
         worker_id,
         concurrency: args.concurrency,
         shutdown_grace: args.shutdown_grace,
-        topology: Topology::new(&args.queue_prefix)
-            .ok_or("--queue-prefix must be 1 to 128 of A-Z a-z 0-9 _ - . /")?,
     };
     let mut worker = Worker::new(config);
     for name in args

@@ -7,10 +7,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use lapin::message::Delivery;
 use lapin::options::{
-    BasicAckOptions, BasicConsumeOptions, BasicNackOptions, BasicQosOptions, BasicRejectOptions,
-    ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions,
+    BasicConsumeOptions, BasicQosOptions, ExchangeDeclareOptions, QueueBindOptions,
+    QueueDeclareOptions,
 };
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
@@ -25,6 +24,8 @@ use tonic::Code;
 use tonic::transport::Endpoint;
 
 use crate::attempt::Attempt;
+use crate::delivery::JobDelivery;
+use crate::queue::InProcessQueue;
 use crate::report::{Clients, Reporter};
 use crate::tool::Tool;
 
@@ -38,16 +39,27 @@ const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(10);
 pub struct WorkerConfig {
     /// The taskstore gRPC endpoint, e.g. `http://127.0.0.1:50051`.
     pub endpoint: String,
-    pub amqp_url: String,
+    /// Where jobs come from.
+    pub source: JobSource,
     /// Shown in task status messages and logs.
     pub worker_id: String,
     /// Attempts run at once.
     pub concurrency: usize,
     /// How long running attempts may take to finish on shutdown.
     pub shutdown_grace: Duration,
-    /// The broker names, shared with the service.
-    pub topology: Topology,
 }
+
+/// Where a worker takes its jobs from.
+#[derive(Debug, Clone)]
+pub enum JobSource {
+    /// RabbitMQ, with the broker names shared with the service.
+    RabbitMq { url: String, topology: Topology },
+    /// The queue of the process the worker is embedded in.
+    InProcess(InProcessQueue),
+}
+
+/// A delivered job and the tool whose queue it came from.
+type Incoming = (String, Box<dyn JobDelivery>);
 
 /// Why a worker could not start.
 #[derive(Debug, thiserror::Error)]
@@ -170,32 +182,79 @@ impl Worker {
         abandon: &CancellationToken,
         shutdown: &CancellationToken,
     ) -> Result<(), QueueLost> {
-        let connection =
-            Connection::connect(&self.config.amqp_url, ConnectionProperties::default()).await?;
-        let (deliveries, mut incoming) =
-            mpsc::channel::<(String, Delivery)>(self.config.concurrency.max(1));
-        let mut channels = Vec::new();
-        for tool in self.tools.keys() {
-            let channel = self
-                .subscribe(&connection, tool, deliveries.clone())
-                .await?;
-            channels.push(channel);
+        let (deliveries, incoming) = mpsc::channel::<Incoming>(self.config.concurrency.max(1));
+        match &self.config.source {
+            JobSource::RabbitMq { url, topology } => {
+                let connection = Connection::connect(url, ConnectionProperties::default()).await?;
+                let mut channels = Vec::new();
+                for tool in self.tools.keys() {
+                    let channel = self
+                        .subscribe(&connection, topology, tool, deliveries.clone())
+                        .await?;
+                    channels.push(channel);
+                }
+                drop(deliveries);
+                tracing::info!("consuming jobs from RabbitMQ");
+                let result = self
+                    .dispatch_jobs(incoming, clients, slots, running, abandon, shutdown)
+                    .await;
+                // Unacknowledged deliveries go back to their queues when the
+                // channels close.
+                for channel in channels {
+                    let _ = channel.close(200, "worker stopping".into()).await;
+                }
+                let _ = connection.close(200, "worker stopping".into()).await;
+                result
+            }
+            JobSource::InProcess(queue) => {
+                for tool in self.tools.keys() {
+                    let (consumer, deliveries, tool) =
+                        (queue.consumer(tool), deliveries.clone(), tool.clone());
+                    let shutdown = shutdown.clone();
+                    tokio::spawn(async move {
+                        loop {
+                            let next = tokio::select! {
+                                () = shutdown.cancelled() => return,
+                                next = consumer.next() => next,
+                            };
+                            let Some(delivery) = next else { return };
+                            let delivery: Box<dyn JobDelivery> = Box::new(delivery);
+                            if deliveries.send((tool.clone(), delivery)).await.is_err() {
+                                return;
+                            }
+                        }
+                    });
+                }
+                drop(deliveries);
+                tracing::info!("consuming jobs from the in-process queue");
+                self.dispatch_jobs(incoming, clients, slots, running, abandon, shutdown)
+                    .await
+            }
         }
-        drop(deliveries);
-        tracing::info!("consuming jobs");
+    }
 
-        let result = loop {
+    /// Hands each delivered job to a free slot until shutdown.
+    async fn dispatch_jobs(
+        &self,
+        mut incoming: mpsc::Receiver<Incoming>,
+        clients: &Clients,
+        slots: &Arc<Semaphore>,
+        running: &TaskTracker,
+        abandon: &CancellationToken,
+        shutdown: &CancellationToken,
+    ) -> Result<(), QueueLost> {
+        loop {
             let next = tokio::select! {
-                () = shutdown.cancelled() => break Ok(()),
+                () = shutdown.cancelled() => return Ok(()),
                 next = incoming.recv() => next,
             };
             let Some((tool, delivery)) = next else {
-                break Err(QueueLost::ConsumersEnded);
+                return Err(QueueLost::ConsumersEnded);
             };
             let permit = tokio::select! {
                 () = shutdown.cancelled() => {
-                    requeue(&delivery).await;
-                    break Ok(());
+                    delivery.requeue().await;
+                    return Ok(());
                 }
                 permit = tokio::time::timeout(MAX_SLOT_WAIT, slots.clone().acquire_owned()) => permit,
             };
@@ -205,26 +264,20 @@ impl Worker {
                         .await
                 }
                 // Every slot stayed busy: let another worker take it.
-                _ => requeue(&delivery).await,
+                _ => delivery.requeue().await,
             }
-        };
-        // Unacknowledged deliveries go back to their queues when the
-        // channels close.
-        for channel in channels {
-            let _ = channel.close(200, "worker stopping".into()).await;
         }
-        let _ = connection.close(200, "worker stopping".into()).await;
-        result
     }
 
     async fn subscribe(
         &self,
         connection: &Connection,
+        topology: &Topology,
         tool: &str,
-        deliveries: mpsc::Sender<(String, Delivery)>,
+        deliveries: mpsc::Sender<Incoming>,
     ) -> Result<Channel, lapin::Error> {
         let channel = connection.create_channel().await?;
-        let exchange = self.config.topology.exchange();
+        let exchange = topology.exchange();
         channel
             .exchange_declare(
                 exchange.as_str().into(),
@@ -242,7 +295,7 @@ impl Worker {
         channel
             .basic_qos(prefetch, BasicQosOptions::default())
             .await?;
-        let queue = self.config.topology.tool_queue(tool);
+        let queue = topology.tool_queue(tool);
         let mut arguments = FieldTable::default();
         arguments.insert(
             "x-queue-type".into(),
@@ -279,6 +332,7 @@ impl Worker {
         let tool = tool.to_owned();
         tokio::spawn(async move {
             while let Some(Ok(delivery)) = consumer.next().await {
+                let delivery: Box<dyn JobDelivery> = Box::new(delivery);
                 if deliveries.send((tool.clone(), delivery)).await.is_err() {
                     return;
                 }
@@ -292,21 +346,21 @@ impl Worker {
         &self,
         clients: &Clients,
         tool_name: &str,
-        delivery: Delivery,
+        delivery: Box<dyn JobDelivery>,
         permit: OwnedSemaphorePermit,
         running: &TaskTracker,
         abandon: &CancellationToken,
     ) {
-        let job = match JobMessage::from_bytes(&delivery.data) {
+        let job = match JobMessage::from_bytes(delivery.data()) {
             Ok(job) if job.tool == tool_name => job,
             other => {
                 tracing::warn!(?other, "malformed job dropped");
-                let _ = delivery.reject(BasicRejectOptions { requeue: false }).await;
+                delivery.reject().await;
                 return;
             }
         };
         let Some(tool) = self.tools.get(tool_name).cloned() else {
-            let _ = delivery.reject(BasicRejectOptions { requeue: true }).await;
+            delivery.requeue().await;
             return;
         };
         let request = pb::ClaimTaskRequest {
@@ -324,19 +378,19 @@ impl Worker {
                 ) =>
             {
                 tracing::info!(task_id = %job.task_id, reason = %status.message(), "stale job dropped");
-                let _ = delivery.ack(BasicAckOptions::default()).await;
+                delivery.ack().await;
                 return;
             }
             Err(status) => {
                 tracing::warn!(task_id = %job.task_id, error = %status.message(), "cannot claim now; job back to the queue");
                 tokio::time::sleep(Duration::from_secs(1)).await;
-                requeue(&delivery).await;
+                delivery.requeue().await;
                 return;
             }
         };
         // Claimed: PostgreSQL now owns the task's fate (lease, reaper), so
         // the delivery is done, however long the task runs.
-        let _ = delivery.ack(BasicAckOptions::default()).await;
+        delivery.ack().await;
         let attempt = Attempt {
             reporter: Reporter::new(
                 clients.clone(),
@@ -359,15 +413,6 @@ impl Worker {
             drop(permit);
         });
     }
-}
-
-async fn requeue(delivery: &Delivery) {
-    let _ = delivery
-        .nack(BasicNackOptions {
-            requeue: true,
-            ..BasicNackOptions::default()
-        })
-        .await;
 }
 
 /// `params.arguments` of a `tools/call` request; `{}` when absent.

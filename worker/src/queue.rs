@@ -1,0 +1,125 @@
+//! The in-process job queue: stands in for RabbitMQ when the service and
+//! its workers share one process (`taskstore dev`). A tool's queue exists
+//! once a worker serves it; jobs for a tool nobody serves are refused, so
+//! the store's outbox keeps them, as with RabbitMQ's mandatory flag.
+//! Nothing here is durable: the store's outbox and leases are what make the
+//! embedded mode lose nothing.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use async_trait::async_trait;
+use tokio::sync::mpsc;
+
+use crate::delivery::JobDelivery;
+
+type Receiver = Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Vec<u8>>>>;
+
+#[derive(Debug, Clone)]
+struct ToolQueue {
+    sender: mpsc::UnboundedSender<Vec<u8>>,
+    receiver: Receiver,
+}
+
+/// Per-tool queues shared by the publisher and the workers of one process.
+#[derive(Debug, Clone, Default)]
+pub struct InProcessQueue {
+    queues: Arc<Mutex<HashMap<String, ToolQueue>>>,
+}
+
+impl InProcessQueue {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Queues a job; `false` when no worker serves `tool`.
+    pub fn publish(&self, tool: &str, job: Vec<u8>) -> bool {
+        let queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
+        queues
+            .get(tool)
+            .is_some_and(|queue| queue.sender.send(job).is_ok())
+    }
+
+    /// The consumer side of `tool`'s queue (declared on first use). Several
+    /// consumers of one tool share its jobs.
+    pub fn consumer(&self, tool: &str) -> InProcessConsumer {
+        let mut queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
+        let queue = queues.entry(tool.to_owned()).or_insert_with(|| {
+            let (sender, receiver) = mpsc::unbounded_channel();
+            ToolQueue {
+                sender,
+                receiver: Arc::new(tokio::sync::Mutex::new(receiver)),
+            }
+        });
+        InProcessConsumer {
+            queue: queue.clone(),
+        }
+    }
+}
+
+/// Takes jobs of one tool.
+#[derive(Debug, Clone)]
+pub struct InProcessConsumer {
+    queue: ToolQueue,
+}
+
+impl InProcessConsumer {
+    /// The next job; waits until there is one.
+    pub async fn next(&self) -> Option<InProcessDelivery> {
+        let data = self.queue.receiver.lock().await.recv().await?;
+        Some(InProcessDelivery {
+            data,
+            requeue_to: self.queue.sender.clone(),
+        })
+    }
+}
+
+/// A job taken from an [`InProcessQueue`].
+#[derive(Debug)]
+pub struct InProcessDelivery {
+    data: Vec<u8>,
+    requeue_to: mpsc::UnboundedSender<Vec<u8>>,
+}
+
+#[async_trait]
+impl JobDelivery for InProcessDelivery {
+    fn data(&self) -> &[u8] {
+        &self.data
+    }
+
+    async fn ack(self: Box<Self>) {}
+
+    async fn requeue(self: Box<Self>) {
+        // The queue lives as long as any consumer: a failed send means the
+        // process is stopping, and the store's outbox or lease recovers it.
+        let _ = self.requeue_to.send(self.data);
+    }
+
+    async fn reject(self: Box<Self>) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn jobs_reach_only_served_tools_and_requeue() {
+        let queue = InProcessQueue::new();
+        assert!(
+            !queue.publish("echo", b"early".to_vec()),
+            "nobody serves echo yet"
+        );
+        let first = queue.consumer("echo");
+        let second = queue.consumer("echo");
+        assert!(queue.publish("echo", b"one".to_vec()));
+        assert!(queue.publish("echo", b"two".to_vec()));
+        let one = first.next().await.expect("a job");
+        assert_eq!(one.data(), b"one");
+        Box::new(one).requeue().await;
+        assert_eq!(second.next().await.expect("a job").data(), b"two");
+        assert_eq!(
+            second.next().await.expect("the requeued job").data(),
+            b"one"
+        );
+    }
+}
