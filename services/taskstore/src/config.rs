@@ -41,6 +41,10 @@ pub struct Cli {
 pub enum Command {
     /// Run the gRPC service (migrates the database first).
     Serve(Box<ServeArgs>),
+    /// Run everything in one process, with nothing to install: the service,
+    /// an in-process job queue and embedded workers (defaults: the in-memory
+    /// store, no broker, two workers).
+    Dev(Box<ServeArgs>),
     /// Apply pending database migrations and exit.
     Migrate(DatabaseArgs),
     #[command(flatten)]
@@ -50,13 +54,11 @@ pub enum Command {
 /// Where the database is and how to reach it.
 #[derive(Debug, Clone, Args)]
 pub struct DatabaseArgs {
-    /// PostgreSQL connection URL.
-    #[arg(
-        long,
-        env = "TASKSTORE_DATABASE_URL",
-        default_value = "postgres://postgres@127.0.0.1:5432/postgres"
-    )]
-    pub database_url: String,
+    /// Where tasks are stored: `postgres://…` or `memory:` (lost on exit).
+    /// Default: postgres://postgres@127.0.0.1:5432/postgres for `serve` and
+    /// `migrate`, memory: for `dev`.
+    #[arg(long, env = "TASKSTORE_DATABASE_URL")]
+    pub database_url: Option<String>,
     /// Most connections in the pool.
     #[arg(long, env = "TASKSTORE_DB_MAX_CONNECTIONS", default_value_t = 10)]
     pub db_max_connections: u32,
@@ -66,7 +68,51 @@ pub struct DatabaseArgs {
     pub db_acquire_timeout: Duration,
 }
 
+/// The default PostgreSQL URL of `serve` and `migrate`.
+pub const DEFAULT_POSTGRES_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+/// The default RabbitMQ URL of `serve`.
+pub const DEFAULT_AMQP_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
+
+/// Which command a [`ServeArgs`] came from: they differ only in defaults.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Serve,
+    Dev,
+}
+
+/// Where tasks are stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreLocation {
+    Postgres(String),
+    Memory,
+}
+
+/// Where jobs go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum QueueLocation {
+    RabbitMq(String),
+    /// The in-process queue, consumed by embedded workers.
+    InProcess,
+}
+
 impl DatabaseArgs {
+    pub fn store_location(&self, mode: Mode) -> Result<StoreLocation, String> {
+        let url = match (&self.database_url, mode) {
+            (Some(url), _) => url.as_str(),
+            (None, Mode::Serve) => DEFAULT_POSTGRES_URL,
+            (None, Mode::Dev) => "memory:",
+        };
+        if url == "memory:" {
+            Ok(StoreLocation::Memory)
+        } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(StoreLocation::Postgres(url.to_owned()))
+        } else {
+            Err(format!(
+                "unsupported --database-url {url:?}: use postgres://… or memory:"
+            ))
+        }
+    }
+
     pub fn pool_settings(&self) -> PoolSettings {
         PoolSettings {
             max_connections: self.db_max_connections,
@@ -129,13 +175,28 @@ pub struct ServeArgs {
     /// Largest gRPC message, in bytes.
     #[arg(long, env = "TASKSTORE_MAX_MESSAGE_BYTES", default_value_t = 4 * 1024 * 1024)]
     pub max_message_bytes: usize,
-    /// RabbitMQ URL that dispatched jobs are published to.
+    /// RabbitMQ URL that dispatched jobs are published to, or `none` for the
+    /// in-process queue with embedded workers. Default: amqp://guest:guest@
+    /// 127.0.0.1:5672/%2f for `serve`, none for `dev`.
+    #[arg(long, env = "TASKSTORE_AMQP_URL")]
+    pub amqp_url: Option<String>,
+    /// Workers run inside the service when the queue is in-process.
+    #[arg(long, env = "TASKSTORE_EMBEDDED_WORKERS", default_value_t = 2)]
+    pub embedded_workers: usize,
+    /// Attempts each embedded worker runs at once.
+    #[arg(long, env = "TASKSTORE_WORKER_CONCURRENCY", default_value_t = 4)]
+    pub worker_concurrency: usize,
+    /// Built-in tools the embedded workers serve (echo, sleep, fail, hash), or `none`.
     #[arg(
         long,
-        env = "TASKSTORE_AMQP_URL",
-        default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
+        env = "TASKSTORE_WORKER_TOOLS",
+        default_value = "echo,sleep,fail,hash",
+        value_delimiter = ','
     )]
-    pub amqp_url: String,
+    pub worker_tools: Vec<String>,
+    /// A JSON file of command tools for the embedded workers (as taskworker's --command-tools).
+    #[arg(long, env = "TASKSTORE_COMMAND_TOOLS")]
+    pub command_tools: Option<std::path::PathBuf>,
     /// Prefix of the RabbitMQ exchange and queue names; the service and its
     /// workers must use the same one.
     #[arg(long, env = "TASKSTORE_QUEUE_PREFIX", default_value = "taskstore")]
@@ -171,6 +232,14 @@ pub struct ServeArgs {
 }
 
 impl ServeArgs {
+    pub fn queue_location(&self, mode: Mode) -> QueueLocation {
+        match (self.amqp_url.as_deref(), mode) {
+            (Some("none"), _) | (None, Mode::Dev) => QueueLocation::InProcess,
+            (Some(url), _) => QueueLocation::RabbitMq(url.to_owned()),
+            (None, Mode::Serve) => QueueLocation::RabbitMq(DEFAULT_AMQP_URL.to_owned()),
+        }
+    }
+
     /// The store configuration these flags describe, validated.
     pub fn store_config(&self) -> Result<StoreConfig, String> {
         let ttl = |limit: Limit<Duration>| {
@@ -289,6 +358,42 @@ mod tests {
         let config = args.store_config().expect("valid defaults");
         assert_eq!(config.ttl.default.map(Ttl::as_millis), Some(3_600_000));
         assert!(args.input_limits().is_ok());
+    }
+
+    #[test]
+    fn serve_and_dev_differ_only_in_defaults() {
+        let parse = |args: &[&str]| match Cli::try_parse_from(args).expect("flags parse").command {
+            Command::Serve(args) => (Mode::Serve, args),
+            Command::Dev(args) => (Mode::Dev, args),
+            other => panic!("unexpected {other:?}"),
+        };
+        let (mode, serve) = parse(&["taskstore", "serve"]);
+        assert_eq!(
+            serve.database.store_location(mode),
+            Ok(StoreLocation::Postgres(DEFAULT_POSTGRES_URL.into()))
+        );
+        assert_eq!(
+            serve.queue_location(mode),
+            QueueLocation::RabbitMq(DEFAULT_AMQP_URL.into())
+        );
+        let (mode, dev) = parse(&["taskstore", "dev"]);
+        assert_eq!(dev.database.store_location(mode), Ok(StoreLocation::Memory));
+        assert_eq!(dev.queue_location(mode), QueueLocation::InProcess);
+        let (mode, mixed) = parse(&[
+            "taskstore",
+            "serve",
+            "--database-url",
+            "memory:",
+            "--amqp-url",
+            "none",
+        ]);
+        assert_eq!(
+            mixed.database.store_location(mode),
+            Ok(StoreLocation::Memory)
+        );
+        assert_eq!(mixed.queue_location(mode), QueueLocation::InProcess);
+        let (mode, bad) = parse(&["taskstore", "serve", "--database-url", "mysql://x"]);
+        assert!(bad.database.store_location(mode).is_err());
     }
 
     #[test]

@@ -6,7 +6,7 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use taskstore::config::{Cli, Command};
+use taskstore::config::{Cli, Command, Mode};
 use taskstore::{cli, startup, telemetry};
 
 #[tokio::main]
@@ -17,7 +17,12 @@ async fn main() -> ExitCode {
         return ExitCode::from(2);
     }
     let result = match args.command {
-        Command::Serve(serve) => startup::serve(*serve).await.map_err(|err| err.to_string()),
+        Command::Serve(serve) => startup::serve(*serve, Mode::Serve)
+            .await
+            .map_err(|err| err.to_string()),
+        Command::Dev(dev) => startup::serve(*dev, Mode::Dev)
+            .await
+            .map_err(|err| err.to_string()),
         Command::Migrate(database) => startup::migrate(database)
             .await
             .map_err(|err| err.to_string()),

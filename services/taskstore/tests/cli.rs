@@ -239,3 +239,117 @@ fn wait_with_timeout(child: &mut Child, timeout: Duration) -> std::process::Exit
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// `taskstore dev`: the whole system in one process, with nothing installed
+/// (no PostgreSQL, no RabbitMQ): the README's first command.
+#[tokio::test]
+async fn dev_runs_tools_as_tasks_end_to_end_and_stops_cleanly() {
+    let mut child = Command::new(BIN)
+        .args([
+            "--log-format",
+            "json",
+            "dev",
+            "--listen",
+            "127.0.0.1:0",
+            "--shutdown-grace",
+            "5s",
+        ])
+        .env_remove("TASKSTORE_DATABASE_URL")
+        .env_remove("TASKSTORE_AMQP_URL")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn taskstore dev");
+    let stderr = child.stderr.take().expect("stderr");
+    let (sender, logs) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            if sender.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut service = Service {
+        child,
+        endpoint: String::new(),
+        logs,
+    };
+    let listening = loop {
+        let line = service
+            .logs
+            .recv_timeout(Duration::from_secs(30))
+            .expect("dev starts");
+        let event: serde_json::Value = serde_json::from_str(&line).expect("JSON logs");
+        if event["message"] == "listening" {
+            break event;
+        }
+    };
+    assert_eq!(listening["backend"], "memory");
+    assert_eq!(listening["queue"], "in-process");
+    assert_eq!(listening["embedded_workers"], 2);
+    service.endpoint = format!("http://{}", listening["addr"].as_str().expect("addr"));
+
+    let created = json(&client(
+        &service,
+        &[
+            "create",
+            "--tool",
+            "hash",
+            "--arguments",
+            r#"{"items":3000}"#,
+            "--dispatch",
+            "--json",
+        ],
+    ));
+    let id = created["taskId"].as_str().expect("taskId").to_owned();
+    let watched = client(&service, &["watch", &id]);
+    assert!(watched.status.success());
+    let watched = String::from_utf8_lossy(&watched.stdout);
+    assert!(
+        watched
+            .lines()
+            .last()
+            .is_some_and(|l| l.contains("completed")),
+        "{watched}"
+    );
+    let result = json(&client(&service, &["result", &id, "--wait", "--json"]));
+    let text = result["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.starts_with("sha256 chain of 3000 items"), "{text}");
+
+    let failing = json(&client(
+        &service,
+        &[
+            "create",
+            "--tool",
+            "fail",
+            "--arguments",
+            r#"{"message":"nope"}"#,
+            "--dispatch",
+            "--json",
+        ],
+    ));
+    let failed = json(&client(
+        &service,
+        &[
+            "result",
+            failing["taskId"].as_str().expect("id"),
+            "--wait",
+            "--json",
+        ],
+    ));
+    assert_eq!(failed["task"]["status"], "failed");
+    assert_eq!(failed["task"]["statusMessage"], "nope");
+
+    let pid = service.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill")
+            .success()
+    );
+    let status = wait_with_timeout(&mut service.child, Duration::from_secs(30));
+    assert!(status.success(), "exit status {status:?}");
+}

@@ -6,6 +6,7 @@
 //! - [`relay`]: the loop that drains the outbox into the queue.
 //! - [`reaper`]: the loop that re-dispatches tasks whose lease expired.
 
+pub mod in_process;
 pub mod rabbitmq;
 pub mod reaper;
 pub mod relay;

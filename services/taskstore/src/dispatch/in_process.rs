@@ -1,0 +1,29 @@
+//! The in-process job queue as a publisher, for `taskstore dev` (or
+//! `--amqp-url none`): jobs go straight to the embedded workers' queues.
+
+use async_trait::async_trait;
+use taskstore_proto::jobs::JobMessage;
+use taskworker::queue::InProcessQueue;
+
+use crate::store::execution::{JobPublisher, PublishError, Published};
+
+/// Publishes to an [`InProcessQueue`].
+#[derive(Debug, Clone)]
+pub struct InProcessPublisher(pub InProcessQueue);
+
+#[async_trait]
+impl JobPublisher for InProcessPublisher {
+    async fn publish(&self, job: &JobMessage) -> Result<Published, PublishError> {
+        Ok(if self.0.publish(&job.tool, job.to_bytes()) {
+            Published::Queued
+        } else {
+            Published::NoWorkerForTool
+        })
+    }
+}
+
+impl super::relay::Publisher for InProcessPublisher {
+    fn is_connected(&self) -> bool {
+        true
+    }
+}
