@@ -79,12 +79,25 @@ async fn start_service() -> Service {
     }
 }
 
+/// Runs a client command, bounded: a hang fails the test naming the command.
 fn client(service: &Service, args: &[&str]) -> Output {
-    Command::new(BIN)
+    let mut child = Command::new(BIN)
         .args(args)
         .args(["--endpoint", &service.endpoint])
-        .output()
-        .expect("run the client")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run the client");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while child.try_wait().expect("wait").is_none() {
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("`taskstore {}` did not finish within 60 s", args.join(" "));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().expect("client output")
 }
 
 fn json(output: &Output) -> serde_json::Value {
