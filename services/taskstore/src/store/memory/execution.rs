@@ -41,6 +41,7 @@ fn requeue(
     let (generation, tool) = (dispatch.generation, dispatch.tool.clone());
     record.task.status_message = Some(message);
     record.task.last_updated_at = now;
+    state.touch(key);
     state.enqueue(key.clone(), generation, &tool, now + delta(delay));
 }
 
@@ -54,6 +55,7 @@ fn give_up(state: &mut State, key: &Key, message: String, now: DateTime<Utc>) {
     }
     record.result = JsonObject::parse(error_result(&message)).ok();
     record.transition(TaskStatus::Failed, Some(message), now);
+    state.touch(key);
 }
 
 fn held_lease_owner(state: &State, key: &Key) -> String {
@@ -81,7 +83,7 @@ impl ExecutionStore for MemoryTaskStore {
         let lease_duration = self.config().execution.lease_duration;
         let key = key(tenant.as_str(), task_id);
         let claim = {
-            let mut state = self.lock();
+            let mut state = self.lock().await;
             let now = state.now();
             let record = state
                 .tasks
@@ -128,6 +130,8 @@ impl ExecutionStore for MemoryTaskStore {
                 claim.max_attempts.into(),
             ));
             record.task.last_updated_at = now;
+            state.touch(&key);
+            self.commit(&mut state).await?;
             claim
         };
         self.changed(&key);
@@ -141,13 +145,10 @@ impl ExecutionStore for MemoryTaskStore {
         lease: &LeaseToken,
     ) -> Result<Renewal, StoreError> {
         let lease_duration = self.config().execution.lease_duration;
-        let mut state = self.lock();
+        let key = key(tenant.as_str(), task_id);
+        let mut state = self.lock().await;
         let now = state.now();
-        let Some(record) = state
-            .tasks
-            .get_mut(&key(tenant.as_str(), task_id))
-            .filter(|r| r.is_live(now))
-        else {
+        let Some(record) = state.tasks.get_mut(&key).filter(|r| r.is_live(now)) else {
             return Ok(Renewal::Stop(messages::stop_reason(None, false)));
         };
         let status = record.task.status;
@@ -159,6 +160,8 @@ impl ExecutionStore for MemoryTaskStore {
         match held {
             Some(held) if !status.is_terminal() => {
                 held.expires_at = now + delta(lease_duration);
+                state.touch(&key);
+                self.commit(&mut state).await?;
                 Ok(Renewal::KeepRunning)
             }
             held => Ok(Renewal::Stop(messages::stop_reason(
@@ -179,7 +182,7 @@ impl ExecutionStore for MemoryTaskStore {
         let policy = self.config().execution;
         let key = key(tenant.as_str(), task_id);
         let outcome = {
-            let mut state = self.lock();
+            let mut state = self.lock().await;
             let now = state.now();
             let record = state
                 .tasks
@@ -201,7 +204,7 @@ impl ExecutionStore for MemoryTaskStore {
                 i64::from(dispatch.max_attempts),
             );
             let owner = held_lease_owner(&state, &key);
-            match reason {
+            let outcome = match reason {
                 ReleaseReason::Shutdown => {
                     requeue(
                         &mut state,
@@ -234,7 +237,9 @@ impl ExecutionStore for MemoryTaskStore {
                     give_up(&mut state, &key, messages::failed_after(max, message), now);
                     ReleaseOutcome::Failed
                 }
-            }
+            };
+            self.commit(&mut state).await?;
+            outcome
         };
         self.changed(&key);
         self.inner.outbox.notify_one();
@@ -243,7 +248,7 @@ impl ExecutionStore for MemoryTaskStore {
 
     async fn reap_expired_leases(&self) -> Result<u64, StoreError> {
         let reaped: Vec<Key> = {
-            let mut state = self.lock();
+            let mut state = self.lock().await;
             let now = state.now();
             let expired: Vec<(Key, i64, i64)> = state
                 .tasks
@@ -277,6 +282,7 @@ impl ExecutionStore for MemoryTaskStore {
                     );
                 }
             }
+            self.commit(&mut state).await?;
             expired.into_iter().map(|(key, _, _)| key).collect()
         };
         for key in &reaped {
@@ -294,7 +300,7 @@ impl ExecutionStore for MemoryTaskStore {
         limit: u32,
     ) -> Result<u64, StoreError> {
         let taken: Vec<(u64, JobMessage)> = {
-            let mut state = self.lock();
+            let mut state = self.lock().await;
             let now = state.now();
             let stale: Vec<u64> = state
                 .outbox
@@ -302,7 +308,8 @@ impl ExecutionStore for MemoryTaskStore {
                 .filter(|j| !state.job_is_current(j, now))
                 .map(|j| j.id)
                 .collect();
-            state.outbox.retain(|job| !stale.contains(&job.id));
+            state.remove_jobs(|job| stale.contains(&job.id));
+            self.commit(&mut state).await?;
             let mut due: Vec<_> = state
                 .outbox
                 .iter_mut()
@@ -326,11 +333,12 @@ impl ExecutionStore for MemoryTaskStore {
         let mut published = 0;
         for (index, (id, job)) in taken.iter().enumerate() {
             let outcome = publisher.publish(job).await;
-            let mut state = self.lock();
+            let mut state = self.lock().await;
             let now = state.now();
             match outcome {
                 Ok(Published::Queued) => {
-                    state.outbox.retain(|j| j.id != *id);
+                    state.remove_jobs(|j| j.id == *id);
+                    self.commit(&mut state).await?;
                     published += 1;
                 }
                 Ok(Published::NoWorkerForTool) => {
@@ -338,15 +346,22 @@ impl ExecutionStore for MemoryTaskStore {
                     if let Some(held) = state.outbox.iter_mut().find(|j| j.id == *id) {
                         held.in_flight = false;
                         held.available_at = now + delta(retry);
+                        state.dirty_jobs.insert(*id);
                     }
                     let note = messages::waiting_for_worker(&job.tool);
                     let key = (job.tenant_id.clone(), job.task_id.clone());
+                    let mut changed = false;
                     if let Some(record) = state.tasks.get_mut(&key)
                         && record.task.status_message.as_deref() != Some(note.as_str())
                     {
                         record.task.status_message = Some(note);
                         record.task.last_updated_at = now;
-                        drop(state);
+                        state.touch(&key);
+                        changed = true;
+                    }
+                    self.commit(&mut state).await?;
+                    drop(state);
+                    if changed {
                         self.changed(&key);
                     }
                 }

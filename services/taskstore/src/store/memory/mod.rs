@@ -5,13 +5,14 @@
 //! at once; a timer sweeps them away, and dropping the store stops it.
 
 mod execution;
+pub(crate) mod persist;
 mod state;
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio::sync::Notify;
+use tokio::sync::{Mutex, MutexGuard, Notify};
 
 use self::state::{Dispatch, Key, Record, State, delta, key};
 use super::changes::{ChangeFeed, TaskChange, wait_for_result, watch};
@@ -32,6 +33,8 @@ pub struct MemoryTaskStore {
 #[derive(Debug)]
 struct Inner {
     state: Mutex<State>,
+    /// Where every change is written through to (a SQLite file), if anywhere.
+    persistence: Option<Arc<dyn persist::Persistence>>,
     config: StoreConfig,
     cursors: CursorCodec,
     changes: ChangeFeed,
@@ -39,6 +42,51 @@ struct Inner {
 }
 
 impl MemoryTaskStore {
+    /// A store kept in `persistence` (a SQLite file): loads what is stored,
+    /// then writes every change through before answering.
+    pub async fn open_persistent(
+        config: StoreConfig,
+        persistence: Arc<dyn persist::Persistence>,
+        cleanup_interval: Option<Duration>,
+    ) -> Result<Self, StoreError> {
+        config
+            .validate()
+            .map_err(|err| StoreError::InvalidArgument(err.to_string()))?;
+        let (records, jobs) = persistence.load().await?;
+        let loaded = persist::Loaded::from_stored(records, jobs)?;
+        let mut state = State::default();
+        loaded.install(&mut state);
+        let cursors = CursorCodec::new(persistence.cursor_key().await?);
+        Ok(Self::assemble(
+            config,
+            cursors,
+            state,
+            Some(persistence),
+            cleanup_interval,
+        ))
+    }
+
+    fn assemble(
+        config: StoreConfig,
+        cursors: CursorCodec,
+        state: State,
+        persistence: Option<Arc<dyn persist::Persistence>>,
+        cleanup_interval: Option<Duration>,
+    ) -> Self {
+        let inner = Arc::new(Inner {
+            state: Mutex::new(state),
+            persistence,
+            config,
+            cursors,
+            changes: ChangeFeed::default(),
+            outbox: Arc::new(Notify::new()),
+        });
+        if let Some(interval) = cleanup_interval {
+            spawn_sweep(Arc::downgrade(&inner), interval);
+        }
+        Self { inner }
+    }
+
     /// A new, empty store. With a `cleanup_interval`, expired tasks are
     /// swept on that timer (inside a tokio runtime) until the store is
     /// dropped.
@@ -53,26 +101,62 @@ impl MemoryTaskStore {
             tracing::error!(error = %err, "no randomness for the cursor key");
             StoreError::Internal("could not generate the cursor key".into())
         })?;
-        let inner = Arc::new(Inner {
-            state: Mutex::new(State::default()),
+        Ok(Self::assemble(
             config,
             cursors,
-            changes: ChangeFeed::default(),
-            outbox: Arc::new(Notify::new()),
-        });
-        if let Some(interval) = cleanup_interval {
-            spawn_sweep(Arc::downgrade(&inner), interval);
-        }
-        Ok(Self { inner })
+            State::default(),
+            None,
+            cleanup_interval,
+        ))
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
-        // A panic while holding the lock cannot leave a record half-written:
-        // every mutation is a few assignments; keep serving.
-        self.inner
-            .state
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
+    /// One operation at a time: the lock makes each operation atomic, like
+    /// one SQL statement. (An async lock: writing through to a file happens
+    /// while it is held.)
+    async fn lock(&self) -> MutexGuard<'_, State> {
+        self.inner.state.lock().await
+    }
+
+    /// Ends a mutating operation: what it changed is written through to the
+    /// persistence layer, if any, before the caller sees the outcome.
+    async fn commit(&self, state: &mut State) -> Result<(), StoreError> {
+        let tasks = std::mem::take(&mut state.dirty_tasks);
+        let jobs = std::mem::take(&mut state.dirty_jobs);
+        let Some(persistence) = &self.inner.persistence else {
+            return Ok(());
+        };
+        let task_writes = tasks.into_iter().map(|key| {
+            let record = state
+                .tasks
+                .get(&key)
+                .map(|record| persist::stored(&key, record));
+            (key, record)
+        });
+        let job_writes = jobs.into_iter().map(|id| {
+            let job = state
+                .outbox
+                .iter()
+                .find(|job| job.id == id)
+                .map(persist::StoredJob::from);
+            (id, job)
+        });
+        let written = persistence
+            .write(task_writes.collect(), job_writes.collect())
+            .await;
+        if let Err(err) = written {
+            // The file is the truth: forget what could not be written.
+            tracing::error!(error = %err, "write-through failed; reloading the store from its file");
+            let reloaded = persistence
+                .load()
+                .await
+                .and_then(|(records, jobs)| persist::Loaded::from_stored(records, jobs));
+            match reloaded {
+                Ok(loaded) => loaded.install(state),
+                Err(reload) => tracing::error!(error = %reload, "reloading the store failed"),
+            }
+            return Err(err);
+        }
+        Ok(())
     }
 
     fn config(&self) -> &StoreConfig {
@@ -86,7 +170,7 @@ impl MemoryTaskStore {
         });
     }
 
-    fn transition(
+    async fn transition(
         &self,
         scope: &Scope,
         task_id: &TaskId,
@@ -97,7 +181,7 @@ impl MemoryTaskStore {
     ) -> Result<Task, StoreError> {
         let key = key(scope.tenant.as_str(), task_id);
         let task = {
-            let mut state = self.lock();
+            let mut state = self.lock().await;
             let now = state.now();
             let record = visible(&mut state, scope, &key, now)?;
             if record.task.status.is_terminal() {
@@ -117,7 +201,10 @@ impl MemoryTaskStore {
             if result.is_some() {
                 record.result = result;
             }
-            record.task.clone()
+            let task = record.task.clone();
+            state.touch(&key);
+            self.commit(&mut state).await?;
+            task
         };
         self.changed(&key);
         Ok(task)
@@ -155,23 +242,39 @@ fn spawn_sweep(inner: Weak<Inner>, interval: Duration) {
         loop {
             ticker.tick().await;
             let Some(inner) = inner.upgrade() else { return };
-            let deleted = MemoryTaskStore { inner }.delete_expired();
-            if deleted > 0 {
-                tracing::info!(deleted, "expired tasks deleted");
+            match (MemoryTaskStore { inner }).delete_expired().await {
+                Ok(0) => {}
+                Ok(deleted) => tracing::info!(deleted, "expired tasks deleted"),
+                Err(err) => tracing::warn!(error = %err, "expired task sweep failed"),
             }
         }
     });
 }
 
 impl MemoryTaskStore {
-    fn delete_expired(&self) -> u64 {
-        let mut state = self.lock();
+    async fn delete_expired(&self) -> Result<u64, StoreError> {
+        let mut state = self.lock().await;
         let now = state.now();
-        let before = state.tasks.len();
-        state.tasks.retain(|_, record| record.is_live(now));
-        let State { tasks, outbox, .. } = &mut *state;
-        outbox.retain(|job| tasks.contains_key(&job.key));
-        (before - state.tasks.len()) as u64
+        let expired: Vec<Key> = state
+            .tasks
+            .iter()
+            .filter(|(_, record)| !record.is_live(now))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in &expired {
+            state.tasks.remove(key);
+            state.touch(key);
+        }
+        let State { tasks, .. } = &*state;
+        let gone: std::collections::HashSet<Key> = state
+            .outbox
+            .iter()
+            .filter(|job| !tasks.contains_key(&job.key))
+            .map(|job| job.key.clone())
+            .collect();
+        state.remove_jobs(|job| gone.contains(&job.key));
+        self.commit(&mut state).await?;
+        Ok(expired.len() as u64)
     }
 }
 
@@ -202,7 +305,7 @@ impl TaskStore for MemoryTaskStore {
         };
         let key = key(scope.tenant.as_str(), &task_id);
         let created = {
-            let mut state = self.lock();
+            let mut state = self.lock().await;
             let now = state.now();
             let live = |record: &&Record| record.is_live(now);
             if let Some(max) = config.quotas.max_tasks {
@@ -268,7 +371,9 @@ impl TaskStore for MemoryTaskStore {
                 state.enqueue(key.clone(), generation, &tool, now);
             }
             let created = record.task.clone();
-            state.tasks.insert(key, record);
+            state.tasks.insert(key.clone(), record);
+            state.touch(&key);
+            self.commit(&mut state).await?;
             created
         };
         if max_attempts > 0 {
@@ -278,7 +383,7 @@ impl TaskStore for MemoryTaskStore {
     }
 
     async fn get_task(&self, scope: &Scope, task_id: &TaskId) -> Result<Task, StoreError> {
-        let mut state = self.lock();
+        let mut state = self.lock().await;
         let now = state.now();
         Ok(
             visible(&mut state, scope, &key(scope.tenant.as_str(), task_id), now)?
@@ -301,6 +406,7 @@ impl TaskStore for MemoryTaskStore {
             None,
             update.lease.as_ref(),
         )
+        .await
     }
 
     async fn store_result(
@@ -318,10 +424,11 @@ impl TaskStore for MemoryTaskStore {
             Some(result.result),
             result.lease.as_ref(),
         )
+        .await
     }
 
     async fn get_result(&self, scope: &Scope, task_id: &TaskId) -> Result<TaskResult, StoreError> {
-        let mut state = self.lock();
+        let mut state = self.lock().await;
         let now = state.now();
         let record = visible(&mut state, scope, &key(scope.tenant.as_str(), task_id), now)?;
         match (record.task.status, &record.result) {
@@ -341,7 +448,7 @@ impl TaskStore for MemoryTaskStore {
             .transpose()?;
         let size = self.config().paging.resolve(page.page_size) as usize;
         let mut tasks: Vec<Task> = {
-            let mut state = self.lock();
+            let mut state = self.lock().await;
             let now = state.now();
             state
                 .tasks
@@ -374,7 +481,10 @@ impl TaskStore for MemoryTaskStore {
     }
 
     async fn cancel_task(&self, scope: &Scope, task_id: &TaskId) -> Result<Task, StoreError> {
-        match self.transition(scope, task_id, TaskStatus::Cancelled, None, None, None) {
+        match self
+            .transition(scope, task_id, TaskStatus::Cancelled, None, None, None)
+            .await
+        {
             // Idempotent: a terminal task comes back as it is.
             Err(StoreError::FailedPrecondition(_)) => self.get_task(scope, task_id).await,
             other => other,
@@ -382,7 +492,7 @@ impl TaskStore for MemoryTaskStore {
     }
 
     async fn cleanup_expired(&self) -> Result<u64, StoreError> {
-        Ok(self.delete_expired())
+        self.delete_expired().await
     }
 
     async fn watch_task(&self, scope: &Scope, task_id: &TaskId) -> Result<TaskWatch, StoreError> {

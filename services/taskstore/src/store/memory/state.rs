@@ -1,7 +1,7 @@
 //! The in-memory store's data: every task record and the outbox, behind one
 //! lock, so each operation is atomic like a single SQL statement.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
@@ -86,6 +86,10 @@ pub(super) struct State {
     /// The last timestamp handed out: the store's clock never repeats or goes
     /// back, so `created_at` orders tasks and `last_updated_at` always moves.
     pub last_timestamp: Option<DateTime<Utc>>,
+    /// What the current operation changed (added, modified or removed), for
+    /// the persistence layer to write through.
+    pub dirty_tasks: HashSet<Key>,
+    pub dirty_jobs: HashSet<u64>,
 }
 
 impl State {
@@ -102,6 +106,19 @@ impl State {
         now
     }
 
+    /// Marks a task as changed by the current operation.
+    pub(super) fn touch(&mut self, key: &Key) {
+        self.dirty_tasks.insert(key.clone());
+    }
+
+    /// Removes the jobs `doomed` selects, marking them changed.
+    pub(super) fn remove_jobs(&mut self, mut doomed: impl FnMut(&Job) -> bool) {
+        let (removed, kept): (Vec<Job>, Vec<Job>) =
+            self.outbox.drain(..).partition(|job| doomed(job));
+        self.outbox = kept;
+        self.dirty_jobs.extend(removed.iter().map(|job| job.id));
+    }
+
     pub(super) fn enqueue(
         &mut self,
         key: Key,
@@ -110,6 +127,7 @@ impl State {
         available_at: DateTime<Utc>,
     ) {
         self.next_job_id += 1;
+        self.dirty_jobs.insert(self.next_job_id);
         self.outbox.push(Job {
             id: self.next_job_id,
             key,

@@ -1,0 +1,265 @@
+//! Write-through persistence for the in-process engine: each operation's
+//! changed records and jobs are written (in one transaction) before the
+//! caller sees the outcome, and everything is loaded back at startup. The
+//! file is the truth; memory is its cache.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+use super::state::{Dispatch, Job, Key, Lease, Record, State};
+use crate::domain::{
+    JsonObject, LeaseToken, RequestId, SessionId, Task, TaskId, TaskStatus, ToolName, Ttl,
+};
+use crate::error::StoreError;
+
+/// Where the engine's state lives between runs.
+#[async_trait]
+pub trait Persistence: Send + Sync + std::fmt::Debug + 'static {
+    /// Applies one operation's changes atomically: `Some` upserts, `None`
+    /// deletes.
+    async fn write(
+        &self,
+        tasks: Vec<((String, String), Option<StoredRecord>)>,
+        jobs: Vec<(u64, Option<StoredJob>)>,
+    ) -> Result<(), StoreError>;
+
+    /// Everything stored.
+    async fn load(&self) -> Result<(Vec<StoredRecord>, Vec<StoredJob>), StoreError>;
+
+    /// The cursor key, created once and kept, so cursors survive restarts.
+    async fn cursor_key(&self) -> Result<[u8; 32], StoreError>;
+}
+
+/// A task record as it is stored: plain values, checked again on load.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StoredRecord {
+    pub tenant: String,
+    pub task_id: String,
+    pub status: String,
+    pub status_message: Option<String>,
+    pub created_at_us: i64,
+    pub last_updated_at_us: i64,
+    pub ttl_ms: Option<u64>,
+    pub poll_interval_ms: u64,
+    pub session_id: Option<String>,
+    pub expires_at_us: Option<i64>,
+    pub request_id: String,
+    pub request: String,
+    pub result: Option<String>,
+    pub dispatch: Option<StoredDispatch>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StoredDispatch {
+    pub tool: String,
+    pub max_attempts: u32,
+    pub attempt: u32,
+    pub generation: u64,
+    pub lease: Option<StoredLease>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StoredLease {
+    pub token: String,
+    pub owner: String,
+    pub expires_at_us: i64,
+}
+
+/// An outbox job as it is stored.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StoredJob {
+    pub id: u64,
+    pub tenant: String,
+    pub task_id: String,
+    pub generation: u64,
+    pub tool: String,
+    pub available_at_us: i64,
+}
+
+fn micros(at: DateTime<Utc>) -> i64 {
+    at.timestamp_micros()
+}
+
+fn time(us: i64) -> Result<DateTime<Utc>, StoreError> {
+    DateTime::from_timestamp_micros(us).ok_or_else(|| corrupt("timestamp out of range"))
+}
+
+fn corrupt(what: impl std::fmt::Display) -> StoreError {
+    tracing::error!(error = %what, "corrupt stored record");
+    StoreError::Internal("corrupt stored record".into())
+}
+
+impl From<&Record> for StoredRecord {
+    fn from(record: &Record) -> Self {
+        let task = &record.task;
+        let (tenant, task_id) = (String::new(), task.task_id.to_string());
+        StoredRecord {
+            tenant,
+            task_id,
+            status: task.status.as_str().to_owned(),
+            status_message: task.status_message.clone(),
+            created_at_us: micros(task.created_at),
+            last_updated_at_us: micros(task.last_updated_at),
+            ttl_ms: task.ttl.map(Ttl::as_millis),
+            poll_interval_ms: u64::try_from(task.poll_interval.as_millis()).unwrap_or(u64::MAX),
+            session_id: task.session_id.as_ref().map(|s| s.to_string()),
+            expires_at_us: record.expires_at.map(micros),
+            request_id: record.request_id.as_str().to_owned(),
+            request: record.request.as_str().to_owned(),
+            result: record.result.as_ref().map(|r| r.as_str().to_owned()),
+            dispatch: record.dispatch.as_ref().map(|d| StoredDispatch {
+                tool: d.tool.to_string(),
+                max_attempts: d.max_attempts,
+                attempt: d.attempt,
+                generation: d.generation,
+                lease: d.lease.as_ref().map(|l| StoredLease {
+                    token: l.token.as_str().to_owned(),
+                    owner: l.owner.clone(),
+                    expires_at_us: micros(l.expires_at),
+                }),
+            }),
+        }
+    }
+}
+
+/// The stored form of `record`, which lives under `key`.
+pub(super) fn stored(key: &Key, record: &Record) -> StoredRecord {
+    StoredRecord {
+        tenant: key.0.clone(),
+        ..StoredRecord::from(record)
+    }
+}
+
+impl TryFrom<StoredRecord> for (Key, Record) {
+    type Error = StoreError;
+
+    fn try_from(stored: StoredRecord) -> Result<Self, StoreError> {
+        let task = Task {
+            task_id: TaskId::parse(&stored.task_id).map_err(corrupt)?,
+            status: stored.status.parse::<TaskStatus>().map_err(corrupt)?,
+            status_message: stored.status_message,
+            created_at: time(stored.created_at_us)?,
+            last_updated_at: time(stored.last_updated_at_us)?,
+            ttl: stored
+                .ttl_ms
+                .map(Ttl::from_millis)
+                .transpose()
+                .map_err(corrupt)?,
+            poll_interval: Duration::from_millis(stored.poll_interval_ms),
+            session_id: stored
+                .session_id
+                .map(|s| SessionId::parse(&s, usize::MAX))
+                .transpose()
+                .map_err(corrupt)?,
+        };
+        let dispatch = stored
+            .dispatch
+            .map(|d| -> Result<Dispatch, StoreError> {
+                Ok(Dispatch {
+                    tool: ToolName::parse(&d.tool).map_err(corrupt)?,
+                    max_attempts: d.max_attempts,
+                    attempt: d.attempt,
+                    generation: d.generation,
+                    lease: d
+                        .lease
+                        .map(|l| -> Result<Lease, StoreError> {
+                            Ok(Lease {
+                                token: LeaseToken::parse(&l.token).map_err(corrupt)?,
+                                owner: l.owner,
+                                expires_at: time(l.expires_at_us)?,
+                            })
+                        })
+                        .transpose()?,
+                })
+            })
+            .transpose()?;
+        let key = (stored.tenant, stored.task_id);
+        let record = Record {
+            task,
+            expires_at: stored.expires_at_us.map(time).transpose()?,
+            request_id: RequestId::parse(stored.request_id).map_err(corrupt)?,
+            request: JsonObject::parse(stored.request).map_err(corrupt)?,
+            result: stored
+                .result
+                .map(JsonObject::parse)
+                .transpose()
+                .map_err(corrupt)?,
+            dispatch,
+        };
+        Ok((key, record))
+    }
+}
+
+impl From<&Job> for StoredJob {
+    fn from(job: &Job) -> Self {
+        StoredJob {
+            id: job.id,
+            tenant: job.key.0.clone(),
+            task_id: job.key.1.clone(),
+            generation: job.generation,
+            tool: job.tool.clone(),
+            available_at_us: micros(job.available_at),
+        }
+    }
+}
+
+impl TryFrom<StoredJob> for Job {
+    type Error = StoreError;
+
+    fn try_from(stored: StoredJob) -> Result<Self, StoreError> {
+        Ok(Job {
+            id: stored.id,
+            key: (stored.tenant, stored.task_id),
+            generation: stored.generation,
+            tool: stored.tool,
+            available_at: time(stored.available_at_us)?,
+            in_flight: false,
+        })
+    }
+}
+
+/// A loaded state, ready to replace the engine's.
+#[derive(Debug)]
+pub(super) struct Loaded {
+    tasks: HashMap<Key, Record>,
+    outbox: Vec<Job>,
+}
+
+impl Loaded {
+    pub(super) fn from_stored(
+        records: Vec<StoredRecord>,
+        jobs: Vec<StoredJob>,
+    ) -> Result<Self, StoreError> {
+        let tasks = records
+            .into_iter()
+            .map(<(Key, Record)>::try_from)
+            .collect::<Result<HashMap<_, _>, _>>()?;
+        let outbox = jobs
+            .into_iter()
+            .map(Job::try_from)
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Self { tasks, outbox })
+    }
+
+    /// Replaces `state`'s data; the clock and job ids continue after the
+    /// newest stored ones, so they never repeat.
+    pub(super) fn install(self, state: &mut State) {
+        let newest = self
+            .tasks
+            .values()
+            .map(|r| r.task.last_updated_at.max(r.task.created_at))
+            .max();
+        state.last_timestamp = state.last_timestamp.max(newest);
+        state.next_job_id = state
+            .next_job_id
+            .max(self.outbox.iter().map(|j| j.id).max().unwrap_or(0));
+        state.tasks = self.tasks;
+        state.outbox = self.outbox;
+        state.dirty_tasks.clear();
+        state.dirty_jobs.clear();
+    }
+}
