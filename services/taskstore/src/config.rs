@@ -42,8 +42,8 @@ pub enum Command {
     /// Run the gRPC service (migrates the database first).
     Serve(Box<ServeArgs>),
     /// Run everything in one process, with nothing to install: the service,
-    /// an in-process job queue and embedded workers (defaults: the in-memory
-    /// store, no broker, two workers).
+    /// an in-process job queue and embedded workers (defaults: a SQLite file
+    /// taskstore-dev.db, no broker, two workers).
     Dev(Box<ServeArgs>),
     /// Apply pending database migrations and exit.
     Migrate(DatabaseArgs),
@@ -54,9 +54,9 @@ pub enum Command {
 /// Where the database is and how to reach it.
 #[derive(Debug, Clone, Args)]
 pub struct DatabaseArgs {
-    /// Where tasks are stored: `postgres://…` or `memory:` (lost on exit).
-    /// Default: postgres://postgres@127.0.0.1:5432/postgres for `serve` and
-    /// `migrate`, memory: for `dev`.
+    /// Where tasks are stored: `postgres://…`, `sqlite://path` (one file) or
+    /// `memory:` (lost on exit). Default: postgres://postgres@127.0.0.1:5432/
+    /// postgres for `serve` and `migrate`, sqlite://taskstore-dev.db for `dev`.
     #[arg(long, env = "TASKSTORE_DATABASE_URL")]
     pub database_url: Option<String>,
     /// Most connections in the pool.
@@ -84,8 +84,12 @@ pub enum Mode {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreLocation {
     Postgres(String),
+    Sqlite(std::path::PathBuf),
     Memory,
 }
+
+/// The default store of `dev`: a SQLite file in the working directory.
+pub const DEFAULT_DEV_DATABASE_URL: &str = "sqlite://taskstore-dev.db";
 
 /// Where jobs go.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,15 +104,17 @@ impl DatabaseArgs {
         let url = match (&self.database_url, mode) {
             (Some(url), _) => url.as_str(),
             (None, Mode::Serve) => DEFAULT_POSTGRES_URL,
-            (None, Mode::Dev) => "memory:",
+            (None, Mode::Dev) => DEFAULT_DEV_DATABASE_URL,
         };
         if url == "memory:" {
             Ok(StoreLocation::Memory)
         } else if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             Ok(StoreLocation::Postgres(url.to_owned()))
+        } else if let Some(path) = crate::store::sqlite::path_of(url) {
+            Ok(StoreLocation::Sqlite(path))
         } else {
             Err(format!(
-                "unsupported --database-url {url:?}: use postgres://… or memory:"
+                "unsupported --database-url {url:?}: use postgres://…, sqlite://path or memory:"
             ))
         }
     }
@@ -377,7 +383,10 @@ mod tests {
             QueueLocation::RabbitMq(DEFAULT_AMQP_URL.into())
         );
         let (mode, dev) = parse(&["taskstore", "dev"]);
-        assert_eq!(dev.database.store_location(mode), Ok(StoreLocation::Memory));
+        assert_eq!(
+            dev.database.store_location(mode),
+            Ok(StoreLocation::Sqlite("taskstore-dev.db".into()))
+        );
         assert_eq!(dev.queue_location(mode), QueueLocation::InProcess);
         let (mode, mixed) = parse(&[
             "taskstore",
@@ -392,6 +401,11 @@ mod tests {
             Ok(StoreLocation::Memory)
         );
         assert_eq!(mixed.queue_location(mode), QueueLocation::InProcess);
+        let (mode, file) = parse(&["taskstore", "serve", "--database-url", "sqlite:///tmp/t.db"]);
+        assert_eq!(
+            file.database.store_location(mode),
+            Ok(StoreLocation::Sqlite("/tmp/t.db".into()))
+        );
         let (mode, bad) = parse(&["taskstore", "serve", "--database-url", "mysql://x"]);
         assert!(bad.database.store_location(mode).is_err());
     }

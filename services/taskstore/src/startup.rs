@@ -17,6 +17,7 @@ use crate::server::Server;
 use crate::store::execution::{ExecutionStore, JobPublisher, PublishError, Published};
 use crate::store::memory::MemoryTaskStore;
 use crate::store::postgres::{self, PgTaskStore};
+use crate::store::sqlite;
 use crate::store::{StoreConfig, TaskStore};
 use crate::sweeper;
 use taskstore_proto::jobs::Topology;
@@ -69,6 +70,24 @@ async fn open_backends(
                 name: "postgres",
                 location: redact(&url),
                 pool: Some(pool),
+            })
+        }
+        StoreLocation::Sqlite(path) => {
+            let store = Arc::new(
+                sqlite::open(&path, config, None)
+                    .await
+                    .map_err(|err| StartupError::Config(err.to_string()))?,
+            );
+            let location = std::path::absolute(&path)
+                .unwrap_or(path)
+                .display()
+                .to_string();
+            Ok(Backends {
+                store: store.clone(),
+                execution: store,
+                name: "sqlite",
+                location,
+                pool: None,
             })
         }
         StoreLocation::Memory => {
@@ -272,13 +291,24 @@ fn redact(url: &str) -> String {
 }
 
 pub async fn migrate(args: DatabaseArgs) -> Result<(), StartupError> {
-    let StoreLocation::Postgres(url) = args
+    let url = match args
         .store_location(Mode::Serve)
         .map_err(StartupError::Config)?
-    else {
-        return Err(StartupError::Config(
-            "the in-memory store has nothing to migrate".into(),
-        ));
+    {
+        StoreLocation::Postgres(url) => url,
+        StoreLocation::Sqlite(path) => {
+            // Opening migrates (after checking the file).
+            sqlite::open(&path, StoreConfig::default(), None)
+                .await
+                .map_err(|err| StartupError::Config(err.to_string()))?;
+            tracing::info!(path = %path.display(), "migrations applied");
+            return Ok(());
+        }
+        StoreLocation::Memory => {
+            return Err(StartupError::Config(
+                "the in-memory store has nothing to migrate".into(),
+            ));
+        }
     };
     let pool = pool(&url, &args)?;
     postgres::migrate(&pool).await?;

@@ -253,11 +253,9 @@ fn wait_with_timeout(child: &mut Child, timeout: Duration) -> std::process::Exit
     }
 }
 
-/// `taskstore dev`: the whole system in one process, with nothing installed
-/// (no PostgreSQL, no RabbitMQ): the README's first command.
-#[tokio::test]
-async fn dev_runs_tools_as_tasks_end_to_end_and_stops_cleanly() {
-    let mut child = Command::new(BIN)
+/// Starts `taskstore dev` on `database`; returns it and its `listening` event.
+fn start_dev(database: &str) -> (Service, serde_json::Value) {
+    let child = Command::new(BIN)
         .args([
             "--log-format",
             "json",
@@ -267,14 +265,20 @@ async fn dev_runs_tools_as_tasks_end_to_end_and_stops_cleanly() {
             "--shutdown-grace",
             "5s",
         ])
+        .args(["--database-url", database])
         .env_remove("TASKSTORE_DATABASE_URL")
         .env_remove("TASKSTORE_AMQP_URL")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn taskstore dev");
-    let stderr = child.stderr.take().expect("stderr");
     let (sender, logs) = std::sync::mpsc::channel();
+    let mut service = Service {
+        child,
+        endpoint: String::new(),
+        logs,
+    };
+    let stderr = service.child.stderr.take().expect("stderr");
     std::thread::spawn(move || {
         for line in BufReader::new(stderr).lines().map_while(Result::ok) {
             if sender.send(line).is_err() {
@@ -282,11 +286,6 @@ async fn dev_runs_tools_as_tasks_end_to_end_and_stops_cleanly() {
             }
         }
     });
-    let mut service = Service {
-        child,
-        endpoint: String::new(),
-        logs,
-    };
     let listening = loop {
         let line = service
             .logs
@@ -297,10 +296,42 @@ async fn dev_runs_tools_as_tasks_end_to_end_and_stops_cleanly() {
             break event;
         }
     };
-    assert_eq!(listening["backend"], "memory");
+    service.endpoint = format!("http://{}", listening["addr"].as_str().expect("addr"));
+    (service, listening)
+}
+
+fn stop(service: &mut Service) {
+    let pid = service.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .expect("kill")
+            .success()
+    );
+    let status = wait_with_timeout(&mut service.child, Duration::from_secs(30));
+    assert!(status.success(), "exit status {status:?}");
+}
+
+/// `taskstore dev`: the whole system in one process, with nothing installed
+/// (no PostgreSQL, no RabbitMQ): the README's first command. Its SQLite file
+/// keeps tasks and results across a restart.
+#[tokio::test]
+async fn dev_runs_tools_as_tasks_end_to_end_and_keeps_them_across_restarts() {
+    let file = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("dev-{}.db", std::process::id()));
+    let _ = std::fs::remove_file(&file);
+    let database = format!("sqlite://{}", file.display());
+    let (mut service, listening) = start_dev(&database);
+    assert_eq!(listening["backend"], "sqlite");
     assert_eq!(listening["queue"], "in-process");
     assert_eq!(listening["embedded_workers"], 2);
-    service.endpoint = format!("http://{}", listening["addr"].as_str().expect("addr"));
+    assert!(
+        listening["data"]
+            .as_str()
+            .is_some_and(|d| d.ends_with(".db")),
+        "{listening}"
+    );
 
     let created = json(&client(
         &service,
@@ -328,7 +359,8 @@ async fn dev_runs_tools_as_tasks_end_to_end_and_stops_cleanly() {
     let result = json(&client(&service, &["result", &id, "--wait", "--json"]));
     let text = result["result"]["content"][0]["text"]
         .as_str()
-        .unwrap_or_default();
+        .unwrap_or_default()
+        .to_owned();
     assert!(text.starts_with("sha256 chain of 3000 items"), "{text}");
 
     let failing = json(&client(
@@ -354,15 +386,15 @@ async fn dev_runs_tools_as_tasks_end_to_end_and_stops_cleanly() {
     ));
     assert_eq!(failed["task"]["status"], "failed");
     assert_eq!(failed["task"]["statusMessage"], "nope");
+    stop(&mut service);
 
-    let pid = service.child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .expect("kill")
-            .success()
+    // Restart on the same file: the result is still there.
+    let (mut service, _) = start_dev(&database);
+    let again = json(&client(&service, &["result", &id, "--json"]));
+    assert_eq!(
+        again["result"]["content"][0]["text"].as_str(),
+        Some(text.as_str())
     );
-    let status = wait_with_timeout(&mut service.child, Duration::from_secs(30));
-    assert!(status.success(), "exit status {status:?}");
+    stop(&mut service);
+    let _ = std::fs::remove_file(&file);
 }

@@ -19,3 +19,11 @@ mod memory {
 mod grpc_over_memory {
     crate::conformance_suite!(crate::common::GrpcOverMemory);
 }
+
+mod sqlite {
+    crate::conformance_suite!(crate::common::Sqlite);
+}
+
+mod grpc_over_sqlite {
+    crate::conformance_suite!(crate::common::GrpcOverSqlite);
+}

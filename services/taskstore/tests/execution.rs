@@ -55,6 +55,21 @@ impl ExecBackend for Postgres {
     }
 }
 
+struct Sqlite;
+
+#[async_trait]
+impl ExecBackend for Sqlite {
+    async fn open(&self, policy: ExecutionPolicy) -> Arc<dyn ProtocolStore> {
+        Arc::new(
+            common::sqlite_store(StoreConfig {
+                execution: policy,
+                ..StoreConfig::default()
+            })
+            .await,
+        )
+    }
+}
+
 struct Memory;
 
 #[async_trait]
@@ -105,6 +120,10 @@ mod postgres {
 
 mod memory {
     execution_suite!(crate::Memory);
+}
+
+mod sqlite {
+    execution_suite!(crate::Sqlite);
 }
 
 /// Waits past the 1 s lease of [`short_leases`], as if the worker froze.

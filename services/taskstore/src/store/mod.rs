@@ -5,6 +5,7 @@ pub mod changes;
 pub mod execution;
 pub mod memory;
 pub mod postgres;
+pub mod sqlite;
 
 use std::time::Duration;
 

@@ -212,3 +212,46 @@ impl Backend for GrpcOverMemory {
         false
     }
 }
+
+/// A fresh SQLite file under cargo's per-target scratch directory.
+pub fn sqlite_path() -> std::path::PathBuf {
+    let mut suffix = [0u8; 8];
+    getrandom::getrandom(&mut suffix).expect("os randomness");
+    let name: String = suffix.iter().map(|b| format!("{b:02x}")).collect();
+    std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("store-{name}.db"))
+}
+
+pub async fn sqlite_store(config: StoreConfig) -> taskstore::store::memory::MemoryTaskStore {
+    taskstore::store::sqlite::open(&sqlite_path(), config, None)
+        .await
+        .expect("sqlite store")
+}
+
+/// The SQLite store, called directly.
+pub struct Sqlite;
+
+#[async_trait]
+impl Backend for Sqlite {
+    async fn store(&self, config: StoreConfig) -> Arc<dyn TaskStore> {
+        Arc::new(sqlite_store(config).await)
+    }
+    fn chooses_tenant(&self) -> bool {
+        true
+    }
+}
+
+/// The SQLite store behind the gRPC service, called through
+/// [`GrpcTaskStore`].
+pub struct GrpcOverSqlite;
+
+#[async_trait]
+impl Backend for GrpcOverSqlite {
+    async fn store(&self, config: StoreConfig) -> Arc<dyn TaskStore> {
+        let store: Arc<dyn TaskStore> = Arc::new(sqlite_store(config).await);
+        let (addr, _shutdown, _handle) = spawn_server(store, InputLimits::default()).await;
+        Arc::new(GrpcTaskStore::new(grpc_channel(addr).await))
+    }
+    fn chooses_tenant(&self) -> bool {
+        false
+    }
+}

@@ -1,0 +1,248 @@
+//! The SQLite file: durable across restarts, migrated when older, refused
+//! (and left untouched) when newer or not a database at all.
+
+mod common;
+
+use std::time::Duration;
+
+use taskstore::domain::{
+    DispatchRequest, JsonObject, NewResult, NewTask, RequestId, ResultStatus, Scope, TaskStatus,
+    ToolName,
+};
+use taskstore::store::execution::{ExecutionStore, JobPublisher, PublishError, Published};
+use taskstore::store::sqlite::{self, OpenError};
+use taskstore::store::{StoreConfig, TaskStore};
+use taskstore_proto::jobs::JobMessage;
+
+fn task(dispatch: bool) -> NewTask {
+    NewTask {
+        task_id: None,
+        ttl: None,
+        request_id: RequestId::parse("1").expect("id"),
+        request: JsonObject::parse(r#"{"method":"tools/call","params":{"name":"echo"}}"#)
+            .expect("json"),
+        dispatch: dispatch.then(|| DispatchRequest {
+            tool: ToolName::parse("echo").expect("tool"),
+            max_attempts: None,
+        }),
+    }
+}
+
+struct Queue;
+
+#[async_trait::async_trait]
+impl JobPublisher for Queue {
+    async fn publish(&self, _job: &JobMessage) -> Result<Published, PublishError> {
+        Ok(Published::Queued)
+    }
+}
+
+fn digest(path: &std::path::Path) -> Vec<u8> {
+    std::fs::read(path).expect("read the file")
+}
+
+#[tokio::test]
+async fn tasks_results_and_jobs_survive_a_restart() {
+    let path = common::sqlite_path();
+    let scope = Scope::tenant_wide();
+    let (finished, waiting, page_cursor) = {
+        let store = sqlite::open(&path, StoreConfig::default(), None)
+            .await
+            .expect("open");
+        let finished = store
+            .create_task(&scope, task(false))
+            .await
+            .expect("create")
+            .task_id;
+        let result = NewResult {
+            status: ResultStatus::Completed,
+            result: JsonObject::parse(r#"{"content":[{"type":"text","text":"kept"}]}"#)
+                .expect("json"),
+            message: Some("done".into()),
+            lease: None,
+        };
+        store
+            .store_result(&scope, &finished, result)
+            .await
+            .expect("store");
+        let waiting = store
+            .create_task(&scope, task(true))
+            .await
+            .expect("create")
+            .task_id;
+        // The job went to an in-process queue that dies with the process.
+        assert_eq!(store.relay_due_jobs(&Queue, 10).await.expect("relay"), 1);
+        let page = store
+            .list_tasks(
+                &scope,
+                taskstore::domain::PageRequest {
+                    cursor: None,
+                    page_size: Some(1),
+                },
+            )
+            .await
+            .expect("list");
+        (finished, waiting, page.next_cursor.expect("a second page"))
+    };
+
+    let store = sqlite::open(&path, StoreConfig::default(), None)
+        .await
+        .expect("reopen");
+    let result = store
+        .get_result(&scope, &finished)
+        .await
+        .expect("the result survived");
+    assert_eq!(
+        result.result.as_str(),
+        r#"{"content":[{"type":"text","text":"kept"}]}"#
+    );
+    assert_eq!(result.task.status_message.as_deref(), Some("done"));
+    assert_eq!(
+        store.get_task(&scope, &waiting).await.expect("get").status,
+        TaskStatus::Working
+    );
+    // Its job is back, so a worker will run it.
+    assert_eq!(store.relay_due_jobs(&Queue, 10).await.expect("relay"), 1);
+    let claim = store
+        .claim(
+            &taskstore::domain::TenantId::default_tenant(),
+            &waiting,
+            1,
+            "after-restart",
+        )
+        .await
+        .expect("claimable after the restart");
+    assert_eq!(claim.attempt, 1);
+    // Cursors survive too (the key is kept in the file).
+    let rest = store
+        .list_tasks(
+            &scope,
+            taskstore::domain::PageRequest {
+                cursor: Some(page_cursor),
+                page_size: Some(10),
+            },
+        )
+        .await
+        .expect("an old cursor still works");
+    assert_eq!(rest.tasks.len(), 1);
+}
+
+#[tokio::test]
+async fn an_older_file_is_migrated_and_keeps_its_tasks() {
+    let path = common::sqlite_path();
+    // An "old version": only the first migration, with a task in it.
+    let old = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("old-migrations-{}", std::process::id()));
+    std::fs::create_dir_all(&old).expect("dir");
+    let first = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../migrations/sqlite/0001_tasks.sql");
+    std::fs::copy(&first, old.join("0001_tasks.sql")).expect("copy the first migration");
+    {
+        let options = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(&path)
+            .create_if_missing(true);
+        let pool = sqlx::sqlite::SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await
+            .expect("pool");
+        sqlx::migrate::Migrator::new(old.as_path())
+            .await
+            .expect("old migrator")
+            .run(&pool)
+            .await
+            .expect("old schema");
+        let store_at_v1 = r#"{"tenant":"default","task_id":"from-v1","status":"completed","status_message":null,"created_at_us":1700000000000000,"last_updated_at_us":1700000000000001,"ttl_ms":null,"poll_interval_ms":1000,"session_id":null,"expires_at_us":null,"request_id":"1","request":"{}","result":"{\"content\":[]}","dispatch":null}"#;
+        sqlx::query(
+            "INSERT INTO tasks (tenant_id, task_id, record) VALUES ('default', 'from-v1', ?)",
+        )
+        .bind(store_at_v1)
+        .execute(&pool)
+        .await
+        .expect("insert");
+        pool.close().await;
+    }
+    let store = sqlite::open(&path, StoreConfig::default(), None)
+        .await
+        .expect("the old file opens");
+    let id = taskstore::domain::TaskId::parse("from-v1").expect("id");
+    let result = store
+        .get_result(&Scope::tenant_wide(), &id)
+        .await
+        .expect("the old task is there");
+    assert_eq!(result.task.status, TaskStatus::Completed);
+    // The newer schema (the outbox) works.
+    store
+        .create_task(&Scope::tenant_wide(), task(true))
+        .await
+        .expect("dispatch needs migration 2");
+    let _ = std::fs::remove_dir_all(&old);
+}
+
+#[tokio::test]
+async fn a_file_from_a_newer_version_is_refused_untouched() {
+    let path = common::sqlite_path();
+    drop(
+        sqlite::open(&path, StoreConfig::default(), None)
+            .await
+            .expect("create"),
+    );
+    {
+        let options = sqlx::sqlite::SqliteConnectOptions::new().filename(&path);
+        let pool = sqlx::sqlite::SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await
+            .expect("pool");
+        sqlx::query(
+            "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)
+             VALUES (99990101000000, 'from the future', 1, x'00', 0)",
+        )
+        .execute(&pool)
+        .await
+        .expect("a future migration");
+        sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+            .execute(&pool)
+            .await
+            .expect("checkpoint");
+        pool.close().await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let before = digest(&path);
+    match sqlite::open(&path, StoreConfig::default(), None).await {
+        Err(err @ OpenError::FromTheFuture { .. }) => {
+            assert!(err.to_string().contains("newer taskstore"), "{err}");
+        }
+        other => panic!("expected FromTheFuture, got {:?}", other.map(|_| ())),
+    }
+    assert_eq!(digest(&path), before, "the file was not modified");
+}
+
+#[tokio::test]
+async fn a_corrupt_file_is_refused_untouched() {
+    let path = common::sqlite_path();
+    std::fs::write(
+        &path,
+        b"this is not a database, just some words that fill the header",
+    )
+    .expect("write");
+    let before = digest(&path);
+    match sqlite::open(&path, StoreConfig::default(), None).await {
+        Err(err @ OpenError::Corrupt { .. }) => assert!(
+            err.to_string().contains("not a taskstore data file"),
+            "{err}"
+        ),
+        other => panic!("expected Corrupt, got {:?}", other.map(|_| ())),
+    }
+    assert_eq!(digest(&path), before, "the file was not modified");
+
+    // A real SQLite header over garbage: refused as well.
+    let mut forged = b"SQLite format 3\0".to_vec();
+    forged.extend(std::iter::repeat_n(0xA5u8, 4096));
+    std::fs::write(&path, &forged).expect("write");
+    assert!(matches!(
+        sqlite::open(&path, StoreConfig::default(), None).await,
+        Err(OpenError::Corrupt { .. })
+    ));
+    assert_eq!(digest(&path), forged, "the file was not modified");
+}
