@@ -322,7 +322,14 @@ async fn dev_runs_tools_as_tasks_end_to_end_and_keeps_them_across_restarts() {
         .join(format!("dev-{}.db", std::process::id()));
     let _ = std::fs::remove_file(&file);
     let database = format!("sqlite://{}", file.display());
-    let (mut service, listening) = start_dev(&database);
+    let tools = file.with_extension("tools.json");
+    let shout = "import json, sys; print(json.load(sys.stdin)['text'].upper())";
+    std::fs::write(
+        &tools,
+        serde_json::json!({"tools": {"shout": {"command": ["python3", "-c", shout]}}}).to_string(),
+    )
+    .expect("command tools file");
+    let (mut service, listening) = start_dev(&database, &tools);
     assert_eq!(listening["backend"], "sqlite");
     assert_eq!(listening["queue"], "in-process");
     assert_eq!(listening["embedded_workers"], 2);
@@ -386,10 +393,34 @@ async fn dev_runs_tools_as_tasks_end_to_end_and_keeps_them_across_restarts() {
     ));
     assert_eq!(failed["task"]["status"], "failed");
     assert_eq!(failed["task"]["statusMessage"], "nope");
+
+    // A command tool from the config file, on the embedded workers.
+    let shouted = json(&client(
+        &service,
+        &[
+            "create",
+            "--tool",
+            "shout",
+            "--arguments",
+            r#"{"text":"hi"}"#,
+            "--dispatch",
+            "--json",
+        ],
+    ));
+    let shouted = json(&client(
+        &service,
+        &[
+            "result",
+            shouted["taskId"].as_str().expect("id"),
+            "--wait",
+            "--json",
+        ],
+    ));
+    assert_eq!(shouted["result"]["content"][0]["text"], "HI");
     stop(&mut service);
 
     // Restart on the same file: the result is still there.
-    let (mut service, _) = start_dev(&database);
+    let (mut service, _) = start_dev(&database, &tools);
     let again = json(&client(&service, &["result", &id, "--json"]));
     assert_eq!(
         again["result"]["content"][0]["text"].as_str(),
@@ -397,4 +428,5 @@ async fn dev_runs_tools_as_tasks_end_to_end_and_keeps_them_across_restarts() {
     );
     stop(&mut service);
     let _ = std::fs::remove_file(&file);
+    let _ = std::fs::remove_file(&tools);
 }
