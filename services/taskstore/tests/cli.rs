@@ -254,7 +254,7 @@ fn wait_with_timeout(child: &mut Child, timeout: Duration) -> std::process::Exit
 }
 
 /// Starts `taskstore dev` on `database`; returns it and its `listening` event.
-fn start_dev(database: &str) -> (Service, serde_json::Value) {
+fn start_dev(database: &str, command_tools: &std::path::Path) -> (Service, serde_json::Value) {
     let child = Command::new(BIN)
         .args([
             "--log-format",
@@ -266,6 +266,10 @@ fn start_dev(database: &str) -> (Service, serde_json::Value) {
             "5s",
         ])
         .args(["--database-url", database])
+        .args([
+            "--command-tools",
+            command_tools.to_str().expect("utf-8 path"),
+        ])
         .env_remove("TASKSTORE_DATABASE_URL")
         .env_remove("TASKSTORE_AMQP_URL")
         .stdout(Stdio::null())
