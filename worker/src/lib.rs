@@ -32,6 +32,7 @@ mod delivery;
 pub mod queue;
 mod report;
 mod runtime;
+pub mod signals;
 mod tool;
 pub mod tools;
 

@@ -120,7 +120,7 @@ async fn run(args: Args) -> Result<(), String> {
         }
     }
     let shutdown = CancellationToken::new();
-    tokio::spawn(cancel_on_signal(shutdown.clone()));
+    tokio::spawn(taskworker::signals::cancel_on_signal(shutdown.clone()));
     worker.run(shutdown).await.map_err(|err| err.to_string())
 }
 
@@ -142,28 +142,4 @@ fn init_logs(format: &str, filter: &str) -> Result<(), String> {
         other => return Err(format!("unknown log format {other:?} (text or json)")),
     }
     .map_err(|err| err.to_string())
-}
-
-async fn cancel_on_signal(shutdown: CancellationToken) {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(err) => {
-                tracing::error!(error = %err, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    let interrupt = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    tokio::select! {
-        () = terminate => tracing::info!(signal = "SIGTERM", "shutdown requested"),
-        () = interrupt => tracing::info!(signal = "SIGINT", "shutdown requested"),
-    }
-    shutdown.cancel();
 }

@@ -115,7 +115,7 @@ pub async fn serve(args: ServeArgs, mode: Mode) -> Result<(), StartupError> {
         .map_err(StartupError::Config)?;
     let queue_location = args.queue_location(mode);
     let stop = CancellationToken::new();
-    tokio::spawn(cancel_on_signal(stop.clone()));
+    tokio::spawn(taskworker::signals::cancel_on_signal(stop.clone()));
 
     let backends = open_backends(location, &args.database, config, &stop).await?;
     let Backends {
@@ -404,31 +404,4 @@ fn is_retryable(err: &StartupError) -> bool {
         StartupError::Store(crate::StoreError::Unavailable(_)) => true,
         _ => false,
     }
-}
-
-/// Cancels `shutdown` on SIGTERM or SIGINT.
-pub async fn cancel_on_signal(shutdown: CancellationToken) {
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(err) => {
-                tracing::error!(error = %err, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    let interrupt = async {
-        if let Err(err) = tokio::signal::ctrl_c().await {
-            tracing::error!(error = %err, "cannot listen for SIGINT");
-            std::future::pending::<()>().await;
-        }
-    };
-    let signal = tokio::select! {
-        () = terminate => "SIGTERM",
-        () = interrupt => "SIGINT",
-    };
-    tracing::info!(signal, "shutdown requested");
-    shutdown.cancel();
 }
