@@ -36,21 +36,23 @@ async fn start_service() -> Service {
         "{}{separator}options=-c%20search_path%3D{schema}",
         common::database_url()
     );
-    let child = Command::new(BIN)
-        .args([
-            "--log-format",
-            "json",
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--shutdown-grace",
-            "5s",
-        ])
-        .env("TASKSTORE_DATABASE_URL", url)
+    let mut command = Command::new(BIN);
+    command
+        .args(["--log-format", "json", "serve", "--listen", "127.0.0.1:0"])
+        .args(["--shutdown-grace", "5s"])
+        .env("TASKSTORE_DATABASE_URL", url);
+    launch(command).0
+}
+
+/// Runs `command` (a `taskstore serve` or `dev` with JSON logs) and waits for
+/// its `listening` log line, which names the address; returns the service
+/// and that line.
+fn launch(mut command: Command) -> (Service, serde_json::Value) {
+    let child = command
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("spawn taskstore serve");
+        .expect("spawn taskstore");
     let (sender, logs) = std::sync::mpsc::channel();
     let mut service = Service {
         child,
@@ -70,11 +72,12 @@ async fn start_service() -> Service {
             .logs
             .recv_timeout(Duration::from_secs(30))
             .expect("the service logs that it listens");
-        let event: serde_json::Value = serde_json::from_str(&line).expect("every log line is JSON");
+        let event: serde_json::Value = serde_json::from_str(&line)
+            .unwrap_or_else(|err| panic!("every log line is JSON ({err}): {line}"));
         if event["message"] == "listening" {
             let addr = event["addr"].as_str().expect("addr field");
             service.endpoint = format!("http://{addr}");
-            return service;
+            return (service, event);
         }
     }
 }
@@ -255,53 +258,17 @@ fn wait_with_timeout(child: &mut Child, timeout: Duration) -> std::process::Exit
 
 /// Starts `taskstore dev` on `database`; returns it and its `listening` event.
 fn start_dev(database: &str, command_tools: &std::path::Path) -> (Service, serde_json::Value) {
-    let child = Command::new(BIN)
-        .args([
-            "--log-format",
-            "json",
-            "dev",
-            "--listen",
-            "127.0.0.1:0",
-            "--shutdown-grace",
-            "5s",
-        ])
-        .args(["--database-url", database])
+    let mut command = Command::new(BIN);
+    command
+        .args(["--log-format", "json", "dev", "--listen", "127.0.0.1:0"])
+        .args(["--shutdown-grace", "5s", "--database-url", database])
         .args([
             "--command-tools",
             command_tools.to_str().expect("utf-8 path"),
         ])
         .env_remove("TASKSTORE_DATABASE_URL")
-        .env_remove("TASKSTORE_AMQP_URL")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn taskstore dev");
-    let (sender, logs) = std::sync::mpsc::channel();
-    let mut service = Service {
-        child,
-        endpoint: String::new(),
-        logs,
-    };
-    let stderr = service.child.stderr.take().expect("stderr");
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if sender.send(line).is_err() {
-                return;
-            }
-        }
-    });
-    let listening = loop {
-        let line = service
-            .logs
-            .recv_timeout(Duration::from_secs(30))
-            .expect("dev starts");
-        let event: serde_json::Value = serde_json::from_str(&line).expect("JSON logs");
-        if event["message"] == "listening" {
-            break event;
-        }
-    };
-    service.endpoint = format!("http://{}", listening["addr"].as_str().expect("addr"));
-    (service, listening)
+        .env_remove("TASKSTORE_AMQP_URL");
+    launch(command)
 }
 
 fn stop(service: &mut Service) {

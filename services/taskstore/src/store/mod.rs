@@ -191,6 +191,41 @@ impl StoreConfig {
     }
 }
 
+impl StoreConfig {
+    /// The attempts of a new dispatched task: requested ?? default, within
+    /// the allowed range.
+    pub(crate) fn dispatch_attempts(&self, requested: Option<u32>) -> Result<u32, StoreError> {
+        let policy = &self.execution;
+        let attempts = requested.unwrap_or(policy.default_max_attempts);
+        if attempts == 0 || attempts > policy.max_max_attempts {
+            return Err(StoreError::invalid(
+                "dispatch.max_attempts",
+                format!("must be between 1 and {}", policy.max_max_attempts),
+            ));
+        }
+        Ok(attempts)
+    }
+}
+
+/// The caller's id, or a fresh unguessable one.
+pub(crate) fn task_id_or_new(requested: Option<TaskId>) -> Result<TaskId, StoreError> {
+    match requested {
+        Some(id) => Ok(id),
+        None => TaskId::generate().map_err(|err| {
+            tracing::error!(error = %err, "no randomness for a task id");
+            StoreError::Internal("could not generate a task id".into())
+        }),
+    }
+}
+
+/// A fresh lease token for a claim.
+pub(crate) fn new_lease_token() -> Result<crate::domain::LeaseToken, StoreError> {
+    crate::domain::LeaseToken::generate().map_err(|err| {
+        tracing::error!(error = %err, "no randomness for a lease token");
+        StoreError::Internal("could not generate a lease token".into())
+    })
+}
+
 /// The error for an operation refused because the task is terminal.
 pub(crate) fn already_terminal(status: TaskStatus) -> StoreError {
     StoreError::FailedPrecondition(format!("task is already {status}"))

@@ -76,10 +76,7 @@ impl ExecutionStore for MemoryTaskStore {
         generation: u64,
         worker: &str,
     ) -> Result<Claim, StoreError> {
-        let token = LeaseToken::generate().map_err(|err| {
-            tracing::error!(error = %err, "no randomness for a lease token");
-            StoreError::Internal("could not generate a lease token".into())
-        })?;
+        let token = crate::store::new_lease_token()?;
         let lease_duration = self.config().execution.lease_duration;
         let key = key(tenant.as_str(), task_id);
         let claim = {

@@ -315,26 +315,10 @@ impl MemoryTaskStore {
 #[async_trait]
 impl TaskStore for MemoryTaskStore {
     async fn create_task(&self, scope: &Scope, task: NewTask) -> Result<Task, StoreError> {
-        let task_id = match task.task_id {
-            Some(id) => id,
-            None => TaskId::generate().map_err(|err| {
-                tracing::error!(error = %err, "no randomness for a task id");
-                StoreError::Internal("could not generate a task id".into())
-            })?,
-        };
+        let task_id = super::task_id_or_new(task.task_id)?;
         let config = self.config();
         let max_attempts = match &task.dispatch {
-            Some(dispatch) => {
-                let policy = &config.execution;
-                let attempts = dispatch.max_attempts.unwrap_or(policy.default_max_attempts);
-                if attempts == 0 || attempts > policy.max_max_attempts {
-                    return Err(StoreError::invalid(
-                        "dispatch.max_attempts",
-                        format!("must be between 1 and {}", policy.max_max_attempts),
-                    ));
-                }
-                attempts
-            }
+            Some(dispatch) => config.dispatch_attempts(dispatch.max_attempts)?,
             None => 0,
         };
         let key = key(scope.tenant.as_str(), &task_id);

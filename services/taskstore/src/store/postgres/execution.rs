@@ -211,10 +211,7 @@ impl ExecutionStore for PgTaskStore {
         generation: u64,
         worker: &str,
     ) -> Result<Claim, StoreError> {
-        let lease_token = LeaseToken::generate().map_err(|err| {
-            tracing::error!(error = %err, "no randomness for a lease token");
-            StoreError::Internal("could not generate a lease token".into())
-        })?;
+        let lease_token = crate::store::new_lease_token()?;
         let lease_duration = self.config.execution.lease_duration;
         let generation = i64::try_from(generation)
             .map_err(|_| StoreError::invalid("generation", "is out of range"))?;

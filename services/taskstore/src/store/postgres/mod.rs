@@ -133,13 +133,7 @@ impl PgTaskStore {
 
     /// Inserts a task; ALREADY_EXISTS when a live task has its id.
     async fn insert(&self, scope: &Scope, task: NewTask) -> Result<TaskRow, StoreError> {
-        let task_id = match task.task_id.clone() {
-            Some(id) => id,
-            None => TaskId::generate().map_err(|err| {
-                tracing::error!(error = %err, "no randomness for a task id");
-                StoreError::Internal("could not generate a task id".to_owned())
-            })?,
-        };
+        let task_id = super::task_id_or_new(task.task_id.clone())?;
         let ttl_ms = self
             .config
             .ttl
@@ -147,7 +141,10 @@ impl PgTaskStore {
             .map(|ttl| ttl.as_millis_i64());
         let poll_ms = i64::try_from(self.config.poll_interval.as_millis()).unwrap_or(i64::MAX);
         let attempts = match &task.dispatch {
-            Some(dispatch) => Some(max_attempts(&self.config, dispatch.max_attempts)?),
+            Some(dispatch) => {
+                let attempts = self.config.dispatch_attempts(dispatch.max_attempts)?;
+                Some(i32::try_from(attempts).unwrap_or(i32::MAX))
+            }
             None => None,
         };
 
@@ -391,20 +388,6 @@ async fn insert_row<'e>(
     .fetch_optional(executor)
     .await
     .map_err(store_error)
-}
-
-/// The max attempts of a new dispatched task: requested ?? default, within
-/// the allowed range.
-fn max_attempts(config: &StoreConfig, requested: Option<u32>) -> Result<i32, StoreError> {
-    let policy = &config.execution;
-    let attempts = requested.unwrap_or(policy.default_max_attempts);
-    if attempts == 0 || attempts > policy.max_max_attempts {
-        return Err(StoreError::invalid(
-            "dispatch.max_attempts",
-            format!("must be between 1 and {}", policy.max_max_attempts),
-        ));
-    }
-    Ok(i32::try_from(attempts).unwrap_or(i32::MAX))
 }
 
 fn count_reaches(count: i64, max: u64) -> bool {
