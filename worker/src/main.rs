@@ -33,11 +33,11 @@ struct Args {
         default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
     )]
     amqp_url: String,
-    /// Built-in tools to serve, comma-separated (echo, sleep, fail, hash); `none` for none.
+    /// Built-in tools to serve, comma-separated (echo, sleep, fail, hash, noop); `none` for none.
     #[arg(
         long,
         env = "TASKWORKER_TOOLS",
-        default_value = "echo,sleep,fail,hash",
+        default_value = "echo,sleep,fail,hash,noop",
         value_delimiter = ','
     )]
     tools: Vec<String>,

@@ -45,6 +45,8 @@ pub enum Command {
     /// an in-process job queue and embedded workers (defaults: a SQLite file
     /// taskstore-dev.db, no broker, two workers).
     Dev(Box<ServeArgs>),
+    /// Drive a running service with load and report throughput and latency.
+    Bench(crate::bench::BenchArgs),
     /// Apply pending database migrations and exit.
     Migrate(DatabaseArgs),
     #[command(flatten)]
@@ -192,11 +194,11 @@ pub struct ServeArgs {
     /// Attempts each embedded worker runs at once.
     #[arg(long, env = "TASKSTORE_WORKER_CONCURRENCY", default_value_t = 4)]
     pub worker_concurrency: usize,
-    /// Built-in tools the embedded workers serve (echo, sleep, fail, hash), or `none`.
+    /// Built-in tools the embedded workers serve (echo, sleep, fail, hash, noop), or `none`.
     #[arg(
         long,
         env = "TASKSTORE_WORKER_TOOLS",
-        default_value = "echo,sleep,fail,hash",
+        default_value = "echo,sleep,fail,hash,noop",
         value_delimiter = ','
     )]
     pub worker_tools: Vec<String>,

@@ -7,6 +7,7 @@
 //! - [`server`]: binding, health, reflection and graceful shutdown.
 //! - [`config`], [`cli`], [`telemetry`], [`sweeper`]: the `taskstore` binary.
 
+pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod dispatch;

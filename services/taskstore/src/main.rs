@@ -26,6 +26,12 @@ async fn main() -> ExitCode {
         Command::Migrate(database) => startup::migrate(database)
             .await
             .map_err(|err| err.to_string()),
+        Command::Bench(bench) => match taskstore::bench::run(bench).await {
+            Ok(report) => serde_json::to_string_pretty(&report)
+                .map(|json| println!("{json}"))
+                .map_err(|err| err.to_string()),
+            Err(err) => Err(err.to_string()),
+        },
         Command::Client(command) => cli::run(command).await.map_err(|err| err.to_string()),
     };
     match result {

@@ -401,3 +401,57 @@ async fn dev_runs_tools_as_tasks_end_to_end_and_keeps_them_across_restarts() {
     let _ = std::fs::remove_file(&file);
     let _ = std::fs::remove_file(&tools);
 }
+
+/// CI's smoke of the load generator: every scenario runs briefly against
+/// `taskstore dev` (in memory) and reports figures. Not a measurement.
+#[tokio::test]
+async fn bench_runs_every_scenario_and_reports() {
+    let tools = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("no-tools-{}.json", std::process::id()));
+    std::fs::write(&tools, r#"{"tools": {}}"#).expect("empty command tools file");
+    let (mut service, _) = start_dev("memory:", &tools);
+    for (scenario, operation) in [
+        ("create", "create"),
+        ("get", "get"),
+        ("poll", "create_to_result"),
+        ("e2e", "create_to_worker_start"),
+        ("list", "list_page"),
+    ] {
+        let output = client(
+            &service,
+            &[
+                "bench",
+                "--scenario",
+                scenario,
+                "--clients",
+                "2",
+                "--duration",
+                "1s",
+                "--tasks",
+                "50",
+                "--poll-interval",
+                "20ms",
+            ],
+        );
+        assert!(
+            output.status.success(),
+            "{scenario}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let report: serde_json::Value =
+            serde_json::from_slice(&output.stdout).expect("a JSON report");
+        assert_eq!(report["scenario"], scenario);
+        let figures = &report["operations"][operation];
+        assert!(
+            figures["count"].as_u64().is_some_and(|n| n > 0),
+            "{scenario}: {report}"
+        );
+        assert!(
+            figures["p99_ms"]
+                .as_f64()
+                .is_some_and(|p| p >= figures["p50_ms"].as_f64().unwrap_or(0.0))
+        );
+    }
+    stop(&mut service);
+    let _ = std::fs::remove_file(&tools);
+}

@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 use crate::tool::{Tool, ToolContext, ToolError, text_result};
 
 /// Names of the built-in tools.
-pub const BUILTIN_TOOLS: &[&str] = &["echo", "sleep", "fail", "hash"];
+pub const BUILTIN_TOOLS: &[&str] = &["echo", "sleep", "fail", "hash", "noop"];
 
 /// A built-in tool by name.
 pub fn builtin(name: &str) -> Option<Arc<dyn Tool>> {
@@ -19,6 +19,7 @@ pub fn builtin(name: &str) -> Option<Arc<dyn Tool>> {
         "sleep" => Some(Arc::new(Sleep)),
         "fail" => Some(Arc::new(Fail)),
         "hash" => Some(Arc::new(Hash)),
+        "noop" => Some(Arc::new(Noop)),
         _ => None,
     }
 }
@@ -154,5 +155,21 @@ impl Tool for Hash {
         }
         let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
         Ok(text_result(format!("sha256 chain of {items} items: {hex}")))
+    }
+}
+
+/// Does nothing; its text is the Unix time in microseconds at which it
+/// started, so a load generator can measure create→worker-start.
+#[derive(Debug)]
+pub struct Noop;
+
+#[async_trait]
+impl Tool for Noop {
+    async fn call(&self, _ctx: ToolContext, _arguments: Value) -> Result<Value, ToolError> {
+        let started = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_micros())
+            .unwrap_or(0);
+        Ok(text_result(started.to_string()))
     }
 }

@@ -1,0 +1,185 @@
+//! `taskstore bench`: a load generator that drives a running service over
+//! gRPC with N concurrent clients and reports throughput and latency
+//! percentiles per operation (progress on stderr, JSON on stdout). The
+//! PostgreSQL baseline it is compared with lives in `benches/`.
+
+mod scenarios;
+mod stats;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+use taskstore_proto::v1 as pb;
+use tonic::transport::{Channel, Endpoint};
+
+use self::stats::{Recorded, Summary, merge};
+
+/// What to measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scenario {
+    /// CreateTask only (store only, no dispatch).
+    Create,
+    /// GetTask on existing tasks.
+    Get,
+    /// The MCP client pattern: create (dispatched), poll GetTask, fetch the result.
+    Poll,
+    /// CreateTask with dispatch until every result is stored.
+    E2e,
+    /// ListTasks paging through a large table.
+    List,
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// The taskstore service to drive.
+    #[arg(
+        long,
+        env = "TASKSTORE_ENDPOINT",
+        default_value = "http://127.0.0.1:50051"
+    )]
+    pub endpoint: String,
+    #[arg(long, value_enum)]
+    pub scenario: Scenario,
+    /// Concurrent clients.
+    #[arg(long, default_value_t = 64)]
+    pub clients: usize,
+    /// How long to measure.
+    #[arg(long, default_value = "10s", value_parser = crate::config::parse_duration)]
+    pub duration: Duration,
+    /// Stop after this many operations instead (whichever comes first).
+    #[arg(long)]
+    pub count: Option<u64>,
+    /// Tasks created before measuring `get` and `list`.
+    #[arg(long, default_value_t = 10_000)]
+    pub tasks: u64,
+    /// The tool `poll` and `e2e` dispatch to (a no-op by default).
+    #[arg(long, default_value = "noop")]
+    pub tool: String,
+    /// `e2e`: creates per second across all clients (default: as fast as possible).
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// HTTP/2 connections the clients share.
+    #[arg(long, default_value_t = 4)]
+    pub connections: usize,
+    /// `poll`: the poll interval (default: the one the service advises).
+    #[arg(long, value_parser = crate::config::parse_duration)]
+    pub poll_interval: Option<Duration>,
+}
+
+/// The JSON report.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    pub scenario: Scenario,
+    pub clients: usize,
+    pub elapsed_s: f64,
+    pub operations: std::collections::BTreeMap<&'static str, Summary>,
+}
+
+/// Why a benchmark could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error("cannot reach {0}: {1}")]
+    Connect(String, tonic::transport::Error),
+    #[error("the service refused a request: {0}")]
+    Rpc(#[from] tonic::Status),
+}
+
+/// What every client shares.
+#[derive(Debug, Clone)]
+pub(crate) struct Shared {
+    pub args: Arc<BenchArgs>,
+    pub channels: Arc<Vec<Channel>>,
+    pub deadline: Instant,
+    pub done: Arc<AtomicU64>,
+}
+
+impl Shared {
+    pub fn client(&self, index: usize) -> pb::task_store_client::TaskStoreClient<Channel> {
+        let channel = self.channels[index % self.channels.len()].clone();
+        pb::task_store_client::TaskStoreClient::new(channel)
+            .max_decoding_message_size(64 * 1024 * 1024)
+    }
+
+    /// Whether the run is over (time or count).
+    pub fn finished(&self) -> bool {
+        Instant::now() >= self.deadline
+            || self
+                .args
+                .count
+                .is_some_and(|count| self.done.load(Ordering::Relaxed) >= count)
+    }
+
+    pub fn count_one(&self) {
+        self.done.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
+    let mut channels = Vec::new();
+    for _ in 0..args.connections.max(1) {
+        let channel = Endpoint::from_shared(args.endpoint.clone())
+            .map_err(|err| BenchError::Connect(args.endpoint.clone(), err))?
+            .tcp_nodelay(true)
+            .connect()
+            .await
+            .map_err(|err| BenchError::Connect(args.endpoint.clone(), err))?;
+        channels.push(channel);
+    }
+    let args = Arc::new(args);
+    let setup = Shared {
+        args: args.clone(),
+        channels: Arc::new(channels),
+        deadline: Instant::now() + Duration::from_secs(3600),
+        done: Arc::new(AtomicU64::new(0)),
+    };
+    let prepared = scenarios::prepare(&setup).await?;
+
+    let started = Instant::now();
+    let shared = Shared {
+        deadline: started + args.duration,
+        done: Arc::new(AtomicU64::new(0)),
+        ..setup
+    };
+    let progress = tokio::spawn(progress(shared.clone(), started));
+    let mut clients = tokio::task::JoinSet::new();
+    for index in 0..args.clients.max(1) {
+        let (shared, prepared) = (shared.clone(), prepared.clone());
+        clients.spawn(async move { scenarios::client(shared, prepared, index).await });
+    }
+    let mut recorded = Recorded::new();
+    for outcome in clients.join_all().await {
+        merge(&mut recorded, outcome?);
+    }
+    let elapsed = started.elapsed();
+    progress.abort();
+    eprintln!();
+    Ok(Report {
+        scenario: args.scenario,
+        clients: args.clients,
+        elapsed_s: elapsed.as_secs_f64(),
+        operations: recorded
+            .into_iter()
+            .map(|(name, samples)| (name, samples.summary(elapsed)))
+            .collect(),
+    })
+}
+
+/// A progress line on stderr once a second.
+async fn progress(shared: Shared, started: Instant) {
+    let mut ticker = tokio::time::interval(Duration::from_secs(1));
+    ticker.tick().await;
+    loop {
+        ticker.tick().await;
+        let done = shared.done.load(Ordering::Relaxed);
+        let elapsed = started.elapsed().as_secs_f64();
+        eprint!(
+            "\r[bench {:?}] {elapsed:5.1}s  {done} operations  {:.0}/s   ",
+            shared.args.scenario,
+            done as f64 / elapsed.max(1e-9)
+        );
+    }
+}
