@@ -79,38 +79,72 @@ fn unavailable(err: lapin::Error) -> PublishError {
     PublishError(err.to_string())
 }
 
-#[async_trait]
-impl JobPublisher for RabbitPublisher {
-    async fn publish(&self, job: &JobMessage) -> Result<Published, PublishError> {
+impl RabbitPublisher {
+    /// Sends one job; the returned confirmation is awaited separately so
+    /// that many can be in flight.
+    async fn send(&self, job: &JobMessage) -> Result<lapin::PublisherConfirm, lapin::Error> {
         let properties = BasicProperties::default()
             .with_delivery_mode(PERSISTENT)
             .with_content_type("application/json".into())
             .with_message_id(format!("{}/{}", job.task_id, job.generation).into());
-        let publish = async {
-            self.channel
-                .basic_publish(
-                    self.exchange.as_str().into(),
-                    job.tool.as_str().into(),
-                    BasicPublishOptions {
-                        mandatory: true,
-                        ..BasicPublishOptions::default()
-                    },
-                    &job.to_bytes(),
-                    properties,
-                )
-                .await?
-                .await
-        };
-        let confirmation = tokio::time::timeout(CONFIRM_TIMEOUT, publish)
+        self.channel
+            .basic_publish(
+                self.exchange.as_str().into(),
+                job.tool.as_str().into(),
+                BasicPublishOptions {
+                    mandatory: true,
+                    ..BasicPublishOptions::default()
+                },
+                &job.to_bytes(),
+                properties,
+            )
+            .await
+    }
+}
+
+/// What a confirmation says about one job.
+fn outcome(confirmation: lapin::Confirmation) -> Result<Published, PublishError> {
+    if confirmation.is_nack() {
+        return Err(PublishError("the broker refused the job (nack)".into()));
+    }
+    match confirmation.take_message() {
+        Some(_) => Ok(Published::NoWorkerForTool),
+        None => Ok(Published::Queued),
+    }
+}
+
+#[async_trait]
+impl JobPublisher for RabbitPublisher {
+    async fn publish(&self, job: &JobMessage) -> Result<Published, PublishError> {
+        let confirm = async { self.send(job).await?.await };
+        let confirmation = tokio::time::timeout(CONFIRM_TIMEOUT, confirm)
             .await
             .map_err(|_| PublishError("no confirmation from the broker in time".into()))?
             .map_err(unavailable)?;
-        if confirmation.is_nack() {
-            return Err(PublishError("the broker refused the job (nack)".into()));
+        outcome(confirmation)
+    }
+
+    async fn publish_all(&self, jobs: &[JobMessage]) -> Vec<Result<Published, PublishError>> {
+        // Send everything first, then collect the confirmations, which the
+        // broker returns as it commits: one wait for the whole batch.
+        let mut pending = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            pending.push(self.send(job).await);
         }
-        match confirmation.take_message() {
-            Some(_) => Ok(Published::NoWorkerForTool),
-            None => Ok(Published::Queued),
+        let deadline = tokio::time::Instant::now() + CONFIRM_TIMEOUT;
+        let mut outcomes = Vec::with_capacity(jobs.len());
+        for sent in pending {
+            outcomes.push(match sent {
+                Ok(confirm) => match tokio::time::timeout_at(deadline, confirm).await {
+                    Ok(Ok(confirmation)) => outcome(confirmation),
+                    Ok(Err(err)) => Err(unavailable(err)),
+                    Err(_) => Err(PublishError(
+                        "no confirmation from the broker in time".into(),
+                    )),
+                },
+                Err(err) => Err(unavailable(err)),
+            });
         }
+        outcomes
     }
 }

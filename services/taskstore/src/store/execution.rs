@@ -75,6 +75,17 @@ pub struct PublishError(pub String);
 pub trait JobPublisher: Send + Sync {
     /// Publishes one job and waits for the queue's confirmation.
     async fn publish(&self, job: &JobMessage) -> Result<Published, PublishError>;
+
+    /// Publishes a batch and returns one outcome per job, in order. A queue
+    /// that confirms asynchronously sends them all before waiting, so a batch
+    /// costs one round trip rather than one per job.
+    async fn publish_all(&self, jobs: &[JobMessage]) -> Vec<Result<Published, PublishError>> {
+        let mut outcomes = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            outcomes.push(self.publish(job).await);
+        }
+        outcomes
+    }
 }
 
 /// The protocol's status messages and refusals, shared by every backend so

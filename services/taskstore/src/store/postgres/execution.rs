@@ -411,31 +411,33 @@ impl ExecutionStore for PgTaskStore {
         .await
         .map_err(store_error)?;
 
-        let mut done = Vec::with_capacity(due.len());
-        let mut published = 0;
-        let mut failure = None;
-        for job in &due {
-            if job.stale {
-                done.push(job.id);
-                continue;
-            }
-            let message = JobMessage {
+        let (stale, live): (Vec<&OutboxRow>, Vec<&OutboxRow>) =
+            due.iter().partition(|job| job.stale);
+        let mut done: Vec<i64> = stale.iter().map(|job| job.id).collect();
+        let messages: Vec<JobMessage> = live
+            .iter()
+            .map(|job| JobMessage {
                 tenant_id: job.tenant_id.clone(),
                 task_id: job.task_id.clone(),
                 generation: u64::try_from(job.generation).unwrap_or(0),
                 tool: job.tool.clone(),
-            };
-            match publisher.publish(&message).await {
+            })
+            .collect();
+        // The whole batch is in flight at once; each job's outcome is
+        // handled on its own (a confirmed job is deleted even when another
+        // one failed).
+        let outcomes = publisher.publish_all(&messages).await;
+        let mut published = 0;
+        let mut failure = None;
+        for (job, outcome) in live.into_iter().zip(outcomes) {
+            match outcome {
                 Ok(Published::Queued) => {
                     done.push(job.id);
                     published += 1;
                 }
-                Ok(Published::NoWorkerForTool) => {
-                    self.hold_for_worker(&mut tx, job).await?;
-                }
+                Ok(Published::NoWorkerForTool) => self.hold_for_worker(&mut tx, job).await?,
                 Err(err) => {
-                    failure = Some(err);
-                    break;
+                    failure.get_or_insert(err);
                 }
             }
         }
