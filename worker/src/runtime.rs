@@ -16,7 +16,7 @@ use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
 use serde_json::Value;
 use taskstore_proto::jobs::{JobMessage, Topology, is_valid_tool_name};
 use taskstore_proto::v1 as pb;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::{Semaphore, mpsc};
 use tokio_stream::StreamExt;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -260,8 +260,20 @@ impl Worker {
             };
             match permit {
                 Ok(Ok(permit)) => {
-                    self.start(clients, &tool, delivery, permit, running, abandon)
-                        .await
+                    // Claim and run in a task of their own, so this loop
+                    // takes the next delivery at once; the slot (permit)
+                    // bounds how many are in flight.
+                    let claimant = Claimant {
+                        clients: clients.clone(),
+                        worker_id: self.config.worker_id.clone(),
+                        tool: self.tools.get(&tool).cloned(),
+                        tool_name: tool,
+                    };
+                    let abandon = abandon.clone();
+                    running.spawn(async move {
+                        claimant.claim_and_run(delivery, abandon).await;
+                        drop(permit);
+                    });
                 }
                 // Every slot stayed busy: let another worker take it.
                 _ => delivery.requeue().await,
@@ -340,36 +352,38 @@ impl Worker {
         });
         Ok(channel)
     }
+}
 
+/// Everything needed to claim one delivered job and run it.
+struct Claimant {
+    clients: Clients,
+    worker_id: String,
+    tool_name: String,
+    tool: Option<Arc<dyn Tool>>,
+}
+
+impl Claimant {
     /// Claims the job's task and, when the claim succeeds, runs it.
-    async fn start(
-        &self,
-        clients: &Clients,
-        tool_name: &str,
-        delivery: Box<dyn JobDelivery>,
-        permit: OwnedSemaphorePermit,
-        running: &TaskTracker,
-        abandon: &CancellationToken,
-    ) {
+    async fn claim_and_run(self, delivery: Box<dyn JobDelivery>, abandon: CancellationToken) {
         let job = match JobMessage::from_bytes(delivery.data()) {
-            Ok(job) if job.tool == tool_name => job,
+            Ok(job) if job.tool == self.tool_name => job,
             other => {
                 tracing::warn!(?other, "malformed job dropped");
                 delivery.reject().await;
                 return;
             }
         };
-        let Some(tool) = self.tools.get(tool_name).cloned() else {
+        let Some(tool) = self.tool else {
             delivery.requeue().await;
             return;
         };
         let request = pb::ClaimTaskRequest {
             task_id: job.task_id.clone(),
             generation: job.generation,
-            worker_id: self.config.worker_id.clone(),
+            worker_id: self.worker_id,
             tenant_id: job.tenant_id.clone(),
         };
-        let claim = match clients.execution.clone().claim_task(request).await {
+        let claim = match self.clients.execution.clone().claim_task(request).await {
             Ok(claim) => claim.into_inner(),
             Err(status)
                 if matches!(
@@ -392,12 +406,7 @@ impl Worker {
         // the delivery is done, however long the task runs.
         delivery.ack().await;
         let attempt = Attempt {
-            reporter: Reporter::new(
-                clients.clone(),
-                job.tenant_id,
-                job.task_id,
-                claim.lease_token,
-            ),
+            reporter: Reporter::new(self.clients, job.tenant_id, job.task_id, claim.lease_token),
             tool,
             arguments: arguments_of(&claim.request_json),
             attempt: claim.attempt,
@@ -407,11 +416,7 @@ impl Worker {
                 .and_then(|d| Duration::try_from(d).ok())
                 .unwrap_or(Duration::from_secs(15)),
         };
-        let abandon = abandon.clone();
-        running.spawn(async move {
-            attempt.run(abandon).await;
-            drop(permit);
-        });
+        attempt.run(abandon).await;
     }
 }
 
