@@ -242,12 +242,12 @@ async fn e2e(shared: &Shared, index: usize, recorded: &mut Recorded) -> Result<(
 
 async fn list(shared: &Shared, index: usize, recorded: &mut Recorded) -> Result<(), BenchError> {
     let mut client = shared.client(index);
-    let total_pages = shared.args.tasks.div_ceil(u64::from(PAGE_SIZE)).max(1);
-    let last_tenth = total_pages - (total_pages / 10).max(1);
     while !shared.finished() {
+        // One pass over every page; only complete passes say where the first
+        // and the last tenth of the pages are.
+        let mut pass = Vec::new();
         let mut cursor = None;
-        let mut page = 0u64;
-        loop {
+        let complete = loop {
             let started = Instant::now();
             let listed = client
                 .list_tasks(pb::ListTasksRequest {
@@ -259,16 +259,21 @@ async fn list(shared: &Shared, index: usize, recorded: &mut Recorded) -> Result<
                 .into_inner();
             let latency = started.elapsed();
             samples(recorded, "list_page").record(latency);
-            if page < (total_pages / 10).max(1) {
-                samples(recorded, "list_page_first_tenth").record(latency);
-            } else if page >= last_tenth {
-                samples(recorded, "list_page_last_tenth").record(latency);
-            }
+            pass.push(latency);
             shared.count_one();
-            page += 1;
             match listed.next_cursor {
-                Some(next) if !shared.finished() => cursor = Some(next),
-                _ => break,
+                None => break true,
+                Some(_) if shared.finished() => break false,
+                Some(next) => cursor = Some(next),
+            }
+        };
+        if complete {
+            let tenth = (pass.len() / 10).max(1);
+            for latency in &pass[..tenth.min(pass.len())] {
+                samples(recorded, "list_page_first_tenth").record(*latency);
+            }
+            for latency in &pass[pass.len().saturating_sub(tenth)..] {
+                samples(recorded, "list_page_last_tenth").record(*latency);
             }
         }
     }
