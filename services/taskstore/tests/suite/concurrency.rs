@@ -178,3 +178,32 @@ pub async fn cancel_racing_a_result_has_one_outcome(backend: &dyn Backend) {
         }
     }
 }
+
+pub async fn concurrent_creates_of_one_id_have_one_winner(backend: &dyn Backend) {
+    let store = backend.store(StoreConfig::default()).await;
+    let mut creates = JoinSet::new();
+    for _ in 0..60 {
+        let store = store.clone();
+        creates.spawn(async move { store.create_task(&all(), task_with_id("contested")).await });
+    }
+    // Unrelated creates at the same time share batches with the contested ones.
+    for _ in 0..60 {
+        let store = store.clone();
+        creates.spawn(async move { store.create_task(&all(), new_task()).await });
+    }
+    let outcomes = creates.join_all().await;
+    let contested: Vec<_> = outcomes
+        .iter()
+        .filter(|o| !matches!(o, Ok(task) if task.task_id.as_str() != "contested"))
+        .collect();
+    let winners = contested.iter().filter(|o| o.is_ok()).count();
+    assert_eq!(winners, 1, "{contested:?}");
+    assert!(
+        contested
+            .iter()
+            .filter(|o| o.is_err())
+            .all(|o| matches!(o, Err(StoreError::AlreadyExists(_)))),
+        "{contested:?}"
+    );
+    assert_eq!(list_all(&store, &all(), 100).await.len(), 61);
+}

@@ -54,6 +54,7 @@ macro_rules! conformance_suite {
             concurrency::quotas_count_unexpired_tasks_only,
             concurrency::exactly_one_of_concurrent_results_wins,
             concurrency::cancel_racing_a_result_has_one_outcome,
+            concurrency::concurrent_creates_of_one_id_have_one_winner,
             watching::watch_streams_every_change_until_terminal,
             watching::watch_of_a_terminal_task_ends_at_once,
             watching::waiting_for_a_result_wakes_when_it_is_stored,

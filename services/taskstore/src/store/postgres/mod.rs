@@ -91,8 +91,9 @@ macro_rules! visible_task {
     };
 }
 
-// Declared after the SQL macros above, which it uses.
+// Declared after the SQL macros above, which they use.
 mod execution;
+mod group_commit;
 
 /// The PostgreSQL [`TaskStore`].
 #[derive(Debug, Clone)]
@@ -104,6 +105,8 @@ pub struct PgTaskStore {
     outbox: Arc<Notify>,
     /// Stops the change feed listener when the last clone is dropped.
     _listener: Arc<DropGuard>,
+    /// Creates without quotas go through the group-commit writer.
+    creates: tokio::sync::mpsc::Sender<group_commit::PendingCreate>,
 }
 
 impl PgTaskStore {
@@ -117,6 +120,7 @@ impl PgTaskStore {
         let outbox = Arc::new(Notify::new());
         let stop = CancellationToken::new();
         listener::spawn(pool.clone(), changes.clone(), outbox.clone(), stop.clone());
+        let creates = group_commit::spawn(pool.clone());
         Ok(Self {
             pool,
             config,
@@ -124,6 +128,7 @@ impl PgTaskStore {
             changes,
             outbox,
             _listener: Arc::new(stop.drop_guard()),
+            creates,
         })
     }
 
@@ -156,10 +161,22 @@ impl PgTaskStore {
             tx.commit().await.map_err(store_error)?;
             row
         } else {
-            insert_row(
-                &self.pool, scope, &task_id, &task, ttl_ms, poll_ms, attempts,
-            )
-            .await?
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            let pending = group_commit::PendingCreate {
+                tenant: scope.tenant.as_str().to_owned(),
+                task_id: task_id.as_str().to_owned(),
+                session: scope.session.as_ref().map(|s| s.as_str().to_owned()),
+                request_id_json: task.request_id.as_str().to_owned(),
+                request_json: task.request.as_str().to_owned(),
+                ttl_ms,
+                poll_ms,
+                tool: task.dispatch.as_ref().map(|d| d.tool.as_str().to_owned()),
+                max_attempts: attempts,
+                reply,
+            };
+            let stopped = || StoreError::Unavailable("the store is shutting down".into());
+            self.creates.send(pending).await.map_err(|_| stopped())?;
+            answer.await.map_err(|_| stopped())??
         };
         row.ok_or_else(|| StoreError::AlreadyExists(task_id.to_string()))
     }

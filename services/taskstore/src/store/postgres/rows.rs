@@ -35,6 +35,10 @@ pub(super) struct TaskWithResultRow {
 }
 
 impl TaskRow {
+    pub(super) fn task_id(&self) -> &str {
+        &self.task_id
+    }
+
     pub(super) fn status(&self) -> Result<TaskStatus, StoreError> {
         self.status.parse().map_err(corrupt)
     }

@@ -1,0 +1,199 @@
+//! Group commit for CreateTask: concurrent creates queue to one writer task,
+//! which inserts everything that is waiting (tasks and their outbox jobs) as
+//! one multi-row statement in one transaction, then answers each caller. Under
+//! load many creates share one commit (one fsync); at rest a create costs what
+//! a single insert costs. Every reply still comes after its row is durably
+//! committed.
+
+use sqlx::PgPool;
+use tokio::sync::{mpsc, oneshot};
+
+use super::error::store_error;
+use super::rows::{TaskRow, task_columns};
+use crate::error::StoreError;
+
+/// Most creates per statement.
+const MAX_BATCH: usize = 512;
+
+/// One create waiting for its batch.
+#[derive(Debug)]
+pub(super) struct PendingCreate {
+    pub tenant: String,
+    pub task_id: String,
+    pub session: Option<String>,
+    pub request_id_json: String,
+    pub request_json: String,
+    pub ttl_ms: Option<i64>,
+    pub poll_ms: i64,
+    pub tool: Option<String>,
+    pub max_attempts: Option<i32>,
+    /// `None` when a live task already has the id.
+    pub reply: oneshot::Sender<Result<Option<TaskRow>, StoreError>>,
+}
+
+#[derive(sqlx::FromRow)]
+struct CreatedRow {
+    tenant_id: String,
+    #[sqlx(flatten)]
+    task: TaskRow,
+}
+
+/// Starts the writer; it ends when every sender is dropped.
+pub(super) fn spawn(pool: PgPool) -> mpsc::Sender<PendingCreate> {
+    let (sender, mut receiver) = mpsc::channel::<PendingCreate>(MAX_BATCH * 4);
+    tokio::spawn(async move {
+        let mut carried: Vec<PendingCreate> = Vec::new();
+        loop {
+            let mut batch = std::mem::take(&mut carried);
+            if batch.is_empty() {
+                match receiver.recv().await {
+                    Some(first) => batch.push(first),
+                    None => return,
+                }
+            }
+            while batch.len() < MAX_BATCH {
+                match receiver.try_recv() {
+                    Ok(next) => batch.push(next),
+                    Err(_) => break,
+                }
+            }
+            let (now, later) = split_repeated_ids(batch);
+            carried = later;
+            insert_batch(&pool, now).await;
+        }
+    });
+    sender
+}
+
+/// One row per id per statement (PostgreSQL refuses an upsert that touches a
+/// row twice): a repeated caller-supplied id waits for the next batch, where
+/// it finds the first one's row.
+fn split_repeated_ids(batch: Vec<PendingCreate>) -> (Vec<PendingCreate>, Vec<PendingCreate>) {
+    let mut seen = std::collections::HashSet::new();
+    batch
+        .into_iter()
+        .partition(|p| seen.insert((p.tenant.clone(), p.task_id.clone())))
+}
+
+async fn insert_batch(pool: &PgPool, batch: Vec<PendingCreate>) {
+    let column = |f: fn(&PendingCreate) -> Option<String>| batch.iter().map(f).collect::<Vec<_>>();
+    let tenants = column(|p| Some(p.tenant.clone()));
+    let ids = column(|p| Some(p.task_id.clone()));
+    let sessions = column(|p| p.session.clone());
+    let request_ids = column(|p| Some(p.request_id_json.clone()));
+    let requests = column(|p| Some(p.request_json.clone()));
+    let tools = column(|p| p.tool.clone());
+    let ttls: Vec<Option<i64>> = batch.iter().map(|p| p.ttl_ms).collect();
+    let polls: Vec<i64> = batch.iter().map(|p| p.poll_ms).collect();
+    let attempts: Vec<Option<i32>> = batch.iter().map(|p| p.max_attempts).collect();
+
+    // The same statement as a single create, over arrays. A live task with
+    // the id is left alone (no row comes back for it); an expired one is
+    // replaced, continuing its generation count.
+    let created = sqlx::query_as::<_, CreatedRow>(concat!(
+        "WITH input AS (",
+        " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],",
+        "                      $6::bigint[], $7::bigint[], $8::text[], $9::int[])",
+        "   AS i(tenant_id, task_id, session_id, request_id_json, request_json, ttl_ms,",
+        "        poll_interval_ms, tool, max_attempts)),",
+        " task AS (",
+        " INSERT INTO tasks (tenant_id, task_id, session_id, status, request_id_json, request_json,",
+        "  created_at, last_updated_at, ttl_ms, expires_at, poll_interval_ms,",
+        "  tool, max_attempts, dispatch_generation)",
+        " SELECT tenant_id, task_id, session_id, 'working', request_id_json, request_json,",
+        "  now(), now(), ttl_ms, now() + ttl_ms * interval '1 millisecond', poll_interval_ms,",
+        "  tool, max_attempts, 1 FROM input",
+        " ON CONFLICT (tenant_id, task_id) DO UPDATE SET",
+        "   session_id = EXCLUDED.session_id, status = EXCLUDED.status, status_message = NULL,",
+        "   request_id_json = EXCLUDED.request_id_json, request_json = EXCLUDED.request_json,",
+        "   result_json = NULL, created_at = EXCLUDED.created_at,",
+        "   last_updated_at = EXCLUDED.last_updated_at, ttl_ms = EXCLUDED.ttl_ms,",
+        "   expires_at = EXCLUDED.expires_at, poll_interval_ms = EXCLUDED.poll_interval_ms,",
+        "   tool = EXCLUDED.tool, max_attempts = EXCLUDED.max_attempts, attempt = 0,",
+        "   dispatch_generation = tasks.dispatch_generation + 1,",
+        "   lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL",
+        " WHERE tasks.expires_at <= now()",
+        " RETURNING *),",
+        " job AS (",
+        " INSERT INTO dispatch_outbox (tenant_id, task_id, generation, tool)",
+        " SELECT tenant_id, task_id, dispatch_generation, tool FROM task WHERE tool IS NOT NULL)",
+        " SELECT tenant_id, ",
+        task_columns!(),
+        " FROM task"
+    ))
+    .bind(&tenants)
+    .bind(&ids)
+    .bind(&sessions)
+    .bind(&request_ids)
+    .bind(&requests)
+    .bind(&ttls)
+    .bind(&polls)
+    .bind(&tools)
+    .bind(&attempts)
+    .fetch_all(pool)
+    .await;
+
+    match created {
+        Ok(rows) => {
+            let mut rows: std::collections::HashMap<(String, String), TaskRow> = rows
+                .into_iter()
+                .map(|row| ((row.tenant_id, row.task.task_id().to_owned()), row.task))
+                .collect();
+            for pending in batch {
+                let row = rows.remove(&(pending.tenant, pending.task_id));
+                let _ = pending.reply.send(Ok(row));
+            }
+        }
+        Err(err) => {
+            let err = store_error(err);
+            for pending in batch {
+                let _ = pending.reply.send(Err(err.clone()));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pending(tenant: &str, id: &str) -> PendingCreate {
+        let (reply, _) = oneshot::channel();
+        PendingCreate {
+            tenant: tenant.into(),
+            task_id: id.into(),
+            session: None,
+            request_id_json: "1".into(),
+            request_json: "{}".into(),
+            ttl_ms: None,
+            poll_ms: 1000,
+            tool: None,
+            max_attempts: None,
+            reply,
+        }
+    }
+
+    #[test]
+    fn a_repeated_id_waits_for_the_next_batch() {
+        let batch = vec![
+            pending("a", "x"),
+            pending("a", "y"),
+            pending("a", "x"),
+            pending("b", "x"),
+            pending("a", "x"),
+        ];
+        let (now, later) = split_repeated_ids(batch);
+        let keys = |v: &[PendingCreate]| {
+            v.iter()
+                .map(|p| format!("{}/{}", p.tenant, p.task_id))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(keys(&now), ["a/x", "a/y", "b/x"]);
+        assert_eq!(keys(&later), ["a/x", "a/x"]);
+        let (again, rest) = split_repeated_ids(later);
+        assert_eq!(
+            (keys(&again), keys(&rest)),
+            (vec!["a/x".to_owned()], vec!["a/x".to_owned()])
+        );
+    }
+}
