@@ -65,9 +65,12 @@ pub fn lazy_pool(options: PgConnectOptions, settings: PoolSettings) -> PgPool {
     PgPoolOptions::new()
         .max_connections(settings.max_connections)
         .acquire_timeout(settings.acquire_timeout)
-        // Check a pooled connection before use, so one broken by a database
-        // restart is replaced instead of failing a request.
-        .test_before_acquire(true)
+        // No ping on every checkout: it doubled the round trips of every
+        // read (GetTask went from 0.7x to 0.9-1.1x of pgbench without it;
+        // BENCHMARKS.md). The cost: after a database restart each stale
+        // pooled connection fails one operation with UNAVAILABLE, which is
+        // retryable, and is then replaced.
+        .test_before_acquire(false)
         .connect_lazy_with(options)
 }
 
