@@ -5,6 +5,8 @@
 //! a single insert costs. Every reply still comes after its row is durably
 //! committed.
 
+use std::collections::HashMap;
+
 use sqlx::PgPool;
 use tokio::sync::{mpsc, oneshot};
 
@@ -15,9 +17,9 @@ use crate::error::StoreError;
 /// Most creates per statement.
 const MAX_BATCH: usize = 512;
 
-/// One create waiting for its batch.
-#[derive(Debug)]
-pub(super) struct PendingCreate {
+/// One task to insert.
+#[derive(Debug, Clone)]
+pub(super) struct NewRow {
     pub tenant: String,
     pub task_id: String,
     pub session: Option<String>,
@@ -27,6 +29,12 @@ pub(super) struct PendingCreate {
     pub poll_ms: i64,
     pub tool: Option<String>,
     pub max_attempts: Option<i32>,
+}
+
+/// One create waiting for its batch.
+#[derive(Debug)]
+pub(super) struct PendingCreate {
+    pub row: NewRow,
     /// `None` when a live task already has the id.
     pub reply: oneshot::Sender<Result<Option<TaskRow>, StoreError>>,
 }
@@ -72,24 +80,46 @@ fn split_repeated_ids(batch: Vec<PendingCreate>) -> (Vec<PendingCreate>, Vec<Pen
     let mut seen = std::collections::HashSet::new();
     batch
         .into_iter()
-        .partition(|p| seen.insert((p.tenant.clone(), p.task_id.clone())))
+        .partition(|p| seen.insert((p.row.tenant.clone(), p.row.task_id.clone())))
 }
 
 async fn insert_batch(pool: &PgPool, batch: Vec<PendingCreate>) {
-    let column = |f: fn(&PendingCreate) -> Option<String>| batch.iter().map(f).collect::<Vec<_>>();
-    let tenants = column(|p| Some(p.tenant.clone()));
-    let ids = column(|p| Some(p.task_id.clone()));
-    let sessions = column(|p| p.session.clone());
-    let request_ids = column(|p| Some(p.request_id_json.clone()));
-    let requests = column(|p| Some(p.request_json.clone()));
-    let tools = column(|p| p.tool.clone());
-    let ttls: Vec<Option<i64>> = batch.iter().map(|p| p.ttl_ms).collect();
-    let polls: Vec<i64> = batch.iter().map(|p| p.poll_ms).collect();
-    let attempts: Vec<Option<i32>> = batch.iter().map(|p| p.max_attempts).collect();
+    let rows: Vec<NewRow> = batch.iter().map(|p| p.row.clone()).collect();
+    match insert_rows(pool, &rows).await {
+        Ok(mut created) => {
+            for pending in batch {
+                let row = created.remove(&(pending.row.tenant, pending.row.task_id));
+                let _ = pending.reply.send(Ok(row));
+            }
+        }
+        Err(err) => {
+            let err = store_error(err);
+            for pending in batch {
+                let _ = pending.reply.send(Err(err.clone()));
+            }
+        }
+    }
+}
 
-    // The same statement as a single create, over arrays. A live task with
-    // the id is left alone (no row comes back for it); an expired one is
-    // replaced, continuing its generation count.
+/// Inserts tasks (and the outbox jobs of dispatched ones) in one statement;
+/// returns the rows created, by (tenant, task id). A live task with the id is
+/// left alone (no row comes back for it); an expired one is replaced,
+/// continuing its generation count so that jobs still queued for the old task
+/// can never claim the new one. Ids must be distinct within `rows`.
+pub(super) async fn insert_rows<'e>(
+    executor: impl sqlx::PgExecutor<'e>,
+    rows: &[NewRow],
+) -> Result<HashMap<(String, String), TaskRow>, sqlx::Error> {
+    let column = |f: fn(&NewRow) -> Option<String>| rows.iter().map(f).collect::<Vec<_>>();
+    let tenants = column(|r| Some(r.tenant.clone()));
+    let ids = column(|r| Some(r.task_id.clone()));
+    let sessions = column(|r| r.session.clone());
+    let request_ids = column(|r| Some(r.request_id_json.clone()));
+    let requests = column(|r| Some(r.request_json.clone()));
+    let tools = column(|r| r.tool.clone());
+    let ttls: Vec<Option<i64>> = rows.iter().map(|r| r.ttl_ms).collect();
+    let polls: Vec<i64> = rows.iter().map(|r| r.poll_ms).collect();
+    let attempts: Vec<Option<i32>> = rows.iter().map(|r| r.max_attempts).collect();
     let created = sqlx::query_as::<_, CreatedRow>(concat!(
         "WITH input AS (",
         " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],",
@@ -130,27 +160,12 @@ async fn insert_batch(pool: &PgPool, batch: Vec<PendingCreate>) {
     .bind(&polls)
     .bind(&tools)
     .bind(&attempts)
-    .fetch_all(pool)
-    .await;
-
-    match created {
-        Ok(rows) => {
-            let mut rows: std::collections::HashMap<(String, String), TaskRow> = rows
-                .into_iter()
-                .map(|row| ((row.tenant_id, row.task.task_id().to_owned()), row.task))
-                .collect();
-            for pending in batch {
-                let row = rows.remove(&(pending.tenant, pending.task_id));
-                let _ = pending.reply.send(Ok(row));
-            }
-        }
-        Err(err) => {
-            let err = store_error(err);
-            for pending in batch {
-                let _ = pending.reply.send(Err(err.clone()));
-            }
-        }
-    }
+    .fetch_all(executor)
+    .await?;
+    Ok(created
+        .into_iter()
+        .map(|row| ((row.tenant_id, row.task.task_id().to_owned()), row.task))
+        .collect())
 }
 
 #[cfg(test)]
@@ -159,7 +174,7 @@ mod tests {
 
     fn pending(tenant: &str, id: &str) -> PendingCreate {
         let (reply, _) = oneshot::channel();
-        PendingCreate {
+        let row = NewRow {
             tenant: tenant.into(),
             task_id: id.into(),
             session: None,
@@ -169,8 +184,8 @@ mod tests {
             poll_ms: 1000,
             tool: None,
             max_attempts: None,
-            reply,
-        }
+        };
+        PendingCreate { row, reply }
     }
 
     #[test]
@@ -185,7 +200,7 @@ mod tests {
         let (now, later) = split_repeated_ids(batch);
         let keys = |v: &[PendingCreate]| {
             v.iter()
-                .map(|p| format!("{}/{}", p.tenant, p.task_id))
+                .map(|p| format!("{}/{}", p.row.tenant, p.row.task_id))
                 .collect::<Vec<_>>()
         };
         assert_eq!(keys(&now), ["a/x", "a/y", "b/x"]);

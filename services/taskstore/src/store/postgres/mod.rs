@@ -156,25 +156,31 @@ impl PgTaskStore {
             None => None,
         };
 
+        let new_row = group_commit::NewRow {
+            tenant: scope.tenant.as_str().to_owned(),
+            task_id: task_id.as_str().to_owned(),
+            session: scope.session.as_ref().map(|s| s.as_str().to_owned()),
+            request_id_json: task.request_id.as_str().to_owned(),
+            request_json: task.request.as_str().to_owned(),
+            ttl_ms,
+            poll_ms,
+            tool: task.dispatch.as_ref().map(|d| d.tool.as_str().to_owned()),
+            max_attempts: attempts,
+        };
         let row = if self.quota_lock_key(scope).is_some() {
+            // Creates under a quota are serialized (count, then insert), so
+            // they cannot share a batch.
             let mut tx = self.pool.begin().await.map_err(store_error)?;
             self.enforce_quotas(&mut tx, scope).await?;
-            let row =
-                insert_row(&mut *tx, scope, &task_id, &task, ttl_ms, poll_ms, attempts).await?;
+            let created = group_commit::insert_rows(&mut *tx, std::slice::from_ref(&new_row))
+                .await
+                .map_err(store_error)?;
             tx.commit().await.map_err(store_error)?;
-            row
+            created.into_values().next()
         } else {
             let (reply, answer) = tokio::sync::oneshot::channel();
             let pending = group_commit::PendingCreate {
-                tenant: scope.tenant.as_str().to_owned(),
-                task_id: task_id.as_str().to_owned(),
-                session: scope.session.as_ref().map(|s| s.as_str().to_owned()),
-                request_id_json: task.request_id.as_str().to_owned(),
-                request_json: task.request.as_str().to_owned(),
-                ttl_ms,
-                poll_ms,
-                tool: task.dispatch.as_ref().map(|d| d.tool.as_str().to_owned()),
-                max_attempts: attempts,
+                row: new_row,
                 reply,
             };
             let stopped = || StoreError::Unavailable("the store is shutting down".into());
@@ -351,63 +357,6 @@ impl PgTaskStore {
         .rows_affected();
         Ok(deleted)
     }
-}
-
-/// Inserts a new task in one statement; `None` when a live task already has
-/// its id. A caller-supplied id may belong to an expired task that the sweep
-/// has not deleted yet: that task no longer exists for anyone, so the new one
-/// takes its row (the upsert fires only on an expired row). Concurrent
-/// creates of one id are decided by the primary key: one wins, the others get
-/// `None`.
-async fn insert_row<'e>(
-    executor: impl sqlx::PgExecutor<'e>,
-    scope: &Scope,
-    task_id: &TaskId,
-    task: &NewTask,
-    ttl_ms: Option<i64>,
-    poll_ms: i64,
-    max_attempts: Option<i32>,
-) -> Result<Option<TaskRow>, StoreError> {
-    // The task and its job (when dispatched) commit together: the outbox.
-    // A replaced expired row continues its generation count, so jobs still
-    // queued for the old task can never claim the new one.
-    sqlx::query_as::<_, TaskRow>(concat!(
-        "WITH task AS (",
-        " INSERT INTO tasks (tenant_id, task_id, session_id, status, request_id_json, request_json,",
-        "  created_at, last_updated_at, ttl_ms, expires_at, poll_interval_ms,",
-        "  tool, max_attempts, dispatch_generation)",
-        " VALUES ($1, $2, $3, 'working', $4, $5, now(), now(), $6::bigint,",
-        "         now() + $6::bigint * interval '1 millisecond', $7, $8, $9, 1)",
-        " ON CONFLICT (tenant_id, task_id) DO UPDATE SET",
-        "   session_id = EXCLUDED.session_id, status = EXCLUDED.status, status_message = NULL,",
-        "   request_id_json = EXCLUDED.request_id_json, request_json = EXCLUDED.request_json,",
-        "   result_json = NULL, created_at = EXCLUDED.created_at,",
-        "   last_updated_at = EXCLUDED.last_updated_at, ttl_ms = EXCLUDED.ttl_ms,",
-        "   expires_at = EXCLUDED.expires_at, poll_interval_ms = EXCLUDED.poll_interval_ms,",
-        "   tool = EXCLUDED.tool, max_attempts = EXCLUDED.max_attempts, attempt = 0,",
-        "   dispatch_generation = tasks.dispatch_generation + 1,",
-        "   lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL",
-        " WHERE tasks.expires_at <= now()",
-        " RETURNING *),",
-        " job AS (",
-        " INSERT INTO dispatch_outbox (tenant_id, task_id, generation, tool)",
-        " SELECT tenant_id, task_id, dispatch_generation, tool FROM task WHERE tool IS NOT NULL)",
-        " SELECT ",
-        task_columns!(),
-        " FROM task"
-    ))
-    .bind(scope.tenant.as_str())
-    .bind(task_id.as_str())
-    .bind(scope.session.as_ref().map(|s| s.as_str()))
-    .bind(task.request_id.as_str())
-    .bind(task.request.as_str())
-    .bind(ttl_ms)
-    .bind(poll_ms)
-    .bind(task.dispatch.as_ref().map(|d| d.tool.as_str()))
-    .bind(max_attempts)
-    .fetch_optional(executor)
-    .await
-    .map_err(store_error)
 }
 
 fn count_reaches(count: i64, max: u64) -> bool {
