@@ -32,13 +32,6 @@ impl TaskStatus {
         }
     }
 
-    /// Whether the lifecycle allows moving from `self` to `next`. Every
-    /// non-terminal status may move to any status (itself included, which
-    /// only replaces the status message); a terminal status moves nowhere.
-    pub fn can_move_to(self, _next: TaskStatus) -> bool {
-        !self.is_terminal()
-    }
-
     /// The MCP wire name, also the stored form.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -116,11 +109,18 @@ mod tests {
     }
 
     #[test]
-    fn terminal_statuses_move_nowhere() {
-        for from in TaskStatus::ALL {
-            for to in TaskStatus::ALL {
-                assert_eq!(from.can_move_to(to), !from.is_terminal(), "{from} -> {to}");
-            }
-        }
+    fn exactly_the_three_final_statuses_are_terminal() {
+        let terminal: Vec<_> = TaskStatus::ALL
+            .into_iter()
+            .filter(|s| s.is_terminal())
+            .collect();
+        assert_eq!(
+            terminal,
+            [
+                TaskStatus::Completed,
+                TaskStatus::Failed,
+                TaskStatus::Cancelled
+            ]
+        );
     }
 }

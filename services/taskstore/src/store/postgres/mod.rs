@@ -167,11 +167,11 @@ impl PgTaskStore {
             tool: task.dispatch.as_ref().map(|d| d.tool.as_str().to_owned()),
             max_attempts: attempts,
         };
-        let row = if self.quota_lock_key(scope).is_some() {
+        let row = if let Some(lock_key) = self.quota_lock_key(scope) {
             // Creates under a quota are serialized (count, then insert), so
             // they cannot share a batch.
             let mut tx = self.pool.begin().await.map_err(store_error)?;
-            self.enforce_quotas(&mut tx, scope).await?;
+            self.enforce_quotas(&mut tx, scope, lock_key).await?;
             let created = group_commit::insert_rows(&mut *tx, std::slice::from_ref(&new_row))
                 .await
                 .map_err(store_error)?;
@@ -214,10 +214,8 @@ impl PgTaskStore {
         &self,
         tx: &mut sqlx::Transaction<'_, Postgres>,
         scope: &Scope,
+        lock_key: String,
     ) -> Result<(), StoreError> {
-        let Some(lock_key) = self.quota_lock_key(scope) else {
-            return Ok(());
-        };
         sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
             .bind(lock_key)
             .execute(&mut **tx)
