@@ -12,6 +12,11 @@ use tokio_util::sync::CancellationToken;
 use crate::report::{Reported, Reporter};
 use crate::tool::{Tool, ToolContext, ToolError, error_result, is_error};
 
+/// How long an attempt runs before it starts following its task for a
+/// cancellation: well under the second in which a cancellation must reach
+/// the tool.
+const WATCH_AFTER: Duration = Duration::from_millis(100);
+
 /// Why an attempt stopped before its tool finished.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stop {
@@ -134,6 +139,10 @@ async fn stop_on(
 /// Follows the task over WatchTask: a cancellation (or any terminal status
 /// reached elsewhere) stops the tool within moments.
 async fn watch_for_end(reporter: Reporter, cancel: CancellationToken, stop: Arc<OnceLock<Stop>>) {
+    // Most tools finish in less than this: they never open a stream (one RPC
+    // and one read fewer per task). The first message of a watch is the
+    // current state, so a cancellation in the meantime is still seen.
+    tokio::time::sleep(WATCH_AFTER).await;
     loop {
         let request = pb::WatchTaskRequest {
             task_id: reporter.task_id.clone(),

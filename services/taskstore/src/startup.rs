@@ -344,11 +344,27 @@ impl JobPublisher for FaultyPublisher {
         &self,
         job: &taskstore_proto::jobs::JobMessage,
     ) -> Result<Published, PublishError> {
-        if self.fault == Some(Fault::CrashBeforePublish) {
+        self.crash_if_asked(std::slice::from_ref(job));
+        self.publisher.publish(job).await
+    }
+
+    // Forwarded explicitly: the trait's default would publish one job at a
+    // time and lose the batch's pipelined confirms.
+    async fn publish_all(
+        &self,
+        jobs: &[taskstore_proto::jobs::JobMessage],
+    ) -> Vec<Result<Published, PublishError>> {
+        self.crash_if_asked(jobs);
+        self.publisher.publish_all(jobs).await
+    }
+}
+
+impl FaultyPublisher {
+    fn crash_if_asked(&self, jobs: &[taskstore_proto::jobs::JobMessage]) {
+        if let (Some(Fault::CrashBeforePublish), Some(job)) = (self.fault, jobs.first()) {
             tracing::error!(task_id = %job.task_id, "fault injection: crashing before publishing a committed job");
             std::process::abort();
         }
-        self.publisher.publish(job).await
     }
 }
 

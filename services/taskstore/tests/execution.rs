@@ -16,7 +16,9 @@ use taskstore::domain::{
     ReleaseReason, Renewal, RequestId, ResultStatus, Scope, StatusUpdate, TaskId, TaskStatus,
     TenantId, ToolName,
 };
-use taskstore::store::execution::{ExecutionStore, JobPublisher, PublishError, Published};
+use taskstore::store::execution::{
+    ExecutionStore, JobPublisher, PublishError, Published, publish_each,
+};
 use taskstore::store::postgres::PgTaskStore;
 use taskstore::store::{StoreConfig, TaskStore};
 use taskstore_proto::jobs::JobMessage;
@@ -558,6 +560,10 @@ impl JobPublisher for Recorder {
             Published::NoWorkerForTool
         })
     }
+
+    async fn publish_all(&self, jobs: &[JobMessage]) -> Vec<Result<Published, PublishError>> {
+        publish_each(self, jobs).await
+    }
 }
 
 async fn the_relay_publishes_each_job_once_and_drops_stale_ones(backend: &dyn ExecBackend) {
@@ -780,6 +786,10 @@ struct SharedRecorder(Arc<Recorder>);
 impl JobPublisher for SharedRecorder {
     async fn publish(&self, job: &JobMessage) -> Result<Published, PublishError> {
         self.0.publish(job).await
+    }
+
+    async fn publish_all(&self, jobs: &[JobMessage]) -> Vec<Result<Published, PublishError>> {
+        publish_each(self, jobs).await
     }
 }
 

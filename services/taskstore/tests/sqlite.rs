@@ -9,7 +9,9 @@ use taskstore::domain::{
     DispatchRequest, JsonObject, NewResult, NewTask, RequestId, ResultStatus, Scope, TaskStatus,
     ToolName,
 };
-use taskstore::store::execution::{ExecutionStore, JobPublisher, PublishError, Published};
+use taskstore::store::execution::{
+    ExecutionStore, JobPublisher, PublishError, Published, publish_each,
+};
 use taskstore::store::sqlite::{self, OpenError};
 use taskstore::store::{StoreConfig, TaskStore};
 use taskstore_proto::jobs::JobMessage;
@@ -34,6 +36,10 @@ struct Queue;
 impl JobPublisher for Queue {
     async fn publish(&self, _job: &JobMessage) -> Result<Published, PublishError> {
         Ok(Published::Queued)
+    }
+
+    async fn publish_all(&self, jobs: &[JobMessage]) -> Vec<Result<Published, PublishError>> {
+        publish_each(self, jobs).await
     }
 }
 

@@ -201,7 +201,12 @@ async fn e2e(shared: &Shared, index: usize, recorded: &mut Recorded) -> Result<(
         .rate
         .filter(|rate| *rate > 0.0)
         .map(|rate| Duration::from_secs_f64(shared.args.clients as f64 / rate));
-    let mut next = Instant::now();
+    // Clients start spread over one gap, so that together they send a steady
+    // stream rather than a burst of `clients` creates every gap.
+    let mut next = Instant::now()
+        + gap.map_or(Duration::ZERO, |gap| {
+            gap.mul_f64(index as f64 / shared.args.clients as f64)
+        });
     while !shared.finished() {
         if let Some(gap) = gap {
             tokio::time::sleep_until(next.into()).await;

@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use taskstore_proto::jobs::JobMessage;
 use taskworker::queue::InProcessQueue;
 
-use crate::store::execution::{JobPublisher, PublishError, Published};
+use crate::store::execution::{JobPublisher, PublishError, Published, publish_each};
 
 /// Publishes to an [`InProcessQueue`].
 #[derive(Debug, Clone)]
@@ -19,6 +19,10 @@ impl JobPublisher for InProcessPublisher {
         } else {
             Published::NoWorkerForTool
         })
+    }
+
+    async fn publish_all(&self, jobs: &[JobMessage]) -> Vec<Result<Published, PublishError>> {
+        publish_each(self, jobs).await
     }
 }
 
