@@ -416,6 +416,7 @@ async fn bench_runs_every_scenario_and_reports() {
         ("poll", "create_to_result"),
         ("e2e", "create_to_worker_start"),
         ("list", "list_page"),
+        ("watch", "watch_delivery"),
     ] {
         let output = client(
             &service,

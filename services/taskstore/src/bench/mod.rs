@@ -5,6 +5,7 @@
 
 mod scenarios;
 mod stats;
+mod watch;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -31,6 +32,9 @@ pub enum Scenario {
     E2e,
     /// ListTasks paging through a large table.
     List,
+    /// Tasks in flight and open WatchTask streams; measures how fast an
+    /// update reaches its watcher.
+    Watch,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -53,9 +57,17 @@ pub struct BenchArgs {
     /// Stop after this many operations instead (whichever comes first).
     #[arg(long)]
     pub count: Option<u64>,
-    /// Tasks created before measuring `get` and `list`.
+    /// Tasks created before measuring `get`, `list` and `watch`.
     #[arg(long, default_value_t = 10_000)]
     pub tasks: u64,
+    /// `get`: read the tasks `bench-1` … `bench-N` that
+    /// `benches/pgbench/seed.sql` wrote (the rows pgbench reads) instead of
+    /// creating `--tasks` first.
+    #[arg(long)]
+    pub seeded: Option<u64>,
+    /// `watch`: WatchTask streams held open (one per task).
+    #[arg(long, default_value_t = 1_000)]
+    pub watchers: usize,
     /// The tool `poll` and `e2e` dispatch to (a no-op by default).
     #[arg(long, default_value = "noop")]
     pub tool: String,
@@ -86,6 +98,8 @@ pub enum BenchError {
     Connect(String, tonic::transport::Error),
     #[error("the service refused a request: {0}")]
     Rpc(#[from] tonic::Status),
+    #[error("a WatchTask stream ended while its task was still running")]
+    StreamEnded,
 }
 
 /// What every client shares.
@@ -137,6 +151,12 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
         done: Arc::new(AtomicU64::new(0)),
     };
     let prepared = scenarios::prepare(&setup).await?;
+    let watchers = match args.scenario {
+        Scenario::Watch => {
+            Some(watch::Watchers::open(&setup, &prepared.task_ids[..prepared.watched]).await?)
+        }
+        _ => None,
+    };
 
     let started = Instant::now();
     let shared = Shared {
@@ -155,6 +175,9 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
         merge(&mut recorded, outcome?);
     }
     let elapsed = started.elapsed();
+    if let Some(watchers) = watchers {
+        merge(&mut recorded, watchers.close().await?);
+    }
     progress.abort();
     eprintln!();
     Ok(Report {

@@ -12,6 +12,10 @@ use super::{BenchError, Scenario, Shared};
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Prepared {
     pub task_ids: Arc<Vec<String>>,
+    /// `get --seeded`: read `bench-1` … `bench-<seeded>` instead.
+    pub seeded: u64,
+    /// `watch`: the first this many of `task_ids` have a stream open.
+    pub watched: usize,
 }
 
 const PAGE_SIZE: u32 = 100;
@@ -36,8 +40,18 @@ fn create_request(tool: Option<&str>, index: u64) -> pb::CreateTaskRequest {
 
 /// Creates the tasks `get` and `list` read, with every client at once.
 pub(crate) async fn prepare(shared: &Shared) -> Result<Prepared, BenchError> {
-    if !matches!(shared.args.scenario, Scenario::Get | Scenario::List) {
+    if !matches!(
+        shared.args.scenario,
+        Scenario::Get | Scenario::List | Scenario::Watch
+    ) {
         return Ok(Prepared::default());
+    }
+    if let (Scenario::Get, Some(seeded)) = (shared.args.scenario, shared.args.seeded) {
+        return Ok(Prepared {
+            task_ids: Arc::new(Vec::new()),
+            seeded,
+            watched: 0,
+        });
     }
     let total = shared.args.tasks;
     let clients = shared.args.clients.max(1) as u64;
@@ -64,6 +78,12 @@ pub(crate) async fn prepare(shared: &Shared) -> Result<Prepared, BenchError> {
         ids.extend(created?);
     }
     Ok(Prepared {
+        seeded: 0,
+        watched: if shared.args.scenario == Scenario::Watch {
+            shared.args.watchers.min(ids.len())
+        } else {
+            0
+        },
         task_ids: Arc::new(ids),
     })
 }
@@ -81,11 +101,12 @@ pub(crate) async fn client(
         Scenario::Poll => poll(&shared, index, &mut recorded).await?,
         Scenario::E2e => e2e(&shared, index, &mut recorded).await?,
         Scenario::List => list(&shared, index, &mut recorded).await?,
+        Scenario::Watch => super::watch::client(&shared, &prepared, index, &mut recorded).await?,
     }
     Ok(recorded)
 }
 
-fn samples<'a>(recorded: &'a mut Recorded, name: &'static str) -> &'a mut Samples {
+pub(crate) fn samples<'a>(recorded: &'a mut Recorded, name: &'static str) -> &'a mut Samples {
     recorded.entry(name).or_default()
 }
 
@@ -110,7 +131,12 @@ async fn get(
 ) -> Result<(), BenchError> {
     let mut client = shared.client(index);
     let ids = &prepared.task_ids;
-    if ids.is_empty() {
+    let population = if prepared.seeded > 0 {
+        prepared.seeded
+    } else {
+        ids.len() as u64
+    };
+    if population == 0 {
         return Ok(());
     }
     // A cheap per-client pseudo-random walk over the ids.
@@ -119,7 +145,12 @@ async fn get(
         state ^= state << 13;
         state ^= state >> 7;
         state ^= state << 17;
-        let id = ids[(state % ids.len() as u64) as usize].clone();
+        let pick = state % population;
+        let id = if prepared.seeded > 0 {
+            format!("bench-{}", pick + 1)
+        } else {
+            ids[pick as usize].clone()
+        };
         let started = Instant::now();
         client
             .get_task(pb::GetTaskRequest {
@@ -185,7 +216,7 @@ async fn poll(shared: &Shared, index: usize, recorded: &mut Recorded) -> Result<
     Ok(())
 }
 
-fn unix_micros() -> u64 {
+pub(crate) fn unix_micros() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))

@@ -1,0 +1,41 @@
+# Shared by run.sh and scale.sh: the bench database, the service under test,
+# and how figures are read. Source it from the repository root.
+
+db=${BENCH_DATABASE:-taskstore_bench}
+url="postgres://postgres@127.0.0.1:5432/$db"
+port=50151
+endpoint="http://127.0.0.1:$port"
+bin=./target/release
+
+cargo build --release --bin taskstore --bin taskworker
+psql -h 127.0.0.1 -U postgres -d postgres -qAtc "SELECT 1 FROM pg_database WHERE datname = '$db'" | grep -q 1 \
+  || createdb -h 127.0.0.1 -U postgres "$db"
+"$bin/taskstore" migrate --database-url "$url" >/dev/null
+
+pids=()
+cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; }
+trap cleanup EXIT
+
+start_service() { # extra serve flags...
+  "$bin/taskstore" serve --database-url "$url" --listen "127.0.0.1:$port" --cleanup-interval off \
+    --db-max-connections 20 --log-level warn "$@" &
+  pids+=($!)
+  for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return; sleep 0.1; done
+  echo "taskstore did not start" >&2; exit 1
+}
+stop_service() { cleanup; pids=(); sleep 1; }
+empty_tables() { psql "$url" -qc "TRUNCATE tasks, dispatch_outbox"; }
+seed() { # rows: tasks bench-1 .. bench-<rows>, as benches/pgbench/get.sql reads them
+  psql "$url" -qv rows="$1" -f benches/pgbench/seed.sql
+  psql "$url" -qc "VACUUM ANALYZE tasks"
+}
+pgbench_tps() { # script [pgbench options...]
+  local script=$1; shift
+  pgbench -h 127.0.0.1 -U postgres -n -c "$clients" -j 2 -T "$seconds" "$@" -f "benches/pgbench/$script.sql" "$db" 2>/dev/null | tps
+}
+figure() { # report-json operation field: rates as whole numbers, latencies to 0.01 ms
+  python3 -c "import json,sys; v=json.load(open(sys.argv[1]))['operations'][sys.argv[2]][sys.argv[3]]; print(round(v) if v >= 100 else round(v, 2))" "$@"
+}
+tps() { awk '/^tps = /{print $3; exit}'; }
+ratio() { python3 -c "import sys; print(f'{float(sys.argv[1]) / float(sys.argv[2]):.2f}')" "$1" "$2"; }
+out=$(mktemp -d)
