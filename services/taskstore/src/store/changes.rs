@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::{TaskStore, TaskWatch};
-use crate::domain::{Scope, Task, TaskId};
+use crate::domain::{Scope, Task, TaskId, TaskStatus};
 use crate::error::StoreError;
 
 /// Nothing notifies when a task expires, so watchers also re-read this often.
@@ -19,8 +19,14 @@ const RECHECK_EVERY: Duration = Duration::from_secs(5);
 /// One event of the feed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TaskChange {
-    /// This task changed (status, message or last update).
-    Changed { tenant: String, task_id: String },
+    /// This task changed (status, message or last update). `status` is its
+    /// status after the change when the source knows it; `None` means "read
+    /// the task to find out".
+    Changed {
+        tenant: String,
+        task_id: String,
+        status: Option<TaskStatus>,
+    },
     /// Changes may have been missed (the feed reconnected): every watcher
     /// should read its task again.
     Resync,
@@ -33,6 +39,7 @@ impl TaskChange {
             TaskChange::Changed {
                 tenant: t,
                 task_id: id,
+                ..
             } => t == tenant && id == task_id,
             TaskChange::Resync => true,
         }
@@ -65,23 +72,40 @@ impl ChangeFeed {
     }
 }
 
+/// Why a waiter woke.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Wake {
+    /// The task changed, and is now in this status.
+    Now(TaskStatus),
+    /// The task may have changed (an event without a status, missed events,
+    /// or the periodic re-check): read it.
+    ReadAgain,
+    /// The feed is gone.
+    Closed,
+}
+
 /// Waits until the next event that concerns the task (or the periodic
-/// re-check). `false` when the feed is gone.
+/// re-check).
 async fn next_concerning(
     changes: &mut broadcast::Receiver<TaskChange>,
     scope: &Scope,
     task_id: &TaskId,
-) -> bool {
+) -> Wake {
     let recheck = tokio::time::sleep(RECHECK_EVERY);
     tokio::pin!(recheck);
     loop {
         tokio::select! {
-            () = &mut recheck => return true,
+            () = &mut recheck => return Wake::ReadAgain,
             event = changes.recv() => match event {
-                Ok(change) if change.concerns(scope.tenant.as_str(), task_id.as_str()) => return true,
+                Ok(change) if change.concerns(scope.tenant.as_str(), task_id.as_str()) => {
+                    return match change {
+                        TaskChange::Changed { status: Some(status), .. } => Wake::Now(status),
+                        _ => Wake::ReadAgain,
+                    };
+                }
                 Ok(_) => {}
-                Err(RecvError::Lagged(_)) => return true,
-                Err(RecvError::Closed) => return false,
+                Err(RecvError::Lagged(_)) => return Wake::ReadAgain,
+                Err(RecvError::Closed) => return Wake::Closed,
             },
         }
     }
@@ -110,7 +134,9 @@ where
                 () = sender.closed() => return,
                 woke = next_concerning(&mut changes, &scope, &task_id) => woke,
             };
-            if !woke {
+            // A watcher shows every change (message, progress), so any wake
+            // means a read.
+            if woke == Wake::Closed {
                 return;
             }
             match store.get_task(&scope, &task_id).await {
@@ -149,17 +175,25 @@ where
     S: TaskStore + ?Sized,
 {
     let deadline = tokio::time::Instant::now() + timeout;
+    let mut read = true;
     loop {
-        let task: Task = store.get_task(scope, task_id).await?;
-        if task.status.is_terminal() {
-            break;
+        if read {
+            let task: Task = store.get_task(scope, task_id).await?;
+            if task.status.is_terminal() {
+                break;
+            }
         }
         let woke = tokio::select! {
-            () = tokio::time::sleep_until(deadline) => false,
+            () = tokio::time::sleep_until(deadline) => Wake::Closed,
             woke = next_concerning(&mut changes, scope, task_id) => woke,
         };
-        if !woke {
-            break;
+        match woke {
+            // Finished: the result read below is the only read needed.
+            Wake::Now(status) if status.is_terminal() => break,
+            // Progress on a running task: nothing to read yet.
+            Wake::Now(_) => read = false,
+            Wake::ReadAgain => read = true,
+            Wake::Closed => break,
         }
     }
     store.get_result(scope, task_id).await

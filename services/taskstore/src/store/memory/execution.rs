@@ -79,7 +79,7 @@ impl ExecutionStore for MemoryTaskStore {
         let token = crate::store::new_lease_token()?;
         let lease_duration = self.config().execution.lease_duration;
         let key = key(tenant.as_str(), task_id);
-        let claim = {
+        let (claim, status) = {
             let mut state = self.lock().await;
             let now = state.now();
             let record = state
@@ -129,9 +129,10 @@ impl ExecutionStore for MemoryTaskStore {
             record.task.last_updated_at = now;
             state.touch(&key);
             self.commit(&mut state).await?;
-            claim
+            (claim, status)
         };
-        self.changed(&key);
+        // A claim changes the message, never the status.
+        self.changed(&key, Some(status));
         Ok(claim)
     }
 
@@ -238,7 +239,7 @@ impl ExecutionStore for MemoryTaskStore {
             self.commit(&mut state).await?;
             outcome
         };
-        self.changed(&key);
+        self.changed(&key, None);
         self.inner.outbox.notify_one();
         Ok(outcome)
     }
@@ -283,7 +284,7 @@ impl ExecutionStore for MemoryTaskStore {
             expired.into_iter().map(|(key, _, _)| key).collect()
         };
         for key in &reaped {
-            self.changed(key);
+            self.changed(key, None);
         }
         if !reaped.is_empty() {
             self.inner.outbox.notify_one();
@@ -359,7 +360,7 @@ impl ExecutionStore for MemoryTaskStore {
                     self.commit(&mut state).await?;
                     drop(state);
                     if changed {
-                        self.changed(&key);
+                        self.changed(&key, None);
                     }
                 }
                 Err(err) => {

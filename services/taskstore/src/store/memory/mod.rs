@@ -163,10 +163,13 @@ impl MemoryTaskStore {
         &self.inner.config
     }
 
-    fn changed(&self, key: &Key) {
+    /// Tells watchers and waiters that the task changed; `status` is its
+    /// new status when the caller has it at hand (saves them a read).
+    fn changed(&self, key: &Key, status: Option<TaskStatus>) {
         self.inner.changes.publish(TaskChange::Changed {
             tenant: key.0.clone(),
             task_id: key.1.clone(),
+            status,
         });
     }
 
@@ -206,7 +209,7 @@ impl MemoryTaskStore {
             self.commit(&mut state).await?;
             task
         };
-        self.changed(&key);
+        self.changed(&key, Some(task.status));
         Ok(task)
     }
 }

@@ -76,11 +76,8 @@ async fn connect(pool: &PgPool) -> Result<PgListener, sqlx::Error> {
 
 fn route(notification: &PgNotification, feed: &ChangeFeed, outbox: &Notify) {
     match notification.channel() {
-        TASK_CHANNEL => match notification.payload().split_once(' ') {
-            Some((tenant, task_id)) => feed.publish(TaskChange::Changed {
-                tenant: tenant.to_owned(),
-                task_id: task_id.to_owned(),
-            }),
+        TASK_CHANNEL => match parse_task_change(notification.payload()) {
+            Some(change) => feed.publish(change),
             None => tracing::warn!(
                 payload = notification.payload(),
                 "malformed task change notification"
@@ -88,5 +85,59 @@ fn route(notification: &PgNotification, feed: &ChangeFeed, outbox: &Notify) {
         },
         OUTBOX_CHANNEL => outbox.notify_one(),
         other => tracing::debug!(channel = other, "ignoring notification"),
+    }
+}
+
+/// "<tenant> <task id> <status>" (migration 0003), or "<tenant> <task id>"
+/// (0002, and any status this build does not know): then the status is left
+/// for the watcher to read.
+fn parse_task_change(payload: &str) -> Option<TaskChange> {
+    let mut parts = payload.splitn(3, ' ');
+    let (tenant, task_id) = (parts.next()?, parts.next()?);
+    if tenant.is_empty() || task_id.is_empty() {
+        return None;
+    }
+    Some(TaskChange::Changed {
+        tenant: tenant.to_owned(),
+        task_id: task_id.to_owned(),
+        status: parts.next().and_then(|status| status.parse().ok()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::TaskStatus;
+
+    fn changed(tenant: &str, task_id: &str, status: Option<TaskStatus>) -> Option<TaskChange> {
+        Some(TaskChange::Changed {
+            tenant: tenant.into(),
+            task_id: task_id.into(),
+            status,
+        })
+    }
+
+    #[test]
+    fn payloads_with_and_without_a_status() {
+        assert_eq!(
+            parse_task_change("default t1 completed"),
+            changed("default", "t1", Some(TaskStatus::Completed))
+        );
+        assert_eq!(
+            parse_task_change("default t1 input_required"),
+            changed("default", "t1", Some(TaskStatus::InputRequired))
+        );
+        assert_eq!(
+            parse_task_change("default t1"),
+            changed("default", "t1", None)
+        );
+        // A status from a newer schema: read the task instead of guessing.
+        assert_eq!(
+            parse_task_change("default t1 archived"),
+            changed("default", "t1", None)
+        );
+        assert_eq!(parse_task_change("default"), None);
+        assert_eq!(parse_task_change(" t1"), None);
+        assert_eq!(parse_task_change(""), None);
     }
 }
