@@ -3,10 +3,11 @@
 //! Backends feed a [`ChangeFeed`]; [`watch`] and [`wait_for_result`] build
 //! the trait's watch and blocking-read behaviour on it, once for all.
 
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
-use tokio::sync::broadcast::{self, error::RecvError};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::{TaskStore, TaskWatch};
@@ -32,47 +33,9 @@ pub enum TaskChange {
     Resync,
 }
 
-impl TaskChange {
-    /// Whether a watcher of (`tenant`, `task_id`) should read its task again.
-    pub fn concerns(&self, tenant: &str, task_id: &str) -> bool {
-        match self {
-            TaskChange::Changed {
-                tenant: t,
-                task_id: id,
-                ..
-            } => t == tenant && id == task_id,
-            TaskChange::Resync => true,
-        }
-    }
-}
-
-/// The sending side, shared by a backend's writers or listener.
-#[derive(Debug, Clone)]
-pub struct ChangeFeed {
-    sender: broadcast::Sender<TaskChange>,
-}
-
-impl Default for ChangeFeed {
-    fn default() -> Self {
-        // A slow watcher that falls this far behind gets `Lagged` and simply
-        // re-reads its task: nothing is lost but time.
-        let (sender, _) = broadcast::channel(4096);
-        Self { sender }
-    }
-}
-
-impl ChangeFeed {
-    pub fn publish(&self, change: TaskChange) {
-        // No subscribers is fine: nobody is waiting.
-        let _ = self.sender.send(change);
-    }
-
-    pub fn subscribe(&self) -> broadcast::Receiver<TaskChange> {
-        self.sender.subscribe()
-    }
-}
-
-/// Why a waiter woke.
+/// What a subscriber learns. Later news replaces news not yet taken, which
+/// is safe: a terminal status is final, and every other wake leads to a read
+/// or to more waiting.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Wake {
     /// The task changed, and is now in this status.
@@ -84,28 +47,112 @@ enum Wake {
     Closed,
 }
 
-/// Waits until the next event that concerns the task (or the periodic
-/// re-check).
-async fn next_concerning(
-    changes: &mut broadcast::Receiver<TaskChange>,
-    scope: &Scope,
-    task_id: &TaskId,
-) -> Wake {
-    let recheck = tokio::time::sleep(RECHECK_EVERY);
-    tokio::pin!(recheck);
-    loop {
-        tokio::select! {
-            () = &mut recheck => return Wake::ReadAgain,
-            event = changes.recv() => match event {
-                Ok(change) if change.concerns(scope.tenant.as_str(), task_id.as_str()) => {
-                    return match change {
-                        TaskChange::Changed { status: Some(status), .. } => Wake::Now(status),
-                        _ => Wake::ReadAgain,
-                    };
+type TaskKey = (String, String);
+
+/// The subscribers, by task: an event wakes only the watchers of its task,
+/// so a thousand open watches cost nothing per unrelated change.
+#[derive(Debug, Default)]
+struct Subscribers {
+    by_task: HashMap<TaskKey, Vec<(u64, watch::Sender<Wake>)>>,
+    next_id: u64,
+}
+
+/// The sending side, shared by a backend's writers or listener.
+#[derive(Debug, Clone, Default)]
+pub struct ChangeFeed {
+    subscribers: Arc<Mutex<Subscribers>>,
+}
+
+fn locked(subscribers: &Mutex<Subscribers>) -> MutexGuard<'_, Subscribers> {
+    // The lock guards plain map updates that cannot leave it half-done.
+    subscribers.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl ChangeFeed {
+    pub fn publish(&self, change: TaskChange) {
+        let subscribers = locked(&self.subscribers);
+        match change {
+            TaskChange::Changed {
+                tenant,
+                task_id,
+                status,
+            } => {
+                let wake = status.map_or(Wake::ReadAgain, Wake::Now);
+                for (_, sender) in subscribers
+                    .by_task
+                    .get(&(tenant, task_id))
+                    .into_iter()
+                    .flatten()
+                {
+                    sender.send_replace(wake);
                 }
-                Ok(_) => {}
-                Err(RecvError::Lagged(_)) => return Wake::ReadAgain,
-                Err(RecvError::Closed) => return Wake::Closed,
+            }
+            TaskChange::Resync => {
+                for (_, sender) in subscribers.by_task.values().flatten() {
+                    sender.send_replace(Wake::ReadAgain);
+                }
+            }
+        }
+    }
+
+    /// Follows one task from now on. Subscribe before reading the task, so
+    /// that no change between the two is missed.
+    pub fn subscribe(&self, scope: &Scope, task_id: &TaskId) -> Subscription {
+        let key = (
+            scope.tenant.as_str().to_owned(),
+            task_id.as_str().to_owned(),
+        );
+        let (sender, receiver) = watch::channel(Wake::ReadAgain);
+        let mut subscribers = locked(&self.subscribers);
+        let id = subscribers.next_id;
+        subscribers.next_id += 1;
+        subscribers
+            .by_task
+            .entry(key.clone())
+            .or_default()
+            .push((id, sender));
+        Subscription {
+            feed: Arc::downgrade(&self.subscribers),
+            key,
+            id,
+            receiver,
+        }
+    }
+}
+
+/// One watcher's or waiter's interest in one task; dropping it unsubscribes.
+#[derive(Debug)]
+pub struct Subscription {
+    /// Weak, so that a dropped store closes its subscriptions.
+    feed: Weak<Mutex<Subscribers>>,
+    key: TaskKey,
+    id: u64,
+    receiver: watch::Receiver<Wake>,
+}
+
+impl Drop for Subscription {
+    fn drop(&mut self) {
+        let Some(feed) = self.feed.upgrade() else {
+            return;
+        };
+        let mut subscribers = locked(&feed);
+        if let Some(list) = subscribers.by_task.get_mut(&self.key) {
+            list.retain(|(id, _)| *id != self.id);
+            if list.is_empty() {
+                subscribers.by_task.remove(&self.key);
+            }
+        }
+    }
+}
+
+impl Subscription {
+    /// Waits for news of the task, or the periodic re-check.
+    async fn next(&mut self) -> Wake {
+        tokio::select! {
+            () = tokio::time::sleep(RECHECK_EVERY) => Wake::ReadAgain,
+            changed = self.receiver.changed() => match changed {
+                Ok(()) => *self.receiver.borrow_and_update(),
+                Err(_) => Wake::Closed,
             },
         }
     }
@@ -115,7 +162,7 @@ async fn next_concerning(
 /// read, so no change between the two is missed.
 pub async fn watch<S>(
     store: S,
-    mut changes: broadcast::Receiver<TaskChange>,
+    mut changes: Subscription,
     scope: Scope,
     task_id: TaskId,
 ) -> Result<TaskWatch, StoreError>
@@ -132,7 +179,7 @@ where
         loop {
             let woke = tokio::select! {
                 () = sender.closed() => return,
-                woke = next_concerning(&mut changes, &scope, &task_id) => woke,
+                woke = changes.next() => woke,
             };
             // A watcher shows every change (message, progress), so any wake
             // means a read.
@@ -166,7 +213,7 @@ where
 /// timeout, returns what [`TaskStore::get_result`] says.
 pub async fn wait_for_result<S>(
     store: &S,
-    mut changes: broadcast::Receiver<TaskChange>,
+    mut changes: Subscription,
     scope: &Scope,
     task_id: &TaskId,
     timeout: Duration,
@@ -185,7 +232,7 @@ where
         }
         let woke = tokio::select! {
             () = tokio::time::sleep_until(deadline) => Wake::Closed,
-            woke = next_concerning(&mut changes, scope, task_id) => woke,
+            woke = changes.next() => woke,
         };
         match woke {
             // Finished: the result read below is the only read needed.
@@ -197,4 +244,93 @@ where
         }
     }
     store.get_result(scope, task_id).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(raw: &str) -> TaskId {
+        TaskId::parse(raw).expect("valid id")
+    }
+
+    fn changed(task_id: &str, status: Option<TaskStatus>) -> TaskChange {
+        TaskChange::Changed {
+            tenant: Scope::tenant_wide().tenant.as_str().to_owned(),
+            task_id: task_id.to_owned(),
+            status,
+        }
+    }
+
+    /// The next wake, or `None` if nothing arrives within a moment (well
+    /// under the periodic re-check).
+    async fn woke(subscription: &mut Subscription) -> Option<Wake> {
+        tokio::time::timeout(Duration::from_millis(50), subscription.next())
+            .await
+            .ok()
+    }
+
+    #[tokio::test]
+    async fn a_change_wakes_only_the_subscribers_of_its_task() {
+        let feed = ChangeFeed::default();
+        let scope = Scope::tenant_wide();
+        let (mut a1, mut a2, mut b) = (
+            feed.subscribe(&scope, &id("a")),
+            feed.subscribe(&scope, &id("a")),
+            feed.subscribe(&scope, &id("b")),
+        );
+        feed.publish(changed("a", Some(TaskStatus::Working)));
+        assert_eq!(woke(&mut a1).await, Some(Wake::Now(TaskStatus::Working)));
+        assert_eq!(woke(&mut a2).await, Some(Wake::Now(TaskStatus::Working)));
+        assert_eq!(woke(&mut b).await, None);
+
+        // Another tenant's task of the same id is another task.
+        feed.publish(TaskChange::Changed {
+            tenant: "other".into(),
+            task_id: "b".into(),
+            status: None,
+        });
+        assert_eq!(woke(&mut b).await, None);
+        feed.publish(changed("b", None));
+        assert_eq!(woke(&mut b).await, Some(Wake::ReadAgain));
+    }
+
+    #[tokio::test]
+    async fn news_not_yet_taken_is_replaced_by_later_news() {
+        let feed = ChangeFeed::default();
+        let mut a = feed.subscribe(&Scope::tenant_wide(), &id("a"));
+        feed.publish(changed("a", Some(TaskStatus::InputRequired)));
+        feed.publish(changed("a", Some(TaskStatus::Completed)));
+        assert_eq!(woke(&mut a).await, Some(Wake::Now(TaskStatus::Completed)));
+        assert_eq!(woke(&mut a).await, None);
+    }
+
+    #[tokio::test]
+    async fn a_resync_wakes_everyone_to_read_again() {
+        let feed = ChangeFeed::default();
+        let scope = Scope::tenant_wide();
+        let (mut a, mut b) = (
+            feed.subscribe(&scope, &id("a")),
+            feed.subscribe(&scope, &id("b")),
+        );
+        feed.publish(TaskChange::Resync);
+        assert_eq!(woke(&mut a).await, Some(Wake::ReadAgain));
+        assert_eq!(woke(&mut b).await, Some(Wake::ReadAgain));
+    }
+
+    #[tokio::test]
+    async fn dropped_subscriptions_leave_nothing_behind_and_a_dropped_feed_closes_the_rest() {
+        let feed = ChangeFeed::default();
+        let scope = Scope::tenant_wide();
+        let subscriptions: Vec<_> = (0..3)
+            .map(|n| feed.subscribe(&scope, &id(&format!("t{}", n % 2))))
+            .collect();
+        assert_eq!(locked(&feed.subscribers).by_task.len(), 2);
+        drop(subscriptions);
+        assert!(locked(&feed.subscribers).by_task.is_empty());
+
+        let mut left = feed.subscribe(&scope, &id("a"));
+        drop(feed);
+        assert_eq!(woke(&mut left).await, Some(Wake::Closed));
+    }
 }

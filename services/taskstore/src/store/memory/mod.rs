@@ -517,7 +517,7 @@ impl TaskStore for MemoryTaskStore {
     }
 
     async fn watch_task(&self, scope: &Scope, task_id: &TaskId) -> Result<TaskWatch, StoreError> {
-        let changes = self.inner.changes.subscribe();
+        let changes = self.inner.changes.subscribe(scope, task_id);
         watch(self.clone(), changes, scope.clone(), task_id.clone()).await
     }
 
@@ -527,7 +527,7 @@ impl TaskStore for MemoryTaskStore {
         task_id: &TaskId,
         timeout: Duration,
     ) -> Result<TaskResult, StoreError> {
-        let changes = self.inner.changes.subscribe();
+        let changes = self.inner.changes.subscribe(scope, task_id);
         wait_for_result(self, changes, scope, task_id, timeout).await
     }
 }

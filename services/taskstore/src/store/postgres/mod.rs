@@ -528,7 +528,7 @@ impl TaskStore for PgTaskStore {
     }
 
     async fn watch_task(&self, scope: &Scope, task_id: &TaskId) -> Result<TaskWatch, StoreError> {
-        let changes = self.changes.subscribe();
+        let changes = self.changes.subscribe(scope, task_id);
         watch(self.clone(), changes, scope.clone(), task_id.clone()).await
     }
 
@@ -538,7 +538,7 @@ impl TaskStore for PgTaskStore {
         task_id: &TaskId,
         timeout: Duration,
     ) -> Result<TaskResult, StoreError> {
-        let changes = self.changes.subscribe();
+        let changes = self.changes.subscribe(scope, task_id);
         wait_for_result(self, changes, scope, task_id, timeout).await
     }
 
