@@ -348,8 +348,8 @@ impl JobPublisher for FaultyPublisher {
         self.publisher.publish(job).await
     }
 
-    // Forwarded explicitly: the trait's default would publish one job at a
-    // time and lose the batch's pipelined confirms.
+    // The relay's path: forwarded as a batch, so RabbitMQ's pipelined
+    // confirms are kept (one round trip per batch, not per job).
     async fn publish_all(
         &self,
         jobs: &[taskstore_proto::jobs::JobMessage],
