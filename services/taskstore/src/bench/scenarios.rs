@@ -139,13 +139,9 @@ async fn get(
     if population == 0 {
         return Ok(());
     }
-    // A cheap per-client pseudo-random walk over the ids.
-    let mut state = 0x9E37_79B9_7F4A_7C15u64 ^ (index as u64 + 1);
+    let mut walk = Walk::new(index);
     while !shared.finished() {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        let pick = state % population;
+        let pick = walk.next_below(population);
         let id = if prepared.seeded > 0 {
             format!("bench-{}", pick + 1)
         } else {
@@ -162,6 +158,24 @@ async fn get(
         shared.count_one();
     }
     Ok(())
+}
+
+/// A cheap per-client pseudo-random walk (xorshift) over what clients read,
+/// so that they do not all hit the same rows in the same order.
+pub(crate) struct Walk(u64);
+
+impl Walk {
+    pub(crate) fn new(client: usize) -> Self {
+        Self(0x9E37_79B9_7F4A_7C15 ^ (client as u64 + 1))
+    }
+
+    /// The next pick in `0..n` (`n` > 0).
+    pub(crate) fn next_below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
 }
 
 fn is_terminal(status: i32) -> bool {

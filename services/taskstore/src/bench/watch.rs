@@ -10,7 +10,7 @@ use tokio::task::JoinSet;
 use tokio_stream::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use super::scenarios::{Prepared, samples, unix_micros};
+use super::scenarios::{Prepared, Walk, samples, unix_micros};
 use super::stats::Recorded;
 use super::{BenchError, Shared};
 
@@ -101,12 +101,9 @@ pub(crate) async fn client(
     if watched.is_empty() {
         return Ok(());
     }
-    let mut state = 0x2545_F491_4F6C_DD1Du64 ^ (index as u64 + 1);
+    let mut walk = Walk::new(index);
     while !shared.finished() {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        let task_id = watched[(state % watched.len() as u64) as usize].clone();
+        let task_id = watched[walk.next_below(watched.len() as u64) as usize].clone();
         let started = Instant::now();
         client
             .update_task_status(pb::UpdateTaskStatusRequest {

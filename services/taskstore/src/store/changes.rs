@@ -162,13 +162,14 @@ impl Subscription {
 /// read, so no change between the two is missed.
 pub async fn watch<S>(
     store: S,
-    mut changes: Subscription,
+    feed: &ChangeFeed,
     scope: Scope,
     task_id: TaskId,
 ) -> Result<TaskWatch, StoreError>
 where
     S: TaskStore + Clone,
 {
+    let mut changes = feed.subscribe(&scope, &task_id);
     let first = store.get_task(&scope, &task_id).await?;
     let (sender, receiver) = mpsc::channel(16);
     tokio::spawn(async move {
@@ -213,7 +214,7 @@ where
 /// timeout, returns what [`TaskStore::get_result`] says.
 pub async fn wait_for_result<S>(
     store: &S,
-    mut changes: Subscription,
+    feed: &ChangeFeed,
     scope: &Scope,
     task_id: &TaskId,
     timeout: Duration,
@@ -221,6 +222,8 @@ pub async fn wait_for_result<S>(
 where
     S: TaskStore + ?Sized,
 {
+    // Before the first read, so that no change between the two is missed.
+    let mut changes = feed.subscribe(scope, task_id);
     let deadline = tokio::time::Instant::now() + timeout;
     let mut read = true;
     loop {

@@ -517,8 +517,13 @@ impl TaskStore for MemoryTaskStore {
     }
 
     async fn watch_task(&self, scope: &Scope, task_id: &TaskId) -> Result<TaskWatch, StoreError> {
-        let changes = self.inner.changes.subscribe(scope, task_id);
-        watch(self.clone(), changes, scope.clone(), task_id.clone()).await
+        watch(
+            self.clone(),
+            &self.inner.changes,
+            scope.clone(),
+            task_id.clone(),
+        )
+        .await
     }
 
     async fn wait_for_result(
@@ -527,8 +532,7 @@ impl TaskStore for MemoryTaskStore {
         task_id: &TaskId,
         timeout: Duration,
     ) -> Result<TaskResult, StoreError> {
-        let changes = self.inner.changes.subscribe(scope, task_id);
-        wait_for_result(self, changes, scope, task_id, timeout).await
+        wait_for_result(self, &self.inner.changes, scope, task_id, timeout).await
     }
 }
 

@@ -528,8 +528,7 @@ impl TaskStore for PgTaskStore {
     }
 
     async fn watch_task(&self, scope: &Scope, task_id: &TaskId) -> Result<TaskWatch, StoreError> {
-        let changes = self.changes.subscribe(scope, task_id);
-        watch(self.clone(), changes, scope.clone(), task_id.clone()).await
+        watch(self.clone(), &self.changes, scope.clone(), task_id.clone()).await
     }
 
     async fn wait_for_result(
@@ -538,8 +537,7 @@ impl TaskStore for PgTaskStore {
         task_id: &TaskId,
         timeout: Duration,
     ) -> Result<TaskResult, StoreError> {
-        let changes = self.changes.subscribe(scope, task_id);
-        wait_for_result(self, changes, scope, task_id, timeout).await
+        wait_for_result(self, &self.changes, scope, task_id, timeout).await
     }
 
     async fn cleanup_expired(&self) -> Result<u64, StoreError> {
