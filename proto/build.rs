@@ -9,6 +9,7 @@ const PROTO_ROOT: &str = "mcp";
 const PROTOS: &[&str] = &[
     "mcp/tasks/v1/task_store.proto",
     "mcp/tasks/v1/execution.proto",
+    "mcp/tasks/v1/operations.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -60,6 +60,11 @@ pub struct JobMessage {
     pub task_id: String,
     pub generation: u64,
     pub tool: String,
+    /// The trace the task was created in (W3C `traceparent`). Not part of
+    /// the message body: it travels in the message's headers (AMQP) or
+    /// beside it (the in-process queue).
+    #[serde(skip)]
+    pub trace_context: Option<String>,
 }
 
 impl JobMessage {
@@ -84,6 +89,7 @@ mod tests {
             task_id: "t/1".into(),
             generation: 3,
             tool: "echo".into(),
+            trace_context: None,
         };
         assert_eq!(JobMessage::from_bytes(&job.to_bytes()).ok(), Some(job));
         assert!(JobMessage::from_bytes(b"{").is_err());

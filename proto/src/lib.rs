@@ -12,7 +12,28 @@ pub mod v1 {
     tonic::include_proto!("mcp.tasks.v1");
 }
 
+#[cfg(feature = "client")]
+pub mod credentials;
+#[cfg(feature = "client")]
+pub mod endpoint;
 pub mod jobs;
+
+/// The gRPC metadata naming the tenant a request acts in, for callers whose
+/// credentials reach every tenant (a shared worker fleet, operators); other
+/// callers act in their own tenant whatever it says.
+pub const TENANT_METADATA: &str = "x-taskstore-tenant";
+
+impl v1::TaskStatus {
+    /// COMPLETED, FAILED and CANCELLED are final.
+    pub fn is_terminal(self) -> bool {
+        match self {
+            v1::TaskStatus::Completed | v1::TaskStatus::Failed | v1::TaskStatus::Cancelled => true,
+            v1::TaskStatus::Unspecified
+            | v1::TaskStatus::Working
+            | v1::TaskStatus::InputRequired => false,
+        }
+    }
+}
 
 /// The encoded `FileDescriptorSet` of every proto in this crate, for gRPC
 /// server reflection (so `grpcurl` needs no proto files).

@@ -9,6 +9,9 @@ use taskstore_proto::v1 as pb;
 use tokio_stream::StreamExt;
 use tokio_util::sync::CancellationToken;
 
+use tracing::Instrument;
+
+use crate::metrics;
 use crate::report::{Reported, Reporter};
 use crate::tool::{Tool, ToolContext, ToolError, error_result, is_error};
 
@@ -20,16 +23,56 @@ const WATCH_AFTER: Duration = Duration::from_millis(100);
 /// Why an attempt stopped before its tool finished.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stop {
-    /// The task was cancelled, or finished elsewhere: store nothing.
-    Ended,
+    /// The task was cancelled: store nothing.
+    Cancelled,
+    /// The task finished without this attempt: store nothing.
+    Finished,
+    /// The task expired or was deleted: store nothing.
+    Gone,
     /// The lease is gone: another attempt may own the task; store nothing.
     LeaseLost,
+    /// The service told the worker to stop for a reason it did not name.
+    Told,
     /// The worker is shutting down: give the task back.
     Shutdown,
 }
 
+impl std::fmt::Display for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Stop::Cancelled => "the task was cancelled",
+            Stop::Finished => "the task finished without this attempt",
+            Stop::Gone => "the task no longer exists (expired or deleted)",
+            Stop::LeaseLost => "the lease was lost: the task was dispatched again",
+            Stop::Told => "the service said to stop",
+            Stop::Shutdown => "the worker is shutting down",
+        })
+    }
+}
+
+impl From<pb::StopReason> for Stop {
+    fn from(reason: pb::StopReason) -> Self {
+        match reason {
+            pb::StopReason::Cancelled => Stop::Cancelled,
+            pb::StopReason::Finished => Stop::Finished,
+            pb::StopReason::Gone => Stop::Gone,
+            pb::StopReason::LeaseLost => Stop::LeaseLost,
+            pb::StopReason::Unspecified => Stop::Told,
+        }
+    }
+}
+
+/// Why a terminal task ended, as the watch sees it.
+fn ended(status: pb::TaskStatus) -> Stop {
+    match status {
+        pb::TaskStatus::Cancelled => Stop::Cancelled,
+        _ => Stop::Finished,
+    }
+}
+
 /// Everything one attempt needs.
 pub(crate) struct Attempt {
+    pub tool_name: String,
     pub reporter: Reporter,
     pub tool: Arc<dyn Tool>,
     pub arguments: Value,
@@ -45,18 +88,22 @@ impl Attempt {
         let task_id = self.reporter.task_id.clone();
         let cancel = CancellationToken::new();
         let stop = Arc::new(OnceLock::new());
+        // The guards' RPCs (renewals, the watch) belong to the job's trace.
+        let here = tracing::Span::current();
         let guards = [
-            tokio::spawn(watch_for_end(
-                self.reporter.clone(),
-                cancel.clone(),
-                stop.clone(),
-            )),
-            tokio::spawn(keep_lease(
-                self.reporter.clone(),
-                self.lease_duration,
-                cancel.clone(),
-                stop.clone(),
-            )),
+            tokio::spawn(
+                watch_for_end(self.reporter.clone(), cancel.clone(), stop.clone())
+                    .instrument(here.clone()),
+            ),
+            tokio::spawn(
+                keep_lease(
+                    self.reporter.clone(),
+                    self.lease_duration,
+                    cancel.clone(),
+                    stop.clone(),
+                )
+                .instrument(here.clone()),
+            ),
             tokio::spawn(stop_on(
                 abandon,
                 Stop::Shutdown,
@@ -70,50 +117,84 @@ impl Attempt {
             self.attempt,
             self.max_attempts,
         );
-        tracing::info!(%task_id, attempt = self.attempt, "attempt started");
-        let outcome = self.tool.call(ctx, self.arguments).await;
+        tracing::info!(attempt = self.attempt, "attempt started");
+        let started = std::time::Instant::now();
+        let run = tracing::info_span!(
+            "tool run",
+            otel.name = %format_args!("run {}", self.tool_name),
+            otel.kind = "internal",
+            mcp.task.id = %task_id,
+            mcp.tool.name = %self.tool_name,
+            attempt = self.attempt,
+        );
+        let outcome = self.tool.call(ctx, self.arguments).instrument(run).await;
         for guard in guards {
             guard.abort();
         }
+        let ended = |outcome| metrics::attempt(&self.tool_name, outcome, started.elapsed());
 
         let reported = match (stop.get().copied(), outcome) {
-            (Some(reason @ (Stop::Ended | Stop::LeaseLost)), _) => {
-                tracing::info!(%task_id, ?reason, "attempt stopped; nothing stored");
+            (
+                Some(
+                    reason @ (Stop::Cancelled
+                    | Stop::Finished
+                    | Stop::Gone
+                    | Stop::LeaseLost
+                    | Stop::Told),
+                ),
+                _,
+            ) => {
+                tracing::info!(%reason, "attempt stopped; nothing stored");
+                ended("stopped");
                 return;
             }
             (_, Ok(result)) => {
                 let failed = is_error(&result);
-                self.reporter.result(&result, failed, None).await
+                let reported = self.reporter.result(&result, failed, None).await;
+                (reported, if failed { "failed" } else { "completed" })
             }
             (_, Err(ToolError::Retryable(message))) => {
-                self.reporter
+                let reported = self
+                    .reporter
                     .release(pb::ReleaseReason::RetryableError, message)
-                    .await
+                    .await;
+                (reported, "released")
             }
             (_, Err(ToolError::Permanent(message))) => {
-                self.reporter
+                let reported = self
+                    .reporter
                     .result(&error_result(&message), true, Some(message))
-                    .await
+                    .await;
+                (reported, "failed")
             }
             (Some(Stop::Shutdown), Err(ToolError::Cancelled)) => {
-                self.reporter
+                let reported = self
+                    .reporter
                     .release(pb::ReleaseReason::Shutdown, "worker shutting down".into())
-                    .await
+                    .await;
+                (reported, "released")
             }
             (None, Err(ToolError::Cancelled)) => {
                 let message = "the tool cancelled itself".to_owned();
-                self.reporter
+                let reported = self
+                    .reporter
                     .result(&error_result(&message), true, Some(message))
-                    .await
+                    .await;
+                (reported, "failed")
             }
         };
         match reported {
-            Reported::Stored => tracing::info!(%task_id, "attempt reported"),
-            Reported::Refused(reason) => {
-                tracing::warn!(%task_id, %reason, "report refused; the task moved on without this attempt")
+            (Reported::Stored, outcome) => {
+                tracing::info!("attempt reported");
+                ended(outcome);
             }
-            Reported::Unreachable(error) => {
-                tracing::error!(%task_id, %error, "could not report; the lease will expire and the task run again")
+            (Reported::Refused(reason), _) => {
+                tracing::warn!(%reason, "report refused; the task moved on without this attempt");
+                ended("stopped");
+            }
+            (Reported::Unreachable(error), _) => {
+                tracing::error!(%error, "could not report; the lease will expire and the task run again");
+                ended("unreported");
             }
         }
     }
@@ -144,41 +225,37 @@ async fn watch_for_end(reporter: Reporter, cancel: CancellationToken, stop: Arc<
     // current state, so a cancellation in the meantime is still seen.
     tokio::time::sleep(WATCH_AFTER).await;
     loop {
-        let request = pb::WatchTaskRequest {
+        let request = reporter.in_tenant(pb::WatchTaskRequest {
             task_id: reporter.task_id.clone(),
             session_id: None,
-        };
+        });
         match reporter.clients().store.clone().watch_task(request).await {
             Ok(stream) => {
                 let mut stream = stream.into_inner();
                 while let Some(item) = stream.next().await {
                     match item {
-                        Ok(task) if is_terminal(task.status) => {
-                            return stop_now(&stop, &cancel, Stop::Ended);
+                        Ok(task) => {
+                            let status = pb::TaskStatus::try_from(task.status)
+                                .unwrap_or(pb::TaskStatus::Unspecified);
+                            if status.is_terminal() {
+                                return stop_now(&stop, &cancel, ended(status));
+                            }
                         }
-                        Ok(_) => {}
                         Err(status) if status.code() == tonic::Code::NotFound => {
-                            return stop_now(&stop, &cancel, Stop::Ended);
+                            return stop_now(&stop, &cancel, Stop::Gone);
                         }
                         Err(_) => break,
                     }
                 }
             }
             Err(status) if status.code() == tonic::Code::NotFound => {
-                return stop_now(&stop, &cancel, Stop::Ended);
+                return stop_now(&stop, &cancel, Stop::Gone);
             }
             Err(_) => {}
         }
         // The service may be restarting; lease renewal covers the gap.
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-}
-
-fn is_terminal(status: i32) -> bool {
-    matches!(
-        pb::TaskStatus::try_from(status),
-        Ok(pb::TaskStatus::Completed | pb::TaskStatus::Failed | pb::TaskStatus::Cancelled)
-    )
 }
 
 /// Renews the lease a few times per lease period. When the service says
@@ -209,18 +286,17 @@ async fn keep_lease(
             Ok(response) => {
                 let response = response.into_inner();
                 if !response.keep_running {
-                    tracing::info!(task_id = %reporter.task_id, reason = %response.reason, "told to stop");
-                    let reason = if response.reason.contains("lease") {
-                        Stop::LeaseLost
-                    } else {
-                        Stop::Ended
-                    };
+                    let reason = Stop::from(
+                        pb::StopReason::try_from(response.stop_reason)
+                            .unwrap_or(pb::StopReason::Unspecified),
+                    );
+                    tracing::info!(%reason, "told to stop");
                     return stop_now(&stop, &cancel, reason);
                 }
                 last_renewed = tokio::time::Instant::now();
             }
             Err(status) => {
-                tracing::warn!(task_id = %reporter.task_id, error = %status.message(), "lease renewal failed");
+                tracing::warn!(error = %status.message(), "lease renewal failed");
                 if last_renewed.elapsed() >= lease {
                     return stop_now(&stop, &cancel, Stop::LeaseLost);
                 }

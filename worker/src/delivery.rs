@@ -2,12 +2,16 @@
 
 use async_trait::async_trait;
 use lapin::options::{BasicAckOptions, BasicNackOptions, BasicRejectOptions};
+use lapin::types::AMQPValue;
+use taskstore_telemetry::propagation::TRACEPARENT;
 
 /// A job as a queue delivered it, with the queue's acknowledgements.
 #[async_trait]
 pub trait JobDelivery: Send + 'static {
     /// The job message's bytes.
     fn data(&self) -> &[u8];
+    /// The trace context the job carries (W3C `traceparent`), if any.
+    fn trace_context(&self) -> Option<String>;
     /// Done with it: the task was claimed, or the job is stale.
     async fn ack(self: Box<Self>);
     /// Back to the queue, for this or another worker.
@@ -23,6 +27,14 @@ pub trait JobDelivery: Send + 'static {
 impl JobDelivery for lapin::message::Delivery {
     fn data(&self) -> &[u8] {
         &self.data
+    }
+
+    fn trace_context(&self) -> Option<String> {
+        let headers = self.properties.headers().as_ref()?;
+        match headers.inner().get(TRACEPARENT)? {
+            AMQPValue::LongString(value) => Some(value.to_string()),
+            _ => None,
+        }
     }
 
     async fn ack(self: Box<Self>) {

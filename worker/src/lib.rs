@@ -28,14 +28,20 @@
 //! `docs/execution.md`.
 
 mod attempt;
+mod claimant;
 mod delivery;
+mod heartbeat;
+mod metrics;
 pub mod queue;
 mod report;
 mod runtime;
 pub mod signals;
+mod source;
 mod tool;
 pub mod tools;
+pub mod topology;
 
 pub use delivery::JobDelivery;
-pub use runtime::{JobSource, Worker, WorkerConfig, WorkerError};
+pub use runtime::{Worker, WorkerConfig, WorkerError};
+pub use source::JobSource;
 pub use tool::{Tool, ToolContext, ToolError, error_result, is_error, text_result};

@@ -3,14 +3,17 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use clap::Parser;
+use taskstore_proto::credentials::BearerToken;
 use taskstore_proto::jobs::Topology;
-use taskworker::tools::{BUILTIN_TOOLS, CommandToolsFile, builtin};
+use taskstore_telemetry::{LogFormat, Telemetry, metrics};
+use taskworker::tools::register;
 use taskworker::{JobSource, Worker, WorkerConfig};
 use tokio_util::sync::CancellationToken;
-use tracing_subscriber::EnvFilter;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -19,7 +22,7 @@ use tracing_subscriber::EnvFilter;
     about = "Runs dispatched MCP tasks for a taskstore service."
 )]
 struct Args {
-    /// The taskstore gRPC endpoint.
+    /// The taskstore service: http://HOST:PORT (a bare HOST:PORT means http).
     #[arg(
         long,
         env = "TASKWORKER_ENDPOINT",
@@ -30,9 +33,14 @@ struct Args {
     #[arg(
         long,
         env = "TASKWORKER_AMQP_URL",
+        hide_env_values = true,
         default_value = "amqp://guest:guest@127.0.0.1:5672/%2f"
     )]
     amqp_url: String,
+    /// A file holding the RabbitMQ URL (with its password), instead of
+    /// --amqp-url: e.g. a mounted Kubernetes Secret.
+    #[arg(long, env = "TASKWORKER_AMQP_URL_FILE", value_name = "PATH")]
+    amqp_url_file: Option<PathBuf>,
     /// Built-in tools to serve, comma-separated (echo, sleep, fail, hash, noop); `none` for none.
     #[arg(
         long,
@@ -57,9 +65,26 @@ struct Args {
     /// before they are given back to other workers.
     #[arg(long, env = "TASKWORKER_SHUTDOWN_GRACE", default_value = "30s", value_parser = humantime::parse_duration)]
     shutdown_grace: Duration,
-    /// Log line format: text or json.
-    #[arg(long, env = "TASKWORKER_LOG_FORMAT", default_value = "text")]
-    log_format: String,
+    /// The API key to present to the service (a worker key; `*` tenant for
+    /// a fleet serving every tenant). Prefer --token-file.
+    #[arg(long, env = "TASKWORKER_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// A file holding the API key (e.g. a mounted Kubernetes Secret).
+    #[arg(long, env = "TASKWORKER_TOKEN_FILE", conflicts_with = "token")]
+    token_file: Option<PathBuf>,
+    /// Serve Prometheus metrics on GET /metrics at this address
+    /// (HOST:PORT, e.g. 0.0.0.0:9090), with probes beside them: GET /livez,
+    /// and GET /readyz (200 while consuming jobs); off unless set.
+    #[arg(long, env = "TASKWORKER_METRICS_LISTEN")]
+    metrics_listen: Option<String>,
+    /// Log line format.
+    #[arg(
+        long,
+        env = "TASKWORKER_LOG_FORMAT",
+        value_enum,
+        default_value = "text"
+    )]
+    log_format: LogFormat,
     /// Log filter, in RUST_LOG syntax.
     #[arg(long, env = "TASKWORKER_LOG", default_value = "info")]
     log_level: String,
@@ -68,18 +93,22 @@ struct Args {
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
-    if let Err(err) = init_logs(&args.log_format, &args.log_level) {
-        eprintln!("error: {err}");
-        return ExitCode::from(2);
-    }
-    match run(args).await {
+    let telemetry = match Telemetry::init("taskworker", args.log_format, &args.log_level, &[]) {
+        Ok(telemetry) => telemetry,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return ExitCode::from(2);
+        }
+    };
+    let exit = match run(args).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            tracing::error!(error = %err, "taskworker failed");
-            eprintln!("error: {err}");
+            tracing::error!(error = %err, "taskworker stopped with an error");
             ExitCode::FAILURE
         }
-    }
+    };
+    telemetry.shutdown();
+    exit
 }
 
 async fn run(args: Args) -> Result<(), String> {
@@ -87,40 +116,39 @@ async fn run(args: Args) -> Result<(), String> {
     let config = WorkerConfig {
         endpoint: args.endpoint,
         source: JobSource::RabbitMq {
-            url: args.amqp_url,
+            url: match &args.amqp_url_file {
+                Some(path) => std::fs::read_to_string(path)
+                    .map_err(|err| format!("cannot read {}: {err}", path.display()))?
+                    .trim_end_matches(['\n', '\r'])
+                    .to_owned(),
+                None => args.amqp_url,
+            },
             topology: Topology::new(&args.queue_prefix)
                 .ok_or("--queue-prefix must be 1 to 128 of A-Z a-z 0-9 _ - . /")?,
         },
         worker_id,
         concurrency: args.concurrency,
         shutdown_grace: args.shutdown_grace,
+        token: BearerToken::from_sources(args.token.as_deref(), args.token_file.as_deref())
+            .map_err(|err| format!("--token: {err}"))?,
     };
-    let mut worker = Worker::new(config);
-    for name in args
-        .tools
-        .iter()
-        .map(|t| t.trim())
-        .filter(|t| !t.is_empty() && *t != "none")
-    {
-        let tool = builtin(name).ok_or_else(|| {
-            format!(
-                "unknown built-in tool {name:?} (known: {})",
-                BUILTIN_TOOLS.join(", ")
-            )
-        })?;
-        worker = worker
-            .with_tool(name, tool)
-            .map_err(|err| err.to_string())?;
-    }
-    if let Some(path) = &args.command_tools {
-        for (name, tool) in CommandToolsFile::load(path)?.into_tools()? {
-            worker = worker
-                .with_tool(&name, tool)
-                .map_err(|err| err.to_string())?;
-        }
-    }
+    let worker = register(
+        Worker::new(config),
+        &args.tools,
+        args.command_tools.as_deref(),
+    )?;
     let shutdown = CancellationToken::new();
     tokio::spawn(taskworker::signals::cancel_on_signal(shutdown.clone()));
+    if let Some(address) = &args.metrics_listen {
+        let handle = metrics::install()?;
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .map_err(|err| format!("could not listen for metrics on {address}: {err}"))?;
+        tracing::info!(addr = %listener.local_addr().map_err(|err| err.to_string())?, "serving metrics on /metrics");
+        let consuming = worker.consuming();
+        let ready: metrics::Readiness = Arc::new(move || consuming.load(Ordering::Relaxed));
+        metrics::serve(listener, handle, Some(ready), shutdown.clone());
+    }
     worker.run(shutdown).await.map_err(|err| err.to_string())
 }
 
@@ -129,17 +157,4 @@ fn default_worker_id() -> String {
         .map(|h| h.trim().to_owned())
         .unwrap_or_else(|_| "worker".to_owned());
     format!("{host}/{}", std::process::id())
-}
-
-fn init_logs(format: &str, filter: &str) -> Result<(), String> {
-    let filter = EnvFilter::try_new(filter).map_err(|err| format!("invalid log filter: {err}"))?;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match format {
-        "text" => builder.try_init(),
-        "json" => builder.json().flatten_event(true).try_init(),
-        other => return Err(format!("unknown log format {other:?} (text or json)")),
-    }
-    .map_err(|err| err.to_string())
 }

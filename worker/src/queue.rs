@@ -13,11 +13,14 @@ use tokio::sync::mpsc;
 
 use crate::delivery::JobDelivery;
 
-type Receiver = Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Vec<u8>>>>;
+/// A queued job: its bytes and the trace context it carries.
+type Queued = (Vec<u8>, Option<String>);
+
+type Receiver = Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Queued>>>;
 
 #[derive(Debug, Clone)]
 struct ToolQueue {
-    sender: mpsc::UnboundedSender<Vec<u8>>,
+    sender: mpsc::UnboundedSender<Queued>,
     receiver: Receiver,
 }
 
@@ -32,12 +35,13 @@ impl InProcessQueue {
         Self::default()
     }
 
-    /// Queues a job; `false` when no worker serves `tool`.
-    pub fn publish(&self, tool: &str, job: Vec<u8>) -> bool {
+    /// Queues a job (with the trace context it carries, as AMQP headers
+    /// would); `false` when no worker serves `tool`.
+    pub fn publish(&self, tool: &str, job: Vec<u8>, trace_context: Option<String>) -> bool {
         let queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
         queues
             .get(tool)
-            .is_some_and(|queue| queue.sender.send(job).is_ok())
+            .is_some_and(|queue| queue.sender.send((job, trace_context)).is_ok())
     }
 
     /// The consumer side of `tool`'s queue (declared on first use). Several
@@ -66,9 +70,10 @@ pub struct InProcessConsumer {
 impl InProcessConsumer {
     /// The next job; waits until there is one.
     pub async fn next(&self) -> Option<InProcessDelivery> {
-        let data = self.queue.receiver.lock().await.recv().await?;
+        let (data, trace_context) = self.queue.receiver.lock().await.recv().await?;
         Some(InProcessDelivery {
             data,
+            trace_context,
             requeue_to: self.queue.sender.clone(),
         })
     }
@@ -78,7 +83,8 @@ impl InProcessConsumer {
 #[derive(Debug)]
 pub struct InProcessDelivery {
     data: Vec<u8>,
-    requeue_to: mpsc::UnboundedSender<Vec<u8>>,
+    trace_context: Option<String>,
+    requeue_to: mpsc::UnboundedSender<Queued>,
 }
 
 #[async_trait]
@@ -87,12 +93,16 @@ impl JobDelivery for InProcessDelivery {
         &self.data
     }
 
+    fn trace_context(&self) -> Option<String> {
+        self.trace_context.clone()
+    }
+
     async fn ack(self: Box<Self>) {}
 
     async fn requeue(self: Box<Self>) {
         // The queue lives as long as any consumer: a failed send means the
         // process is stopping, and the store's outbox or lease recovers it.
-        let _ = self.requeue_to.send(self.data);
+        let _ = self.requeue_to.send((self.data, self.trace_context));
     }
 
     async fn reject(self: Box<Self>) {}
@@ -106,15 +116,16 @@ mod tests {
     async fn jobs_reach_only_served_tools_and_requeue() {
         let queue = InProcessQueue::new();
         assert!(
-            !queue.publish("echo", b"early".to_vec()),
+            !queue.publish("echo", b"early".to_vec(), None),
             "nobody serves echo yet"
         );
         let first = queue.consumer("echo");
         let second = queue.consumer("echo");
-        assert!(queue.publish("echo", b"one".to_vec()));
-        assert!(queue.publish("echo", b"two".to_vec()));
+        assert!(queue.publish("echo", b"one".to_vec(), Some("trace".into())));
+        assert!(queue.publish("echo", b"two".to_vec(), None));
         let one = first.next().await.expect("a job");
         assert_eq!(one.data(), b"one");
+        assert_eq!(one.trace_context().as_deref(), Some("trace"));
         Box::new(one).requeue().await;
         assert_eq!(second.next().await.expect("a job").data(), b"two");
         assert_eq!(

@@ -4,8 +4,11 @@
 use std::time::Duration;
 
 use serde_json::Value;
+use taskstore_proto::credentials::BearerToken;
 use taskstore_proto::v1 as pb;
+use taskstore_telemetry::grpc::ClientTracing;
 use tonic::Code;
+use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
 use pb::task_execution_client::TaskExecutionClient;
@@ -15,18 +18,24 @@ use pb::task_store_client::TaskStoreClient;
 /// past the lease the task belongs to someone else anyway.
 const REPORT_RETRY_FOR: Duration = Duration::from_secs(60);
 
-/// The gRPC clients a worker talks to the service with.
+/// A channel whose calls carry the worker's credentials and the trace
+/// context, and get client spans.
+pub type Traced = InterceptedService<ClientTracing<Channel>, BearerToken>;
+
+/// The gRPC clients a worker's attempts talk to the service with: every
+/// call is a span of the attempt's trace.
 #[derive(Debug, Clone)]
 pub struct Clients {
-    pub store: TaskStoreClient<Channel>,
-    pub execution: TaskExecutionClient<Channel>,
+    pub store: TaskStoreClient<Traced>,
+    pub execution: TaskExecutionClient<Traced>,
 }
 
 impl Clients {
-    pub fn new(channel: Channel) -> Self {
+    pub fn new(channel: Channel, token: BearerToken) -> Self {
+        let traced = InterceptedService::new(ClientTracing::new(channel), token);
         Self {
-            store: TaskStoreClient::new(channel.clone()),
-            execution: TaskExecutionClient::new(channel),
+            store: TaskStoreClient::new(traced.clone()),
+            execution: TaskExecutionClient::new(traced),
         }
     }
 }
@@ -64,6 +73,20 @@ impl Reporter {
         &self.clients
     }
 
+    /// `message` as a request in the attempt's tenant: a worker of a shared
+    /// fleet acts in the tenant of each job it runs.
+    pub(crate) fn in_tenant<T>(&self, message: T) -> tonic::Request<T> {
+        let mut request = tonic::Request::new(message);
+        if let Ok(tenant) = self.tenant_id.parse()
+            && !self.tenant_id.is_empty()
+        {
+            request
+                .metadata_mut()
+                .insert(taskstore_proto::TENANT_METADATA, tenant);
+        }
+        request
+    }
+
     pub async fn working(&self, message: String) {
         self.status(pb::TaskStatus::Working, message).await;
     }
@@ -81,8 +104,9 @@ impl Reporter {
             session_id: None,
             lease_token: Some(self.lease_token.clone()),
         };
+        let request = self.in_tenant(request);
         if let Err(err) = self.clients.store.clone().update_task_status(request).await {
-            tracing::warn!(task_id = %self.task_id, error = %err.message(), "progress update not stored");
+            tracing::warn!(error = %err.message(), "progress update not stored");
         }
     }
 
@@ -104,7 +128,7 @@ impl Reporter {
         };
         self.retrying(|| {
             let mut client = self.clients.store.clone();
-            let request = request.clone();
+            let request = self.in_tenant(request.clone());
             async move { client.store_task_result(request).await.map(|_| ()) }
         })
         .await
@@ -140,7 +164,12 @@ impl Reporter {
                 Err(status)
                     if matches!(
                         status.code(),
-                        Code::FailedPrecondition | Code::NotFound | Code::InvalidArgument
+                        Code::FailedPrecondition
+                            | Code::NotFound
+                            | Code::InvalidArgument
+                            // Credentials a retry will not change.
+                            | Code::Unauthenticated
+                            | Code::PermissionDenied
                     ) =>
                 {
                     return Reported::Refused(status.message().to_owned());
@@ -149,7 +178,7 @@ impl Reporter {
                     return Reported::Unreachable(status.message().to_owned());
                 }
                 Err(status) => {
-                    tracing::warn!(task_id = %self.task_id, error = %status.message(), "report failed; retrying");
+                    tracing::warn!(error = %status.message(), "report failed; retrying");
                     tokio::time::sleep(delay).await;
                     delay = (delay * 2).min(Duration::from_secs(5));
                 }

@@ -2,6 +2,10 @@
 //! PostgreSQL and RabbitMQ.
 
 mod common;
+#[path = "e2e/readme.rs"]
+mod readme;
+#[path = "e2e/secured.rs"]
+mod secured;
 
 use std::time::Duration;
 
@@ -171,7 +175,8 @@ async fn cancelling_a_running_task_stops_its_tool_within_a_second() {
         json!({"tools": {"patient": {"command": ["sh", "-c", script], "grace": "5s"}}}).to_string(),
     )
     .expect("tools file");
-    let _worker = env.start_worker("worker-a", "none", Some(&tools), &[]);
+    let (_worker, mut logs) =
+        env.start_worker_logged("worker-a", "none", Some(&tools), &env.endpoint, &[]);
     let mut client = env.client().await;
     let id = dispatch(&mut client, "patient", json!({}), None).await;
     eventually("the command runs", Duration::from_secs(20), || {
@@ -212,8 +217,56 @@ async fn cancelling_a_running_task_stops_its_tool_within_a_second() {
         .await
         .expect_err("no result");
     assert_eq!(status.code(), tonic::Code::FailedPrecondition);
+    let stopped = logs.wait_for(Duration::from_secs(5), |e| {
+        e["message"] == "attempt stopped; nothing stored"
+    });
+    assert_eq!(stopped["reason"], "the task was cancelled", "{stopped}");
     let _ = std::fs::remove_dir_all(&dir);
     env.cleanup(&["patient"]).await;
+}
+
+/// A worker started before its service (or with a wrong `--endpoint`) says
+/// so, keeps retrying with backoff, and serves once the service is there.
+/// A bare HOST:PORT endpoint means http.
+#[tokio::test]
+async fn a_worker_says_when_it_cannot_reach_the_service_and_keeps_trying() {
+    let mut env = Env::new().await;
+    let free = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let address = free.local_addr().expect("addr").to_string();
+    drop(free);
+    let (mut worker, mut logs) = env.start_worker_logged("early", "echo", None, &address, &[]);
+    let unreachable = |e: &serde_json::Value| {
+        e["message"].as_str().is_some_and(|m| {
+            m.starts_with("cannot reach the taskstore service; is --endpoint right")
+        })
+    };
+    let first = logs.wait_for(Duration::from_secs(10), unreachable);
+    assert_eq!(first["endpoint"], address.as_str());
+    assert!(
+        first["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("Connection refused")),
+        "the cause, not a bare transport error: {first}"
+    );
+    let second = logs.wait_for(Duration::from_secs(10), unreachable);
+    assert!(
+        second["retry_in_ms"].as_u64() > first["retry_in_ms"].as_u64(),
+        "backoff grows: {first} then {second}"
+    );
+    assert!(!worker.has_exited(), "it keeps trying");
+
+    env.start_service(&["--listen", &address]);
+    logs.wait_for(Duration::from_secs(20), |e| {
+        e["message"] == "registered with the taskstore service"
+    });
+    env.wait_for_consumers("echo", 1).await;
+    let mut client = env.client().await;
+    let id = dispatch(&mut client, "echo", json!({"text": "late"}), None).await;
+    let done = result(&mut client, &id, Duration::from_secs(30)).await;
+    assert_eq!(text_of(&done.result_json), "late");
+    worker.signal("-TERM");
+    assert!(worker.wait_exit(Duration::from_secs(10)).success());
+    env.cleanup(&["echo"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -265,80 +318,4 @@ async fn command_tools_map_exit_codes_and_output() {
     assert!(text_of(&failed.result_json).contains("cannot start /nonexistent/program"));
     let _ = std::fs::remove_dir_all(&dir);
     env.cleanup(&["structured", "broken", "missing"]).await;
-}
-
-/// The README's walkthrough, through the `taskstore` CLI.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_readme_walkthrough_works_from_the_cli() {
-    let mut env = Env::new().await;
-    env.start_service(&[]);
-    let _one = env.start_worker("one", "echo,sleep,fail,hash", None, &[]);
-    let _two = env.start_worker("two", "echo,sleep,fail,hash", None, &[]);
-    let cli = |args: &[&str]| {
-        let output = std::process::Command::new(common::taskstore_binary())
-            .args(args)
-            .args(["--endpoint", &env.endpoint])
-            .output()
-            .expect("run the CLI");
-        assert!(
-            output.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8(output.stdout).expect("utf-8")
-    };
-    let created: serde_json::Value = serde_json::from_str(&cli(&[
-        "create",
-        "--tool",
-        "hash",
-        "--arguments",
-        r#"{"items":200000}"#,
-        "--dispatch",
-        "--json",
-    ]))
-    .expect("json");
-    let id = created["taskId"].as_str().expect("taskId").to_owned();
-    let watched = cli(&["watch", &id]);
-    assert!(watched.contains(" of 200000 items"), "{watched}");
-    assert!(
-        watched
-            .lines()
-            .last()
-            .is_some_and(|l| l.contains("completed")),
-        "{watched}"
-    );
-    let result: serde_json::Value =
-        serde_json::from_str(&cli(&["result", &id, "--wait", "--json"])).expect("json");
-    assert!(
-        result["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap_or_default()
-            .starts_with("sha256 chain of 200000 items")
-    );
-
-    let created: serde_json::Value = serde_json::from_str(&cli(&[
-        "create",
-        "--tool",
-        "sleep",
-        "--arguments",
-        r#"{"ms":600000}"#,
-        "--dispatch",
-        "--json",
-    ]))
-    .expect("json");
-    let id = created["taskId"].as_str().expect("taskId").to_owned();
-    let mut client = env.client().await;
-    eventually("the sleep runs", Duration::from_secs(20), || {
-        let mut client = client.clone();
-        let id = id.clone();
-        async move { common::is_running(&mut client, &id).await }
-    })
-    .await;
-    assert!(cli(&["cancel", &id]).contains("cancelled"));
-    tokio::time::sleep(Duration::from_millis(1500)).await;
-    assert_eq!(
-        get(&mut client, &id).await.status(),
-        pb::TaskStatus::Cancelled
-    );
-    env.cleanup(BUILTINS).await;
 }

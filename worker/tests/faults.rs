@@ -104,6 +104,8 @@ async fn a_job_delivered_twice_runs_once() {
     let tools = write_tools(&dir, json!({"count": {"command": ["sh", "-c", script]}}));
     let _a = env.start_worker("worker-a", "none", Some(&tools), &[]);
     let _b = env.start_worker("worker-b", "none", Some(&tools), &[]);
+    // Workers declare the exchange and queue once the service knows them.
+    env.wait_for_consumers("count", 2).await;
     let mut client = env.client().await;
     let id = dispatch(&mut client, "count", json!({}), None).await;
 
@@ -118,6 +120,7 @@ async fn a_job_delivered_twice_runs_once() {
         task_id: id.clone(),
         generation: 1,
         tool: "count".into(),
+        trace_context: None,
     };
     for _ in 0..2 {
         channel

@@ -22,6 +22,12 @@ pub enum StoreError {
     /// A quota is reached.
     #[error("{0}")]
     ResourceExhausted(String),
+    /// The caller's credentials are missing or not accepted.
+    #[error("{0}")]
+    Unauthenticated(String),
+    /// The caller's role or tenant does not allow the operation.
+    #[error("{0}")]
+    PermissionDenied(String),
     /// A dependency (the database) is unreachable; safe to retry.
     #[error("unavailable: {0}")]
     Unavailable(String),

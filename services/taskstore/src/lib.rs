@@ -7,19 +7,22 @@
 //! - [`server`]: binding, health, reflection and graceful shutdown.
 //! - [`config`], [`cli`], [`telemetry`], [`sweeper`]: the `taskstore` binary.
 
+pub mod auth;
 pub mod bench;
 pub mod cli;
 pub mod config;
 pub mod dispatch;
 pub mod domain;
+pub mod durations;
 pub mod error;
 pub mod grpc;
+pub mod health;
+pub mod metrics;
 pub mod periodic;
 pub mod server;
+pub mod settings;
 pub mod startup;
 pub mod store;
-pub mod sweeper;
-pub mod telemetry;
 
 pub use error::StoreError;
 pub use store::TaskStore;

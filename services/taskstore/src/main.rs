@@ -1,45 +1,113 @@
-//! The `taskstore` binary: the service (`serve`, `migrate`) and a client for
-//! people (`create`, `get`, `list`, `update`, `complete`, `result`, `cancel`,
-//! `cleanup`). `taskstore --help` lists every flag and its environment
-//! variable.
+//! The `taskstore` binary: the service (`serve`, `dev`, `migrate`), a load
+//! generator (`bench`), and a client for people (`create`, `get`, `list`,
+//! `watch`, `update`, `complete`, `result`, `cancel`, `cleanup`, `status`).
+//! `taskstore --help` lists every command; each command's `--help` lists its
+//! flags and their environment variables.
 
 use std::process::ExitCode;
 
-use clap::Parser;
-use taskstore::config::{Cli, Command, Mode};
-use taskstore::{cli, startup, telemetry};
+use clap::{CommandFactory, Parser};
+use taskstore::cli::{Label, report};
+use taskstore::config::{Cli, Command, Mode, ServeArgs};
+use taskstore::startup::StartupError;
+use taskstore::{cli, startup};
+use taskstore_telemetry::Telemetry;
+
+/// Log directives added to every filter:
+/// - lapin logs every job the broker returns as a warning with a full dump;
+///   a returned job is expected here (no worker serves its tool yet) and is
+///   handled and reported by the relay;
+/// - PostgreSQL's notices (e.g. "relation _sqlx_migrations already exists,
+///   skipping" on every start) are routine, not news.
+const QUIET: [&str; 2] = [
+    "lapin::returned_messages=error",
+    "sqlx::postgres::notice=warn",
+];
 
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Cli::parse();
-    if let Err(err) = telemetry::init(args.log_format, &args.log_level) {
-        eprintln!("error: {err}");
-        return ExitCode::from(2);
-    }
-    let result = match args.command {
-        Command::Serve(serve) => startup::serve(*serve, Mode::Serve)
-            .await
-            .map_err(|err| err.to_string()),
-        Command::Dev(dev) => startup::serve(*dev, Mode::Dev)
-            .await
-            .map_err(|err| err.to_string()),
-        Command::Migrate(database) => startup::migrate(database)
-            .await
-            .map_err(|err| err.to_string()),
-        Command::Bench(bench) => match taskstore::bench::run(bench).await {
-            Ok(report) => serde_json::to_string_pretty(&report)
-                .map(|json| println!("{json}"))
-                .map_err(|err| err.to_string()),
-            Err(err) => Err(err.to_string()),
-        },
-        Command::Client(command) => cli::run(command).await.map_err(|err| err.to_string()),
+    let telemetry = match Telemetry::init("taskstore", args.log_format, &args.log_level, &QUIET) {
+        Ok(telemetry) => telemetry,
+        Err(err) => {
+            report(Label::Error, &err);
+            return ExitCode::from(2);
+        }
     };
-    match result {
+    let exit = run(args.command).await;
+    telemetry.shutdown();
+    exit
+}
+
+async fn run(command: Command) -> ExitCode {
+    // Service commands report a failure as a log line (their output is a
+    // log); the others as one `error:` line.
+    let service = match command {
+        Command::Serve(serve) => run_service(&serve, Mode::Serve).await,
+        Command::Dev(dev) => run_service(&dev, Mode::Dev).await,
+        Command::Migrate(database) => match database.store_location(Mode::Serve) {
+            Ok(location) => startup::migrate(&location, database.pool_settings()).await,
+            Err(err) => Err(StartupError::Config(err)),
+        },
+        Command::Client(command) => return cli::run(command).await,
+        Command::Keys(keys) => return run_keys(keys).await,
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "taskstore",
+                &mut std::io::stdout(),
+            );
+            return ExitCode::SUCCESS;
+        }
+        Command::Bench(bench) => {
+            return match taskstore::bench::run(bench).await {
+                Ok(report) => match serde_json::to_string_pretty(&report) {
+                    Ok(json) => {
+                        println!("{json}");
+                        ExitCode::SUCCESS
+                    }
+                    Err(err) => failed(&err.to_string()),
+                },
+                Err(err) => failed(&err.to_string()),
+            };
+        }
+    };
+    match service {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
-            tracing::error!(error = %err, "taskstore failed");
-            eprintln!("error: {err}");
+            tracing::error!(error = %err, "taskstore stopped with an error");
             ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run_service(args: &ServeArgs, mode: Mode) -> Result<(), StartupError> {
+    let settings = args.settings(mode).map_err(StartupError::Config)?;
+    startup::serve(settings).await
+}
+
+fn failed(message: &str) -> ExitCode {
+    report(Label::Error, message);
+    ExitCode::FAILURE
+}
+
+/// `taskstore keys …`: one `error:` line on failure, like the client
+/// commands.
+async fn run_keys(keys: cli::KeysArgs) -> ExitCode {
+    let store = match keys.database.store_location(Mode::Serve) {
+        Ok(location) => startup::open_keys(&location, keys.database.pool_settings()).await,
+        Err(err) => Err(StartupError::Config(err)),
+    };
+    let exit = match store {
+        Ok(store) => cli::keys::run(keys.action, store).await,
+        Err(err) => Err(cli::ClientError::Failed(err.to_string())),
+    };
+    match exit {
+        Ok(exit) => exit.into(),
+        Err(err) => {
+            report(Label::Error, &err.to_string());
+            err.exit().into()
         }
     }
 }

@@ -1,13 +1,55 @@
-//! PostgreSQL-specific behaviour that the trait cannot express: identical
-//! timestamps, replicas migrating and sharing cursors at once.
+//! PostgreSQL-specific behaviour that the traits cannot express: identical
+//! timestamps, and several replicas on one database at once (migrating,
+//! sharing cursors, waking each other's waiters, relaying the same outbox).
 
 mod common;
 
 use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
 
-use taskstore::domain::{PageRequest, Scope};
+use common::recorder::{Recorder, SharedRecorder};
+use taskstore::StoreError;
+use taskstore::domain::{
+    DispatchRequest, JsonObject, LeaseToken, NewResult, NewTask, PageRequest, RequestId,
+    ResultStatus, Scope, TaskId, TaskStatus, TenantId, ToolName,
+};
+use taskstore::store::execution::{DispatchStore, ExecutionStore};
 use taskstore::store::postgres::{self, PgTaskStore};
 use taskstore::store::{StoreConfig, TaskStore};
+
+fn all() -> Scope {
+    Scope::tenant_wide()
+}
+
+async fn dispatched(store: &PgTaskStore) -> TaskId {
+    let task = NewTask {
+        task_id: None,
+        ttl: None,
+        request_id: RequestId::parse("1").expect("id"),
+        request: JsonObject::parse(r#"{"method":"tools/call","params":{"name":"echo"}}"#)
+            .expect("json"),
+        dispatch: Some(DispatchRequest {
+            tool: ToolName::parse("echo").expect("tool"),
+            max_attempts: None,
+        }),
+        trace_context: None,
+    };
+    store
+        .create_task(&all(), task)
+        .await
+        .expect("create")
+        .task_id
+}
+
+fn result(lease: &LeaseToken) -> NewResult {
+    NewResult {
+        status: ResultStatus::Completed,
+        result: JsonObject::parse(r#"{"content":[]}"#).expect("json"),
+        message: None,
+        lease: Some(lease.clone()),
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn replicas_can_migrate_at_once() {
@@ -35,9 +77,11 @@ async fn replicas_can_migrate_at_once() {
         tables,
         [
             "_sqlx_migrations",
+            "api_keys",
             "dispatch_outbox",
             "store_secrets",
-            "tasks"
+            "tasks",
+            "workers"
         ]
     );
 }
@@ -67,6 +111,7 @@ async fn tasks_sharing_a_timestamp_page_without_gaps_or_duplicates() {
                 PageRequest {
                     cursor,
                     page_size: Some(7),
+                    ..Default::default()
                 },
             )
             .await
@@ -107,6 +152,7 @@ async fn replicas_share_the_cursor_key() {
             PageRequest {
                 cursor: None,
                 page_size: Some(1),
+                ..Default::default()
             },
         )
         .await
@@ -117,6 +163,7 @@ async fn replicas_share_the_cursor_key() {
             PageRequest {
                 cursor: page.next_cursor,
                 page_size: Some(10),
+                ..Default::default()
             },
         )
         .await
@@ -131,5 +178,96 @@ fn common_task() -> taskstore::domain::NewTask {
         request_id: taskstore::domain::RequestId::parse("\"r\"").expect("id"),
         request: taskstore::domain::JsonObject::parse("{}").expect("json"),
         dispatch: None,
+        trace_context: None,
     }
+}
+
+#[tokio::test]
+async fn a_result_stored_on_one_replica_wakes_a_waiter_on_another() {
+    let pool = common::migrated_pool().await;
+    let replica_a = PgTaskStore::open(pool.clone(), StoreConfig::default())
+        .await
+        .expect("open");
+    let (options, _) = (pool.connect_options().as_ref().clone(), ());
+    let other_pool = taskstore::store::postgres::lazy_pool(options, common::test_pool_settings());
+    let replica_b = PgTaskStore::open(other_pool, StoreConfig::default())
+        .await
+        .expect("open");
+    let id = dispatched(&replica_a).await;
+    let waiter = {
+        let (replica_b, id) = (replica_b.clone(), id.clone());
+        tokio::spawn(async move {
+            replica_b
+                .wait_for_result(&all(), &id, Duration::from_secs(60))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let claim = replica_a
+        .claim(&TenantId::default_tenant(), &id, 1, "w")
+        .await
+        .expect("claim");
+    replica_a
+        .store_result(&all(), &id, result(&claim.lease_token))
+        .await
+        .expect("store");
+    let woken = tokio::time::timeout(Duration::from_secs(3), waiter)
+        .await
+        .expect("woken by NOTIFY, not by polling");
+    assert_eq!(
+        woken.expect("waiter").expect("result").task.status,
+        TaskStatus::Completed
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn replicas_relaying_at_once_publish_each_job_once() {
+    let pool = common::migrated_pool().await;
+    let replicas: Vec<_> =
+        open_all((0..3).map(|_| PgTaskStore::open(pool.clone(), StoreConfig::default()))).await;
+    let mut ids = Vec::new();
+    for _ in 0..60 {
+        ids.push(dispatched(&replicas[0]).await);
+    }
+    let queue = SharedRecorder(Arc::new(Recorder {
+        routable: true,
+        ..Recorder::default()
+    }));
+    let mut relays = tokio::task::JoinSet::new();
+    for replica in replicas {
+        let queue = queue.clone();
+        relays.spawn(async move {
+            let mut published = 0;
+            loop {
+                let batch = replica.relay_due_jobs(&queue, 7).await.expect("relay");
+                published += batch;
+                if batch == 0 {
+                    return published;
+                }
+            }
+        });
+    }
+    let total: u64 = relays.join_all().await.into_iter().sum();
+    assert_eq!(total, 60);
+    let mut published: Vec<_> = queue
+        .0
+        .jobs
+        .lock()
+        .expect("lock")
+        .iter()
+        .map(|j| j.task_id.clone())
+        .collect();
+    published.sort();
+    published.dedup();
+    assert_eq!(published.len(), 60, "every job once, none twice");
+}
+
+async fn open_all<F: std::future::Future<Output = Result<PgTaskStore, StoreError>>>(
+    opens: impl Iterator<Item = F>,
+) -> Vec<PgTaskStore> {
+    let mut stores = Vec::new();
+    for open in opens {
+        stores.push(open.await.expect("open"));
+    }
+    stores
 }

@@ -10,7 +10,7 @@ use taskstore::domain::{
     ToolName,
 };
 use taskstore::store::execution::{
-    ExecutionStore, JobPublisher, PublishError, Published, publish_each,
+    DispatchStore, ExecutionStore, JobPublisher, PublishError, Published, publish_each,
 };
 use taskstore::store::sqlite::{self, OpenError};
 use taskstore::store::{StoreConfig, TaskStore};
@@ -27,6 +27,7 @@ fn task(dispatch: bool) -> NewTask {
             tool: ToolName::parse("echo").expect("tool"),
             max_attempts: None,
         }),
+        trace_context: None,
     }
 }
 
@@ -52,7 +53,7 @@ async fn tasks_results_and_jobs_survive_a_restart() {
     let path = common::sqlite_path();
     let scope = Scope::tenant_wide();
     let (finished, waiting, page_cursor) = {
-        let store = sqlite::open(&path, StoreConfig::default(), None)
+        let store = sqlite::open(&path, StoreConfig::default())
             .await
             .expect("open");
         let finished = store
@@ -84,6 +85,7 @@ async fn tasks_results_and_jobs_survive_a_restart() {
                 taskstore::domain::PageRequest {
                     cursor: None,
                     page_size: Some(1),
+                    ..Default::default()
                 },
             )
             .await
@@ -91,7 +93,7 @@ async fn tasks_results_and_jobs_survive_a_restart() {
         (finished, waiting, page.next_cursor.expect("a second page"))
     };
 
-    let store = sqlite::open(&path, StoreConfig::default(), None)
+    let store = sqlite::open(&path, StoreConfig::default())
         .await
         .expect("reopen");
     let result = store
@@ -126,6 +128,7 @@ async fn tasks_results_and_jobs_survive_a_restart() {
             taskstore::domain::PageRequest {
                 cursor: Some(page_cursor),
                 page_size: Some(10),
+                ..Default::default()
             },
         )
         .await
@@ -168,7 +171,7 @@ async fn an_older_file_is_migrated_and_keeps_its_tasks() {
         .expect("insert");
         pool.close().await;
     }
-    let store = sqlite::open(&path, StoreConfig::default(), None)
+    let store = sqlite::open(&path, StoreConfig::default())
         .await
         .expect("the old file opens");
     let id = taskstore::domain::TaskId::parse("from-v1").expect("id");
@@ -189,7 +192,7 @@ async fn an_older_file_is_migrated_and_keeps_its_tasks() {
 async fn a_file_from_a_newer_version_is_refused_untouched() {
     let path = common::sqlite_path();
     drop(
-        sqlite::open(&path, StoreConfig::default(), None)
+        sqlite::open(&path, StoreConfig::default())
             .await
             .expect("create"),
     );
@@ -215,7 +218,7 @@ async fn a_file_from_a_newer_version_is_refused_untouched() {
     }
     tokio::time::sleep(Duration::from_millis(50)).await;
     let before = digest(&path);
-    match sqlite::open(&path, StoreConfig::default(), None).await {
+    match sqlite::open(&path, StoreConfig::default()).await {
         Err(err @ OpenError::FromTheFuture { .. }) => {
             assert!(err.to_string().contains("newer taskstore"), "{err}");
         }
@@ -233,7 +236,7 @@ async fn a_corrupt_file_is_refused_untouched() {
     )
     .expect("write");
     let before = digest(&path);
-    match sqlite::open(&path, StoreConfig::default(), None).await {
+    match sqlite::open(&path, StoreConfig::default()).await {
         Err(err @ OpenError::Corrupt { .. }) => assert!(
             err.to_string().contains("not a taskstore data file"),
             "{err}"
@@ -247,7 +250,7 @@ async fn a_corrupt_file_is_refused_untouched() {
     forged.extend(std::iter::repeat_n(0xA5u8, 4096));
     std::fs::write(&path, &forged).expect("write");
     assert!(matches!(
-        sqlite::open(&path, StoreConfig::default(), None).await,
+        sqlite::open(&path, StoreConfig::default()).await,
         Err(OpenError::Corrupt { .. })
     ));
     assert_eq!(digest(&path), forged, "the file was not modified");

@@ -4,12 +4,16 @@
 
 #![allow(dead_code)] // each test binary uses a different part
 
+mod logs;
+
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
+
+pub use self::logs::Logs;
 use sqlx::postgres::PgPoolOptions;
 use taskstore_proto::v1 as pb;
 use tonic::transport::Channel;
@@ -147,6 +151,12 @@ pub struct Env {
     pub prefix: String,
     pub endpoint: String,
     pub service: Option<Process>,
+    /// Where the running service serves `/metrics`, when asked to.
+    pub metrics_endpoint: Option<String>,
+    /// Variables set for every process the test starts (OpenTelemetry's).
+    pub vars: Vec<(String, String)>,
+    /// Every line the services started so far wrote to stderr.
+    pub service_logs: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl Env {
@@ -157,6 +167,9 @@ impl Env {
             prefix: format!("t{}", random_suffix()),
             endpoint: String::new(),
             service: None,
+            metrics_endpoint: None,
+            vars: Vec::new(),
+            service_logs: std::sync::Arc::default(),
         }
     }
 
@@ -165,6 +178,7 @@ impl Env {
         let mut args = vec!["--log-format", "json", "serve"];
         // Test defaults, each unless the test sets it itself.
         let defaults = [
+            ("--auth", "none"),
             ("--listen", "127.0.0.1:0"),
             ("--lease-duration", "2s"),
             ("--reaper-interval", "300ms"),
@@ -180,20 +194,29 @@ impl Env {
             }
         }
         args.extend_from_slice(extra);
-        let mut child = Command::new(taskstore_binary())
+        let mut command = Command::new(taskstore_binary());
+        // A test that passes the URL in a file must not also pass it so.
+        if !extra.contains(&"--database-url-file") {
+            command.env("TASKSTORE_DATABASE_URL", &self.database_url);
+        }
+        let mut child = command
             .args(&args)
             .args(["--queue-prefix", &self.prefix])
-            .env("TASKSTORE_DATABASE_URL", &self.database_url)
             .env("TASKSTORE_AMQP_URL", amqp_url())
+            .envs(self.vars.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
             .expect("spawn taskstore");
         let stderr = child.stderr.take().expect("stderr");
         let (sender, lines) = std::sync::mpsc::channel();
+        let kept = self.service_logs.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 eprintln!("[taskstore] {line}");
+                if let Ok(mut kept) = kept.lock() {
+                    kept.push(line.clone());
+                }
                 let _ = sender.send(line);
             }
         });
@@ -208,6 +231,9 @@ impl Env {
             let Ok(event) = serde_json::from_str::<Value>(&line) else {
                 continue;
             };
+            if event["message"] == "serving metrics on /metrics" {
+                self.metrics_endpoint = event["addr"].as_str().map(str::to_owned);
+            }
             if event["message"] == "listening" {
                 self.endpoint = format!("http://{}", event["addr"].as_str().expect("addr"));
                 break;
@@ -239,6 +265,7 @@ impl Env {
             .args(extra)
             .env("TASKWORKER_AMQP_URL", amqp_url())
             .env("TASKWORKER_SHUTDOWN_GRACE", "3s")
+            .envs(self.vars.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
         if let Some(path) = command_tools {
@@ -248,6 +275,41 @@ impl Env {
             child: command.spawn().expect("spawn taskworker"),
             name: name.to_owned(),
         }
+    }
+
+    /// A worker like [`Env::start_worker`], with JSON logs the test reads
+    /// (and echoes), pointed at `endpoint`.
+    pub fn start_worker_logged(
+        &self,
+        name: &str,
+        tools: &str,
+        command_tools: Option<&std::path::Path>,
+        endpoint: &str,
+        extra: &[&str],
+    ) -> (Process, Logs) {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_taskworker"));
+        command
+            .args(["--log-format", "json", "--endpoint", endpoint])
+            .args(["--queue-prefix", &self.prefix, "--tools", tools])
+            .args(["--worker-id", name, "--concurrency", "4"])
+            .args(extra)
+            .env("TASKWORKER_AMQP_URL", amqp_url())
+            .env("TASKWORKER_SHUTDOWN_GRACE", "3s")
+            .envs(self.vars.iter().map(|(k, v)| (k, v)))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        if let Some(path) = command_tools {
+            command.args(["--command-tools", path.to_str().expect("utf-8 path")]);
+        }
+        let mut child = command.spawn().expect("spawn taskworker");
+        let logs = Logs::follow(child.stderr.take().expect("stderr"), name);
+        (
+            Process {
+                child,
+                name: name.to_owned(),
+            },
+            logs,
+        )
     }
 
     pub async fn client(&self) -> TaskStoreClient<Channel> {

@@ -3,8 +3,10 @@
 //! percentiles per operation (progress on stderr, JSON on stdout). The
 //! PostgreSQL baseline it is compared with lives in `benches/`.
 
+mod prepare;
 mod scenarios;
 mod stats;
+mod walk;
 mod watch;
 
 use std::sync::Arc;
@@ -52,7 +54,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 64)]
     pub clients: usize,
     /// How long to measure.
-    #[arg(long, default_value = "10s", value_parser = crate::config::parse_duration)]
+    #[arg(long, default_value = "10s", value_parser = crate::durations::parse_duration)]
     pub duration: Duration,
     /// Stop after this many operations instead (whichever comes first).
     #[arg(long)]
@@ -78,7 +80,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 4)]
     pub connections: usize,
     /// `poll`: the poll interval (default: the one the service advises).
-    #[arg(long, value_parser = crate::config::parse_duration)]
+    #[arg(long, value_parser = crate::durations::parse_duration)]
     pub poll_interval: Option<Duration>,
 }
 
@@ -150,7 +152,7 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
         deadline: Instant::now() + Duration::from_secs(3600),
         done: Arc::new(AtomicU64::new(0)),
     };
-    let prepared = scenarios::prepare(&setup).await?;
+    let prepared = prepare::prepare(&setup).await?;
     let watchers = match args.scenario {
         Scenario::Watch => {
             Some(watch::Watchers::open(&setup, &prepared.task_ids[..prepared.watched]).await?)

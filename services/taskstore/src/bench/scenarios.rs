@@ -1,92 +1,15 @@
 //! What each client does, per scenario.
 
-use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use taskstore_proto::v1 as pb;
 
-use super::stats::{Recorded, Samples};
+use super::prepare::{Prepared, create_request};
+use super::stats::{Recorded, samples};
+use super::walk::{Walk, unix_micros};
 use super::{BenchError, Scenario, Shared};
 
-/// What `prepare` made before measuring (the task ids for `get`).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Prepared {
-    pub task_ids: Arc<Vec<String>>,
-    /// `get --seeded`: read `bench-1` … `bench-<seeded>` instead.
-    pub seeded: u64,
-    /// `watch`: the first this many of `task_ids` have a stream open.
-    pub watched: usize,
-}
-
 const PAGE_SIZE: u32 = 100;
-
-fn create_request(tool: Option<&str>, index: u64) -> pb::CreateTaskRequest {
-    let request = serde_json::json!({
-        "jsonrpc": "2.0", "id": index, "method": "tools/call",
-        "params": { "name": tool.unwrap_or("bench"), "arguments": { "n": index } },
-    });
-    pb::CreateTaskRequest {
-        task_id: None,
-        session_id: None,
-        ttl: None,
-        request_id_json: index.to_string(),
-        request_json: request.to_string(),
-        dispatch: tool.map(|_| pb::Dispatch {
-            tool: None,
-            max_attempts: None,
-        }),
-    }
-}
-
-/// Creates the tasks `get` and `list` read, with every client at once.
-pub(crate) async fn prepare(shared: &Shared) -> Result<Prepared, BenchError> {
-    if !matches!(
-        shared.args.scenario,
-        Scenario::Get | Scenario::List | Scenario::Watch
-    ) {
-        return Ok(Prepared::default());
-    }
-    if let (Scenario::Get, Some(seeded)) = (shared.args.scenario, shared.args.seeded) {
-        return Ok(Prepared {
-            task_ids: Arc::new(Vec::new()),
-            seeded,
-            watched: 0,
-        });
-    }
-    let total = shared.args.tasks;
-    let clients = shared.args.clients.max(1) as u64;
-    eprintln!("[bench] creating {total} tasks first");
-    let mut creators = tokio::task::JoinSet::new();
-    for index in 0..clients {
-        let mut client = shared.client(index as usize);
-        creators.spawn(async move {
-            let mut ids = Vec::new();
-            let mut n = index;
-            while n < total {
-                let task = client
-                    .create_task(create_request(None, n))
-                    .await?
-                    .into_inner();
-                ids.push(task.task_id);
-                n += clients;
-            }
-            Ok::<_, BenchError>(ids)
-        });
-    }
-    let mut ids = Vec::new();
-    for created in creators.join_all().await {
-        ids.extend(created?);
-    }
-    Ok(Prepared {
-        seeded: 0,
-        watched: if shared.args.scenario == Scenario::Watch {
-            shared.args.watchers.min(ids.len())
-        } else {
-            0
-        },
-        task_ids: Arc::new(ids),
-    })
-}
 
 /// One client's loop; returns its samples.
 pub(crate) async fn client(
@@ -104,10 +27,6 @@ pub(crate) async fn client(
         Scenario::Watch => super::watch::client(&shared, &prepared, index, &mut recorded).await?,
     }
     Ok(recorded)
-}
-
-pub(crate) fn samples<'a>(recorded: &'a mut Recorded, name: &'static str) -> &'a mut Samples {
-    recorded.entry(name).or_default()
 }
 
 async fn create(shared: &Shared, index: usize, recorded: &mut Recorded) -> Result<(), BenchError> {
@@ -160,31 +79,6 @@ async fn get(
     Ok(())
 }
 
-/// A cheap per-client pseudo-random walk (xorshift) over what clients read,
-/// so that they do not all hit the same rows in the same order.
-pub(crate) struct Walk(u64);
-
-impl Walk {
-    pub(crate) fn new(client: usize) -> Self {
-        Self(0x9E37_79B9_7F4A_7C15 ^ (client as u64 + 1))
-    }
-
-    /// The next pick in `0..n` (`n` > 0).
-    pub(crate) fn next_below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0 % n
-    }
-}
-
-fn is_terminal(status: i32) -> bool {
-    matches!(
-        pb::TaskStatus::try_from(status),
-        Ok(pb::TaskStatus::Completed | pb::TaskStatus::Failed | pb::TaskStatus::Cancelled)
-    )
-}
-
 async fn poll(shared: &Shared, index: usize, recorded: &mut Recorded) -> Result<(), BenchError> {
     let mut client = shared.client(index);
     let mut n = index as u64;
@@ -211,7 +105,7 @@ async fn poll(shared: &Shared, index: usize, recorded: &mut Recorded) -> Result<
                 .await?
                 .into_inner();
             samples(recorded, "get").record(started.elapsed());
-            if is_terminal(polled.status) {
+            if pb::TaskStatus::try_from(polled.status).is_ok_and(pb::TaskStatus::is_terminal) {
                 break;
             }
         }
@@ -228,13 +122,6 @@ async fn poll(shared: &Shared, index: usize, recorded: &mut Recorded) -> Result<
         n += shared.args.clients as u64;
     }
     Ok(())
-}
-
-pub(crate) fn unix_micros() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
-        .unwrap_or(0)
 }
 
 async fn e2e(shared: &Shared, index: usize, recorded: &mut Recorded) -> Result<(), BenchError> {
@@ -304,6 +191,7 @@ async fn list(shared: &Shared, index: usize, recorded: &mut Recorded) -> Result<
                     cursor,
                     session_id: None,
                     page_size: Some(PAGE_SIZE),
+                    ..pb::ListTasksRequest::default()
                 })
                 .await?
                 .into_inner();

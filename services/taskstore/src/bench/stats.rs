@@ -60,6 +60,11 @@ pub fn merge(into: &mut Recorded, from: Recorded) {
     }
 }
 
+/// The samples of `name` in `recorded` (created on first use).
+pub(crate) fn samples<'a>(recorded: &'a mut Recorded, name: &'static str) -> &'a mut Samples {
+    recorded.entry(name).or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

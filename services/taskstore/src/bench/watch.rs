@@ -10,8 +10,9 @@ use tokio::task::JoinSet;
 use tokio_stream::StreamExt;
 use tokio_util::sync::CancellationToken;
 
-use super::scenarios::{Prepared, Walk, samples, unix_micros};
-use super::stats::Recorded;
+use super::prepare::Prepared;
+use super::stats::{Recorded, samples};
+use super::walk::{Walk, unix_micros};
 use super::{BenchError, Shared};
 
 /// Status messages the clients write: this prefix, then the send time in µs

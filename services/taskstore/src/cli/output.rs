@@ -1,8 +1,11 @@
-//! How the client commands print: aligned text for people, JSON with MCP's
-//! field names for scripts.
+//! How the client commands print: aligned text for people; for scripts
+//! (`--json`), one compact JSON document per line, with MCP's field names
+//! (the same style everywhere, so `watch --json` is a stream of the objects
+//! `get --json` prints).
 
 use std::io::Write;
 
+use serde::Serialize;
 use serde_json::json;
 
 use crate::domain::{Task, TaskPage, TaskResult};
@@ -12,6 +15,16 @@ pub(super) struct Output {
     json: bool,
 }
 
+/// A timestamp as the text output shows it.
+fn time(at: &chrono::DateTime<chrono::Utc>) -> String {
+    at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+/// Text for a table cell: one line.
+fn one_line(text: &str) -> String {
+    text.replace(['\n', '\r', '\t'], " ")
+}
+
 impl Output {
     pub(super) fn new(json: bool) -> Self {
         Self { json }
@@ -19,7 +32,7 @@ impl Output {
 
     pub(super) fn task(&self, task: &Task) -> std::io::Result<()> {
         if self.json {
-            return print_json(&json!(task));
+            return print_json(task);
         }
         let mut out = std::io::stdout().lock();
         for (name, value) in task_fields(task) {
@@ -28,41 +41,55 @@ impl Output {
         Ok(())
     }
 
-    /// One line per change (one JSON document per line with --json).
+    /// One line per change.
     pub(super) fn change(&self, task: &Task) -> std::io::Result<()> {
-        let mut out = std::io::stdout().lock();
         if self.json {
-            serde_json::to_writer(&mut out, task)?;
-            return writeln!(out);
+            return print_json(task);
         }
         writeln!(
-            out,
-            "{}  {:<15} {}",
-            task.last_updated_at
-                .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            std::io::stdout().lock(),
+            "{}  {:<14}  {}",
+            time(&task.last_updated_at),
             task.status,
-            task.status_message.as_deref().unwrap_or("")
+            one_line(task.status_message.as_deref().unwrap_or(""))
         )
     }
 
-    pub(super) fn page(&self, page: &TaskPage) -> std::io::Result<()> {
+    /// A page of tasks; `more` is the command that prints the next page.
+    pub(super) fn page(&self, page: &TaskPage, more: Option<&str>) -> std::io::Result<()> {
         if self.json {
-            return print_json(&json!({ "tasks": page.tasks, "nextCursor": page.next_cursor }));
+            #[derive(Serialize)]
+            #[serde(rename_all = "camelCase")]
+            struct Listing<'a> {
+                tasks: &'a [Task],
+                #[serde(skip_serializing_if = "Option::is_none")]
+                next_cursor: Option<&'a str>,
+            }
+            return print_json(&Listing {
+                tasks: &page.tasks,
+                next_cursor: page.next_cursor.as_deref(),
+            });
         }
+        let rows: Vec<[String; 5]> = page
+            .tasks
+            .iter()
+            .map(|task| {
+                [
+                    task.task_id.to_string(),
+                    task.status.to_string(),
+                    task.tool
+                        .as_ref()
+                        .map_or("-".to_owned(), ToString::to_string),
+                    time(&task.created_at),
+                    one_line(task.status_message.as_deref().unwrap_or("")),
+                ]
+            })
+            .collect();
+        let header = ["TASK ID", "STATUS", "TOOL", "CREATED", "MESSAGE"].map(str::to_owned);
         let mut out = std::io::stdout().lock();
-        for task in &page.tasks {
-            writeln!(
-                out,
-                "{:<34} {:<15} {}  {}",
-                task.task_id,
-                task.status,
-                task.created_at
-                    .to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
-                task.status_message.as_deref().unwrap_or("")
-            )?;
-        }
-        if let Some(cursor) = &page.next_cursor {
-            writeln!(out, "next cursor: {cursor}")?;
+        write_table(&mut out, &header, &rows)?;
+        if let Some(more) = more {
+            writeln!(out, "more tasks: {more}")?;
         }
         Ok(())
     }
@@ -77,12 +104,22 @@ impl Output {
         let mut out = std::io::stdout().lock();
         writeln!(out, "{:<16}{}", "task_id", result.task.task_id)?;
         writeln!(out, "{:<16}{}", "status", result.task.status)?;
+        if let Some(message) = &result.task.status_message {
+            writeln!(out, "{:<16}{}", "status_message", message)?;
+        }
         writeln!(
             out,
             "{}",
             serde_json::to_string_pretty(&value).unwrap_or_default()
-        )?;
-        Ok(())
+        )
+    }
+
+    /// A finished task that has no result (it was cancelled).
+    pub(super) fn without_result(&self, task: &Task) -> std::io::Result<()> {
+        if self.json {
+            return print_json(&json!({ "task": task }));
+        }
+        self.task(task)
     }
 
     pub(super) fn deleted(&self, deleted: u64) -> std::io::Result<()> {
@@ -91,6 +128,32 @@ impl Output {
         }
         writeln!(std::io::stdout().lock(), "deleted {deleted} expired tasks")
     }
+}
+
+/// Columns as wide as their widest cell; the last one is not padded.
+pub(super) fn write_table<const N: usize>(
+    out: &mut impl Write,
+    header: &[String; N],
+    rows: &[[String; N]],
+) -> std::io::Result<()> {
+    let mut widths = header.clone().map(|h| h.chars().count());
+    for row in rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    for row in std::iter::once(header).chain(rows) {
+        let mut line = String::new();
+        for (index, (cell, width)) in row.iter().zip(widths).enumerate() {
+            if index + 1 == N {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<width$}  "));
+            }
+        }
+        writeln!(out, "{}", line.trim_end())?;
+    }
+    Ok(())
 }
 
 fn task_fields(task: &Task) -> Vec<(&'static str, String)> {
@@ -103,6 +166,9 @@ fn task_fields(task: &Task) -> Vec<(&'static str, String)> {
     ];
     if let Some(message) = &task.status_message {
         fields.push(("status_message", message.clone()));
+    }
+    if let Some(tool) = &task.tool {
+        fields.push(("tool", tool.to_string()));
     }
     if let Some(session) = &task.session_id {
         fields.push(("session_id", session.to_string()));
@@ -122,8 +188,32 @@ fn task_fields(task: &Task) -> Vec<(&'static str, String)> {
     fields
 }
 
-fn print_json(value: &serde_json::Value) -> std::io::Result<()> {
+/// One compact JSON document and a newline.
+pub(super) fn print_json(value: &impl Serialize) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
-    serde_json::to_writer_pretty(&mut out, value)?;
+    serde_json::to_writer(&mut out, value)?;
     writeln!(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_columns_line_up_whatever_the_widths() {
+        let header = ["ID", "STATUS", "NOTE"].map(str::to_owned);
+        let rows = [
+            ["a-very-long-id", "working", "x"].map(str::to_owned),
+            ["b", "input_required", ""].map(str::to_owned),
+        ];
+        let mut out = Vec::new();
+        write_table(&mut out, &header, &rows).expect("write");
+        let text = String::from_utf8(out).expect("utf-8");
+        assert_eq!(
+            text,
+            "ID              STATUS          NOTE\n\
+             a-very-long-id  working         x\n\
+             b               input_required\n"
+        );
+    }
 }

@@ -5,6 +5,7 @@ use async_trait::async_trait;
 use taskstore_proto::jobs::JobMessage;
 use taskworker::queue::InProcessQueue;
 
+use super::trace::{carried_context, publish_span};
 use crate::store::execution::{JobPublisher, PublishError, Published, publish_each};
 
 /// Publishes to an [`InProcessQueue`].
@@ -14,7 +15,10 @@ pub struct InProcessPublisher(pub InProcessQueue);
 #[async_trait]
 impl JobPublisher for InProcessPublisher {
     async fn publish(&self, job: &JobMessage) -> Result<Published, PublishError> {
-        Ok(if self.0.publish(&job.tool, job.to_bytes()) {
+        let span = publish_span(job, "in-process", &job.tool);
+        let context = carried_context(&span, job);
+        let _entered = span.enter();
+        Ok(if self.0.publish(&job.tool, job.to_bytes(), context) {
             Published::Queued
         } else {
             Published::NoWorkerForTool
@@ -23,6 +27,17 @@ impl JobPublisher for InProcessPublisher {
 
     async fn publish_all(&self, jobs: &[JobMessage]) -> Vec<Result<Published, PublishError>> {
         publish_each(self, jobs).await
+    }
+}
+
+impl InProcessPublisher {
+    /// The relay's connector: the queue is always there.
+    pub fn connector(queue: InProcessQueue) -> super::relay::Connect<InProcessPublisher> {
+        let publisher = InProcessPublisher(queue);
+        std::sync::Arc::new(move || {
+            let publisher = publisher.clone();
+            Box::pin(async move { Ok(publisher) })
+        })
     }
 }
 

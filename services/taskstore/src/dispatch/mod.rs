@@ -3,10 +3,14 @@
 //!
 //! - [`rabbitmq`]: the [`JobPublisher`](crate::store::execution::JobPublisher)
 //!   on RabbitMQ (publisher confirms, persistent messages, mandatory routing).
+//! - [`in_process`]: the publisher of `dev`'s in-process queue.
+//! - [`fault`]: the crash point the fault tests put in front of a publisher.
 //! - [`relay`]: the loop that drains the outbox into the queue.
-//! - [`reaper`]: the loop that re-dispatches tasks whose lease expired.
+//!
+//! The lease reaper is one of the periodic chores (`periodic`).
 
+pub mod fault;
 pub mod in_process;
 pub mod rabbitmq;
-pub mod reaper;
 pub mod relay;
+mod trace;

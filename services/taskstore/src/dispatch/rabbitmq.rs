@@ -1,16 +1,24 @@
 //! Jobs onto RabbitMQ. The exchange is durable and direct (routing key = tool
-//! name); workers declare one durable quorum queue per tool and bind it, so
-//! a job for a tool that no worker ever served is returned to us (mandatory
-//! flag) instead of being dropped, and the outbox keeps it.
+//! name); workers declare one durable quorum queue per tool and bind it
+//! (`taskworker::topology`, shared by both sides), so a job for a tool that
+//! no worker ever served is returned to us (mandatory flag) instead of being
+//! dropped, and the outbox keeps it.
 
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, ExchangeDeclareOptions};
-use lapin::types::FieldTable;
-use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 use taskstore_proto::jobs::{JobMessage, Topology};
+use taskstore_telemetry::propagation::TRACEPARENT;
+use taskworker::topology::declare_exchange;
+use tracing::Instrument;
 
+use super::fault::FaultyPublisher;
+use super::relay::{Connect, Publisher};
+use super::trace::{carried_context, publish_span};
+use crate::settings::Fault;
 use crate::store::execution::{JobPublisher, PublishError, Published};
 
 /// AMQP delivery mode 2: the broker writes the message to disk.
@@ -18,22 +26,6 @@ const PERSISTENT: u8 = 2;
 /// The relay holds its outbox rows locked while it waits for confirms; a
 /// broker that stalls longer than this is treated as down.
 const CONFIRM_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Declares the jobs exchange on `channel` (idempotent; the service and
-/// workers both do it, whichever starts first).
-pub async fn declare_exchange(channel: &Channel, topology: &Topology) -> Result<(), lapin::Error> {
-    channel
-        .exchange_declare(
-            topology.exchange().as_str().into(),
-            ExchangeKind::Direct,
-            ExchangeDeclareOptions {
-                durable: true,
-                ..ExchangeDeclareOptions::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-}
 
 /// A confirmed publisher on one channel.
 pub struct RabbitPublisher {
@@ -68,6 +60,22 @@ impl RabbitPublisher {
         })
     }
 
+    /// How the relay connects (again, after a failure) to RabbitMQ at
+    /// `url`, with the fault tests' crash point in front.
+    pub fn connector(
+        url: String,
+        topology: Topology,
+        fault: Option<Fault>,
+    ) -> Connect<FaultyPublisher<RabbitPublisher>> {
+        std::sync::Arc::new(move || {
+            let (url, topology) = (url.clone(), topology.clone());
+            Box::pin(async move {
+                let publisher = RabbitPublisher::connect(&url, &topology).await?;
+                Ok(FaultyPublisher { publisher, fault })
+            })
+        })
+    }
+
     /// Whether the connection and channel still work; a broken publisher is
     /// replaced by a new connection.
     pub fn is_connected(&self) -> bool {
@@ -83,10 +91,16 @@ impl RabbitPublisher {
     /// Sends one job; the returned confirmation is awaited separately so
     /// that many can be in flight.
     async fn send(&self, job: &JobMessage) -> Result<lapin::PublisherConfirm, lapin::Error> {
-        let properties = BasicProperties::default()
+        let span = publish_span(job, "rabbitmq", &self.exchange);
+        let mut properties = BasicProperties::default()
             .with_delivery_mode(PERSISTENT)
             .with_content_type("application/json".into())
             .with_message_id(format!("{}/{}", job.task_id, job.generation).into());
+        if let Some(context) = carried_context(&span, job) {
+            let mut headers = FieldTable::default();
+            headers.insert(TRACEPARENT.into(), AMQPValue::LongString(context.into()));
+            properties = properties.with_headers(headers);
+        }
         self.channel
             .basic_publish(
                 self.exchange.as_str().into(),
@@ -98,6 +112,7 @@ impl RabbitPublisher {
                 &job.to_bytes(),
                 properties,
             )
+            .instrument(span)
             .await
     }
 }
@@ -146,5 +161,11 @@ impl JobPublisher for RabbitPublisher {
             });
         }
         outcomes
+    }
+}
+
+impl Publisher for RabbitPublisher {
+    fn is_connected(&self) -> bool {
+        RabbitPublisher::is_connected(self)
     }
 }

@@ -2,7 +2,8 @@
 //! them. It wakes at once when a job is written (in-process signal and
 //! LISTEN/NOTIFY from other replicas) and also polls, so nothing waits on a
 //! lost notification. While the queue is down the outbox keeps every job and
-//! the relay reconnects with backoff.
+//! the relay reconnects with backoff; it logs each change of the queue's
+//! state once (not every retry) and records it in [`QueueHealth`].
 
 use std::future::Future;
 use std::pin::Pin;
@@ -12,7 +13,8 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::store::execution::{ExecutionStore, JobPublisher, PublishError};
+use crate::health::QueueHealth;
+use crate::store::execution::{DispatchStore, JobPublisher, PublishError};
 
 /// Jobs taken from the outbox per transaction.
 const BATCH: u32 = 100;
@@ -23,21 +25,16 @@ pub trait Publisher: JobPublisher {
     fn is_connected(&self) -> bool;
 }
 
-impl Publisher for super::rabbitmq::RabbitPublisher {
-    fn is_connected(&self) -> bool {
-        super::rabbitmq::RabbitPublisher::is_connected(self)
-    }
-}
-
 /// Makes a new publisher (a new connection) when there is none.
 pub type Connect<P> =
     Arc<dyn Fn() -> Pin<Box<dyn Future<Output = Result<P, PublishError>> + Send>> + Send + Sync>;
 
-/// Relays until `shutdown` fires.
+/// Relays until `shutdown` fires, keeping `health` up to date.
 pub fn spawn<P: Publisher + 'static>(
-    store: Arc<dyn ExecutionStore>,
+    store: Arc<dyn DispatchStore>,
     connect: Connect<P>,
     poll_interval: Duration,
+    health: QueueHealth,
     shutdown: CancellationToken,
 ) -> JoinHandle<()> {
     tokio::spawn(async move {
@@ -52,11 +49,17 @@ pub fn spawn<P: Publisher + 'static>(
                 Some(current) => current,
                 None => match connect().await {
                     Ok(fresh) => {
-                        tracing::info!("relay connected to the job queue");
+                        if health.up() {
+                            tracing::info!("job queue reachable; relaying jobs from the outbox");
+                        }
                         fresh
                     }
                     Err(err) => {
-                        tracing::warn!(error = %err, retry_in_ms = backoff.as_millis() as u64, "relay cannot reach the job queue; jobs stay in the outbox");
+                        if health.down(err.to_string()) {
+                            tracing::warn!(error = %err, "job queue unreachable; tasks are still accepted and their jobs wait in the outbox until it is back");
+                        } else {
+                            tracing::debug!(error = %err, retry_in_ms = backoff.as_millis() as u64, "job queue still unreachable");
+                        }
                         sleep_or_stop(backoff, &shutdown).await;
                         backoff = (backoff * 2).min(MAX_BACKOFF);
                         continue;
@@ -65,6 +68,7 @@ pub fn spawn<P: Publisher + 'static>(
             };
             match store.relay_due_jobs(&current, BATCH).await {
                 Ok(published) => {
+                    crate::metrics::jobs_relayed(published);
                     backoff = Duration::from_millis(100);
                     if published > 0 {
                         tracing::debug!(published, "jobs relayed");
@@ -80,8 +84,13 @@ pub fn spawn<P: Publisher + 'static>(
                 }
                 Err(err) => {
                     // Either side may be down: keep the publisher only if it
-                    // still looks healthy, and back off.
-                    tracing::warn!(error = %err, retry_in_ms = backoff.as_millis() as u64, "relaying jobs failed; retrying");
+                    // still looks healthy, and back off. A broken publisher
+                    // means the queue went away.
+                    if !current.is_connected() && health.down(err.to_string()) {
+                        tracing::warn!(error = %err, "job queue connection lost; jobs wait in the outbox until it is back");
+                    } else {
+                        tracing::warn!(error = %err, retry_in_ms = backoff.as_millis() as u64, "relaying jobs failed; retrying");
+                    }
                     publisher = Some(current);
                     sleep_or_stop(backoff, &shutdown).await;
                     backoff = (backoff * 2).min(MAX_BACKOFF);

@@ -2,10 +2,11 @@
 //!
 //! A cursor names the last task of a page by its keyset position
 //! (created_at, task_id) and carries an HMAC-SHA256 tag over that position and
-//! the scope it was issued for. A cursor that was altered, truncated, forged
-//! or replayed with another session filter fails the tag check and is
-//! INVALID_ARGUMENT; it can never widen what a caller sees. The key is shared
-//! by every replica (backends keep it in their database).
+//! the listing it was issued for (scope and filter). A cursor that was
+//! altered, truncated, forged or replayed with another session or filter
+//! fails the tag check and is INVALID_ARGUMENT; it can never widen what a
+//! caller sees. The key is shared by every replica (backends keep it in their
+//! database).
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -14,7 +15,7 @@ use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
 use super::ids::TaskId;
-use super::task::Scope;
+use super::task::{Scope, TaskFilter};
 
 const VERSION: u8 = 1;
 const TAG_BYTES: usize = 16;
@@ -31,7 +32,7 @@ pub struct CursorPosition {
 
 /// The cursor was not issued by this store for this scope.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("the cursor is malformed, was altered, or belongs to another listing")]
+#[error("is malformed, was altered, or belongs to another listing")]
 pub struct InvalidCursor;
 
 /// Encodes and checks cursors with one secret key.
@@ -60,43 +61,56 @@ impl CursorCodec {
         Ok(Self::new(key))
     }
 
-    pub fn encode(&self, scope: &Scope, position: &CursorPosition) -> String {
+    pub fn encode(&self, scope: &Scope, filter: &TaskFilter, position: &CursorPosition) -> String {
         let body = body(position);
         let mut bytes = body.clone();
-        bytes.extend_from_slice(&self.tag(scope, &body));
+        bytes.extend_from_slice(&self.tag(scope, filter, &body));
         URL_SAFE_NO_PAD.encode(bytes)
     }
 
-    pub fn decode(&self, scope: &Scope, cursor: &str) -> Result<CursorPosition, InvalidCursor> {
+    pub fn decode(
+        &self,
+        scope: &Scope,
+        filter: &TaskFilter,
+        cursor: &str,
+    ) -> Result<CursorPosition, InvalidCursor> {
         if cursor.len() > MAX_ENCODED_LEN {
             return Err(InvalidCursor);
         }
         let bytes = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| InvalidCursor)?;
         let split = bytes.len().checked_sub(TAG_BYTES).ok_or(InvalidCursor)?;
         let (body, tag) = bytes.split_at(split);
-        self.mac(scope, body)
+        self.mac(scope, filter, body)
             .verify_truncated_left(tag)
             .map_err(|_| InvalidCursor)?;
         parse_body(body)
     }
 
-    fn tag(&self, scope: &Scope, body: &[u8]) -> [u8; TAG_BYTES] {
-        let full = self.mac(scope, body).finalize().into_bytes();
+    fn tag(&self, scope: &Scope, filter: &TaskFilter, body: &[u8]) -> [u8; TAG_BYTES] {
+        let full = self.mac(scope, filter, body).finalize().into_bytes();
         let mut tag = [0u8; TAG_BYTES];
         tag.copy_from_slice(&full[..TAG_BYTES]);
         tag
     }
 
-    fn mac(&self, scope: &Scope, body: &[u8]) -> Hmac<Sha256> {
+    fn mac(&self, scope: &Scope, filter: &TaskFilter, body: &[u8]) -> Hmac<Sha256> {
         // `new_from_slice` accepts keys of any length for HMAC.
         let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.key)
             .unwrap_or_else(|_| unreachable!("hmac takes keys of any length"));
-        // Length-prefix every part so no two scopes share a byte string.
-        for part in [
-            Some(scope.tenant.as_str()),
-            scope.session.as_ref().map(|s| s.as_str()),
-        ] {
-            match part {
+        let mut parts = vec![
+            Some(scope.tenant.as_str().to_owned()),
+            scope.session.as_ref().map(|s| s.as_str().to_owned()),
+        ];
+        // An empty filter adds nothing, so cursors issued before filters
+        // existed (by a replica not yet upgraded) stay valid.
+        if filter != &TaskFilter::default() {
+            let statuses: Vec<&str> = filter.statuses().iter().map(|s| s.as_str()).collect();
+            parts.push(Some(statuses.join(",")));
+            parts.push(filter.tool.as_ref().map(|t| t.as_str().to_owned()));
+        }
+        // Length-prefix every part so no two listings share a byte string.
+        for part in parts {
+            match part.as_deref() {
                 Some(text) => {
                     mac.update(&[1]);
                     mac.update(&(text.len() as u64).to_be_bytes());
@@ -154,22 +168,53 @@ mod tests {
     fn round_trips_within_its_scope() {
         let codec = CursorCodec::new([7; 32]);
         let scope = session("s1");
-        let cursor = codec.encode(&scope, &position());
-        assert_eq!(codec.decode(&scope, &cursor), Ok(position()));
+        let cursor = codec.encode(&scope, &all(), &position());
+        assert_eq!(codec.decode(&scope, &all(), &cursor), Ok(position()));
+    }
+
+    fn all() -> TaskFilter {
+        TaskFilter::default()
+    }
+
+    #[test]
+    fn is_bound_to_its_filter_in_any_order() {
+        use crate::domain::{TaskStatus, ToolName};
+        let codec = CursorCodec::new([7; 32]);
+        let scope = Scope::tenant_wide();
+        let tool = || Some(ToolName::parse("echo").expect("tool"));
+        let working = TaskFilter::new([TaskStatus::Failed, TaskStatus::Working], tool());
+        let cursor = codec.encode(&scope, &working, &position());
+        let same = TaskFilter::new([TaskStatus::Working, TaskStatus::Failed], tool());
+        assert_eq!(codec.decode(&scope, &same, &cursor), Ok(position()));
+        for other in [
+            all(),
+            TaskFilter::new([TaskStatus::Working], tool()),
+            TaskFilter::new([TaskStatus::Working, TaskStatus::Failed], None),
+        ] {
+            assert_eq!(codec.decode(&scope, &other, &cursor), Err(InvalidCursor));
+        }
+        let unfiltered = codec.encode(&scope, &all(), &position());
+        assert_eq!(
+            codec.decode(&scope, &working, &unfiltered),
+            Err(InvalidCursor)
+        );
     }
 
     #[test]
     fn refuses_other_scopes_keys_and_every_single_byte_change() {
         let codec = CursorCodec::new([7; 32]);
         let scope = session("s1");
-        let cursor = codec.encode(&scope, &position());
-        assert_eq!(codec.decode(&session("s2"), &cursor), Err(InvalidCursor));
+        let cursor = codec.encode(&scope, &all(), &position());
         assert_eq!(
-            codec.decode(&Scope::tenant_wide(), &cursor),
+            codec.decode(&session("s2"), &all(), &cursor),
             Err(InvalidCursor)
         );
         assert_eq!(
-            CursorCodec::new([8; 32]).decode(&scope, &cursor),
+            codec.decode(&Scope::tenant_wide(), &all(), &cursor),
+            Err(InvalidCursor)
+        );
+        assert_eq!(
+            CursorCodec::new([8; 32]).decode(&scope, &all(), &cursor),
             Err(InvalidCursor)
         );
 
@@ -179,7 +224,7 @@ mod tests {
             tampered[i] ^= 0x01;
             let tampered = URL_SAFE_NO_PAD.encode(tampered);
             assert_eq!(
-                codec.decode(&scope, &tampered),
+                codec.decode(&scope, &all(), &tampered),
                 Err(InvalidCursor),
                 "byte {i}"
             );
@@ -191,7 +236,11 @@ mod tests {
         let codec = CursorCodec::new([7; 32]);
         let scope = Scope::tenant_wide();
         for bad in ["", "!!!", "AAAA", &"A".repeat(10_000), "ÿ"] {
-            assert_eq!(codec.decode(&scope, bad), Err(InvalidCursor), "{bad:?}");
+            assert_eq!(
+                codec.decode(&scope, &all(), bad),
+                Err(InvalidCursor),
+                "{bad:?}"
+            );
         }
     }
 }

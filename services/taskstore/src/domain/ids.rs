@@ -47,9 +47,10 @@ impl TaskId {
     }
 }
 
+// `pad`, not `write_str`: honours width and alignment (`{:<34}`) in tables.
 impl fmt::Display for TaskId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.pad(&self.0)
     }
 }
 
@@ -83,14 +84,14 @@ impl SessionId {
 
 impl fmt::Display for SessionId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
+        f.pad(&self.0)
     }
 }
 
 /// The tenant a task belongs to. Until authentication exists every request
 /// acts for [`TenantId::default_tenant`]; the key of every stored task is
 /// (tenant, task id) so that binding callers to tenants needs no migration.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct TenantId(String);
 
 impl TenantId {
@@ -100,8 +101,12 @@ impl TenantId {
         Self(Self::DEFAULT.to_owned())
     }
 
-    /// A named tenant; the same rules as a task id.
+    /// A named tenant; the same rules as a task id, but never `*` (which
+    /// stands for every tenant where keys are made).
     pub fn parse(raw: &str) -> Result<Self, InvalidId> {
+        if raw == "*" {
+            return Err(InvalidId("must name one tenant (* means every tenant)"));
+        }
         TaskId::parse(raw).map(|id| Self(id.0))
     }
 

@@ -35,11 +35,25 @@ impl JsonObject {
 
     /// `params.name` when this is a JSON-RPC `tools/call` request.
     pub fn tools_call_name(&self) -> Option<String> {
-        let request: Value = serde_json::from_str(&self.0).ok()?;
-        if request.get("method")?.as_str()? != "tools/call" {
+        // Only the two fields are decoded (the rest is skipped, not built
+        // into a tree): this runs on every create, with up to 1 MiB of text.
+        #[derive(serde::Deserialize)]
+        struct Call<'a> {
+            #[serde(borrow)]
+            method: Option<std::borrow::Cow<'a, str>>,
+            #[serde(borrow)]
+            params: Option<Params<'a>>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Params<'a> {
+            #[serde(borrow)]
+            name: Option<std::borrow::Cow<'a, str>>,
+        }
+        let call: Call<'_> = serde_json::from_str(&self.0).ok()?;
+        if call.method.as_deref() != Some("tools/call") {
             return None;
         }
-        Some(request.get("params")?.get("name")?.as_str()?.to_owned())
+        call.params?.name.map(std::borrow::Cow::into_owned)
     }
 }
 
@@ -124,6 +138,11 @@ mod tests {
         );
         assert_eq!(call(r#"{"method":"tools/call","params":{"name":7}}"#), None);
         assert_eq!(call(r#"{"method":"tools/call"}"#), None);
+        assert_eq!(
+            call(r#"{"params":{"name":"e\u0063ho","x":[1]},"method":"tools\/call"}"#),
+            Some("echo".into()),
+            "escapes and any field order"
+        );
     }
 
     #[test]

@@ -1,21 +1,33 @@
 //! Domain types: what a task is and what the store operations take. Raw input
 //! becomes these types once, at the edge; past it, values are known valid.
 
+mod access;
 mod cursor;
 mod execution;
+mod fleet;
 mod ids;
 mod json;
+mod limits;
 mod status;
 mod task;
 mod ttl;
 
+pub use access::{Caller, ForeignTenant, Reach, Role, UnknownRole, may_call};
 pub use cursor::{CursorCodec, CursorPosition, InvalidCursor};
 pub use execution::{
-    Claim, DispatchRequest, ExecutionPolicy, LeaseToken, ReleaseOutcome, ReleaseReason, Renewal,
-    ToolName,
+    AttemptEnd, AttemptState, Claim, ClaimRefusal, DispatchRequest, ExecutionPolicy, FenceRefusal,
+    LeaseToken, NextStep, ReleaseOutcome, ReleaseReason, Renewal, StopReason, ToolName,
+    after_attempt, error_result, running_message, waiting_for_worker_message,
+};
+pub use fleet::{
+    FleetPolicy, OutboxBacklog, ServedTool, WorkerHeartbeat, WorkerId, WorkerInfo, served_tools,
 };
 pub use ids::{InvalidId, SessionId, TaskId, TenantId};
 pub use json::{InvalidJson, JsonObject, RequestId};
+pub use limits::{Admission, AdmissionPolicy, Rate, TokenBucket};
 pub use status::{ResultStatus, TaskStatus, UnknownStatus};
-pub use task::{NewResult, NewTask, PageRequest, Scope, StatusUpdate, Task, TaskPage, TaskResult};
+pub use task::{
+    NewResult, NewTask, PageRequest, Scope, StatusUpdate, Task, TaskFilter, TaskPage, TaskResult,
+    TraceContext, tool_of,
+};
 pub use ttl::{InvalidTtl, Ttl, TtlPolicy};

@@ -46,7 +46,8 @@ impl TaskStatus {
 
 impl fmt::Display for TaskStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        // `pad` honours width and alignment, so status columns line up.
+        f.pad(self.as_str())
     }
 }
 

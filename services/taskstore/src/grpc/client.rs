@@ -5,11 +5,16 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use taskstore_proto::credentials::BearerToken;
+use taskstore_proto::endpoint::{InvalidEndpoint, parse_endpoint, root_cause};
+use taskstore_telemetry::grpc::ClientTracing;
 use tokio_stream::StreamExt;
-use tonic::transport::{Channel, Endpoint};
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
 
 use super::convert::{status_from_pb, task_from_pb};
 use super::pb;
+use super::pb::operations_client::OperationsClient;
 use super::pb::task_store_client::TaskStoreClient;
 use super::status::store_error_from_status;
 use crate::domain::{
@@ -25,59 +30,117 @@ const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
 /// The gRPC client as a [`TaskStore`].
 #[derive(Debug, Clone)]
 pub struct GrpcTaskStore {
-    client: TaskStoreClient<Channel>,
+    client: TaskStoreClient<Traced>,
+    operations: OperationsClient<Traced>,
+}
+
+/// A channel whose calls carry the caller's credentials and the trace
+/// context, and get client spans.
+pub type Traced = InterceptedService<ClientTracing<Channel>, BearerToken>;
+
+/// Why the client could not reach the service.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error(transparent)]
+    Endpoint(#[from] InvalidEndpoint),
+    #[error("cannot reach the taskstore service at {endpoint}: {reason}")]
+    Unreachable { endpoint: String, reason: String },
 }
 
 impl GrpcTaskStore {
-    /// Connects to `endpoint` (e.g. `http://127.0.0.1:50051`).
-    pub async fn connect(endpoint: impl Into<String>) -> Result<Self, tonic::transport::Error> {
-        let channel = Endpoint::from_shared(endpoint.into())?.connect().await?;
-        Ok(Self::new(channel))
+    /// Connects to `endpoint` (`http://127.0.0.1:50051`, or `host:port`)
+    /// without credentials.
+    pub async fn connect(endpoint: &str) -> Result<Self, ConnectError> {
+        Self::connect_with(endpoint, BearerToken::none()).await
+    }
+
+    /// Connects to `endpoint`, presenting `token` on every call.
+    pub async fn connect_with(endpoint: &str, token: BearerToken) -> Result<Self, ConnectError> {
+        let parsed = parse_endpoint(endpoint)?;
+        let channel = parsed
+            .connect()
+            .await
+            .map_err(|err| ConnectError::Unreachable {
+                endpoint: parsed.uri().to_string().trim_end_matches('/').to_owned(),
+                reason: root_cause(&err),
+            })?;
+        Ok(Self::with_token(channel, token))
     }
 
     pub fn new(channel: Channel) -> Self {
-        let client = TaskStoreClient::new(channel)
-            .max_decoding_message_size(MAX_RESPONSE_BYTES)
-            .max_encoding_message_size(MAX_RESPONSE_BYTES);
-        Self { client }
+        Self::with_token(channel, BearerToken::none())
     }
 
-    fn client(&self) -> TaskStoreClient<Channel> {
+    pub fn with_token(channel: Channel, token: BearerToken) -> Self {
+        let channel = InterceptedService::new(ClientTracing::new(channel), token);
+        let client = TaskStoreClient::new(channel.clone())
+            .max_decoding_message_size(MAX_RESPONSE_BYTES)
+            .max_encoding_message_size(MAX_RESPONSE_BYTES);
+        Self {
+            client,
+            operations: OperationsClient::new(channel),
+        }
+    }
+
+    fn client(&self) -> TaskStoreClient<Traced> {
         self.client.clone()
     }
 
-    /// GetTaskResult, waiting up to `wait` when given.
+    /// The tools workers serve now (ListTools), by name.
+    pub async fn list_tools(&self) -> Result<Vec<pb::ServedTool>, StoreError> {
+        let response = self
+            .client()
+            .list_tools(pb::ListToolsRequest {})
+            .await
+            .map_err(store_error_from_status)?;
+        Ok(response.into_inner().tools)
+    }
+
+    /// The service's view of its dependencies (Operations.GetStatus).
+    pub async fn status(&self) -> Result<pb::GetStatusResponse, StoreError> {
+        let response = self
+            .operations
+            .clone()
+            .get_status(pb::GetStatusRequest {})
+            .await
+            .map_err(store_error_from_status)?;
+        Ok(response.into_inner())
+    }
+
+    /// GetTaskResult, waiting up to `wait` when given; the raw status on
+    /// failure, so that callers can tell a deadline from other errors.
     async fn fetch_result(
         &self,
         scope: &Scope,
         task_id: &TaskId,
         wait: Option<Duration>,
-    ) -> Result<TaskResult, StoreError> {
+    ) -> Result<Result<TaskResult, StoreError>, tonic::Status> {
         let mut request = tonic::Request::new(pb::GetTaskResultRequest {
             task_id: task_id.to_string(),
-            session_id: session_of(scope)?,
+            session_id: match session_of(scope) {
+                Ok(session) => session,
+                Err(err) => return Ok(Err(err)),
+            },
             wait: wait.is_some(),
         });
         if let Some(wait) = wait {
             request.set_timeout(wait);
         }
-        let response = self
-            .client()
-            .get_task_result(request)
-            .await
-            .map_err(store_error_from_status)?
-            .into_inner();
-        let task = task_from_pb(response.task.unwrap_or_default())?;
-        if status_from_pb(response.status)? != task.status {
-            return Err(StoreError::Internal(
-                "the result's status disagrees with its task".into(),
-            ));
-        }
-        let result = JsonObject::parse(response.result_json).map_err(|err| {
-            StoreError::Internal(format!("malformed result from the server: {err}"))
-        })?;
-        Ok(TaskResult { task, result })
+        let response = self.client().get_task_result(request).await?.into_inner();
+        Ok(task_result_from_pb(response))
     }
+}
+
+fn task_result_from_pb(response: pb::GetTaskResultResponse) -> Result<TaskResult, StoreError> {
+    let task = task_from_pb(response.task.unwrap_or_default())?;
+    if status_from_pb(response.status)? != task.status {
+        return Err(StoreError::Internal(
+            "the result's status disagrees with its task".into(),
+        ));
+    }
+    let result = JsonObject::parse(response.result_json)
+        .map_err(|err| StoreError::Internal(format!("malformed result from the server: {err}")))?;
+    Ok(TaskResult { task, result })
 }
 
 /// The server decides the tenant from the caller's credentials; a client
@@ -98,7 +161,9 @@ fn status_to_pb(status: TaskStatus) -> i32 {
 #[async_trait]
 impl TaskStore for GrpcTaskStore {
     async fn create_task(&self, scope: &Scope, task: NewTask) -> Result<Task, StoreError> {
-        let request = pb::CreateTaskRequest {
+        let requested_id = task.task_id.as_ref().map(ToString::to_string);
+        let trace = task.trace_context.clone();
+        let message = pb::CreateTaskRequest {
             task_id: task.task_id.map(|id| id.to_string()),
             session_id: session_of(scope)?,
             ttl: task
@@ -111,11 +176,22 @@ impl TaskStore for GrpcTaskStore {
                 max_attempts: d.max_attempts,
             }),
         };
-        let task = self
-            .client()
-            .create_task(request)
-            .await
-            .map_err(store_error_from_status)?;
+        let mut request = tonic::Request::new(message);
+        // The task's trace travels as the call's `traceparent`; when this
+        // process traces, the call's own span (in the current trace)
+        // replaces it on the way out.
+        if let Some(value) = trace.and_then(|t| t.as_str().parse().ok()) {
+            request
+                .metadata_mut()
+                .insert(taskstore_telemetry::propagation::TRACEPARENT, value);
+        }
+        let task = self.client().create_task(request).await.map_err(|status| {
+            match (store_error_from_status(status), requested_id) {
+                // The error names the id, as a local backend's does.
+                (StoreError::AlreadyExists(_), Some(id)) => StoreError::AlreadyExists(id),
+                (other, _) => other,
+            }
+        })?;
         task_from_pb(task.into_inner())
     }
 
@@ -176,7 +252,9 @@ impl TaskStore for GrpcTaskStore {
     }
 
     async fn get_result(&self, scope: &Scope, task_id: &TaskId) -> Result<TaskResult, StoreError> {
-        self.fetch_result(scope, task_id, None).await
+        self.fetch_result(scope, task_id, None)
+            .await
+            .map_err(store_error_from_status)?
     }
 
     async fn list_tasks(&self, scope: &Scope, page: PageRequest) -> Result<TaskPage, StoreError> {
@@ -184,6 +262,13 @@ impl TaskStore for GrpcTaskStore {
             cursor: page.cursor,
             session_id: session_of(scope)?,
             page_size: page.page_size,
+            statuses: page
+                .filter
+                .statuses()
+                .iter()
+                .map(|status| status_to_pb(*status))
+                .collect(),
+            tool: page.filter.tool.map(|tool| tool.to_string()),
         };
         let response = self
             .client()
@@ -238,9 +323,13 @@ impl TaskStore for GrpcTaskStore {
         timeout: Duration,
     ) -> Result<TaskResult, StoreError> {
         match self.fetch_result(scope, task_id, Some(timeout)).await {
-            // Our own deadline passed first: answer as without waiting.
-            Err(StoreError::Unavailable(_)) => self.fetch_result(scope, task_id, None).await,
-            other => other,
+            // Our own deadline passed first: answer as without waiting. (Not
+            // on UNAVAILABLE: that may be the service shutting down.)
+            Err(status) if status.code() == tonic::Code::DeadlineExceeded => {
+                self.get_result(scope, task_id).await
+            }
+            Err(status) => Err(store_error_from_status(status)),
+            Ok(result) => result,
         }
     }
 

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::domain::{SessionId, Task, TaskId, TaskStatus, Ttl};
+use crate::domain::{ServedTool, SessionId, Task, TaskId, TaskStatus, ToolName, Ttl};
 use crate::error::StoreError;
 
 use super::pb;
@@ -32,6 +32,19 @@ impl From<Task> for pb::Task {
             ttl: task.ttl.map(|ttl| duration(ttl.as_duration())),
             poll_interval: Some(duration(task.poll_interval)),
             session_id: task.session_id.map(|s| s.to_string()),
+            tool: task.tool.map(|t| t.to_string()),
+        }
+    }
+}
+
+impl From<ServedTool> for pb::ServedTool {
+    fn from(tool: ServedTool) -> Self {
+        pb::ServedTool {
+            name: tool.name.to_string(),
+            workers: tool.workers,
+            slots: tool.slots,
+            busy: tool.busy,
+            last_seen_at: Some(timestamp(tool.last_seen_at)),
         }
     }
 }
@@ -69,18 +82,31 @@ pub(super) fn task_from_pb(task: pb::Task) -> Result<Task, StoreError> {
             .session_id
             .map(|s| SessionId::parse(&s, usize::MAX).map_err(malformed))
             .transpose()?,
+        tool: task
+            .tool
+            .map(|t| ToolName::parse(&t).map_err(malformed))
+            .transpose()?,
     })
 }
 
-pub(super) fn status_from_pb(raw: i32) -> Result<TaskStatus, StoreError> {
-    match pb::TaskStatus::try_from(raw).map_err(malformed)? {
-        pb::TaskStatus::Working => Ok(TaskStatus::Working),
-        pb::TaskStatus::InputRequired => Ok(TaskStatus::InputRequired),
-        pb::TaskStatus::Completed => Ok(TaskStatus::Completed),
-        pb::TaskStatus::Failed => Ok(TaskStatus::Failed),
-        pb::TaskStatus::Cancelled => Ok(TaskStatus::Cancelled),
-        pb::TaskStatus::Unspecified => Err(malformed("unspecified status")),
+/// The domain's status for a wire status; `None` for UNSPECIFIED, which
+/// stands for no status at all. (The one mapping, both ways with
+/// `From<TaskStatus>` above.)
+pub(super) fn status_of(status: pb::TaskStatus) -> Option<TaskStatus> {
+    match status {
+        pb::TaskStatus::Working => Some(TaskStatus::Working),
+        pb::TaskStatus::InputRequired => Some(TaskStatus::InputRequired),
+        pb::TaskStatus::Completed => Some(TaskStatus::Completed),
+        pb::TaskStatus::Failed => Some(TaskStatus::Failed),
+        pb::TaskStatus::Cancelled => Some(TaskStatus::Cancelled),
+        pb::TaskStatus::Unspecified => None,
     }
+}
+
+/// A status as a server sent it.
+pub(super) fn status_from_pb(raw: i32) -> Result<TaskStatus, StoreError> {
+    let status = pb::TaskStatus::try_from(raw).map_err(malformed)?;
+    status_of(status).ok_or_else(|| malformed("unspecified status"))
 }
 
 fn timestamp_from_pb(at: Option<prost_types::Timestamp>) -> Result<DateTime<Utc>, StoreError> {
@@ -89,7 +115,7 @@ fn timestamp_from_pb(at: Option<prost_types::Timestamp>) -> Result<DateTime<Utc>
     DateTime::from_timestamp(at.seconds, nanos).ok_or_else(|| malformed("timestamp out of range"))
 }
 
-fn duration_from_pb(d: prost_types::Duration) -> Result<Duration, StoreError> {
+pub(super) fn duration_from_pb(d: prost_types::Duration) -> Result<Duration, StoreError> {
     let seconds = u64::try_from(d.seconds).map_err(malformed)?;
     let nanos = u32::try_from(d.nanos).map_err(malformed)?;
     if nanos >= 1_000_000_000 {

@@ -4,13 +4,19 @@ use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
 
+use super::caller::tenant_of;
 use super::convert::duration;
 use super::parse::lease_token;
 use super::pb;
 use super::pb::task_execution_server::{TaskExecution as TaskExecutionRpc, TaskExecutionServer};
-use crate::domain::{ReleaseOutcome, ReleaseReason, Renewal, TaskId, TenantId};
+use super::service::record_task_id;
+use crate::domain::{
+    FleetPolicy, ReleaseOutcome, ReleaseReason, Renewal, StopReason, TaskId, TenantId, ToolName,
+    WorkerHeartbeat, WorkerId,
+};
 use crate::error::StoreError;
 use crate::store::execution::ExecutionStore;
+use crate::store::operations::OperationsStore;
 
 /// The largest dispatch generation any backend stores (a signed 64-bit
 /// column in PostgreSQL).
@@ -24,6 +30,9 @@ const MAX_RELEASE_MESSAGE_BYTES: usize = 4096;
 #[derive(Clone)]
 pub struct TaskExecutionService {
     store: Arc<dyn ExecutionStore>,
+    /// The worker registry heartbeats go to.
+    operations: Arc<dyn OperationsStore>,
+    fleet: FleetPolicy,
 }
 
 impl std::fmt::Debug for TaskExecutionService {
@@ -34,8 +43,12 @@ impl std::fmt::Debug for TaskExecutionService {
 }
 
 impl TaskExecutionService {
-    pub fn new(store: Arc<dyn ExecutionStore>) -> Self {
-        Self { store }
+    pub fn new(store: Arc<dyn ExecutionStore>, operations: Arc<dyn OperationsStore>) -> Self {
+        Self {
+            store,
+            operations,
+            fleet: FleetPolicy::default(),
+        }
     }
 
     pub fn into_server(self) -> TaskExecutionServer<Self> {
@@ -43,12 +56,24 @@ impl TaskExecutionService {
     }
 }
 
-/// The tenant a worker names; empty means the default tenant.
-fn tenant(raw: &str) -> Result<TenantId, StoreError> {
-    if raw.is_empty() {
-        return Ok(TenantId::default_tenant());
+fn stop_reason_to_pb(reason: StopReason) -> pb::StopReason {
+    match reason {
+        StopReason::Cancelled => pb::StopReason::Cancelled,
+        StopReason::Finished => pb::StopReason::Finished,
+        StopReason::Gone => pb::StopReason::Gone,
+        StopReason::LeaseLost => pb::StopReason::LeaseLost,
     }
-    TenantId::parse(raw).map_err(|err| StoreError::invalid("tenant_id", err))
+}
+
+/// The tenant a worker's request acts in: the one its job names (empty:
+/// none named), within what the worker's credentials reach.
+fn tenant<T>(request: &Request<T>, raw: &str) -> Result<TenantId, Status> {
+    let named = if raw.is_empty() {
+        None
+    } else {
+        Some(TenantId::parse(raw).map_err(|err| StoreError::invalid("tenant_id", err))?)
+    };
+    tenant_of(request, named)
 }
 
 fn task_id(raw: &str) -> Result<TaskId, StoreError> {
@@ -73,13 +98,13 @@ fn bounded_text(field: &str, raw: &str, max: usize) -> Result<(), StoreError> {
 
 #[tonic::async_trait]
 impl TaskExecutionRpc for TaskExecutionService {
-    #[tracing::instrument(name = "ClaimTask", skip_all, fields(task_id = %request.get_ref().task_id))]
     async fn claim_task(
         &self,
         request: Request<pb::ClaimTaskRequest>,
     ) -> Result<Response<pb::ClaimTaskResponse>, Status> {
+        let tenant = tenant(&request, &request.get_ref().tenant_id)?;
         let req = request.into_inner();
-        let tenant = tenant(&req.tenant_id)?;
+        record_task_id(&req.task_id);
         let id = task_id(&req.task_id)?;
         if req.worker_id.is_empty() {
             return Err(StoreError::invalid("worker_id", "must be set").into());
@@ -93,6 +118,7 @@ impl TaskExecutionRpc for TaskExecutionService {
             .claim(&tenant, &id, req.generation, &req.worker_id)
             .await?;
         tracing::info!(attempt = claim.attempt, worker = %req.worker_id, "task claimed");
+        crate::metrics::claimed(claim.tool.as_str(), claim.attempt, claim.waited);
         Ok(Response::new(pb::ClaimTaskResponse {
             lease_token: claim.lease_token.as_str().to_owned(),
             lease_duration: Some(duration(claim.lease_duration)),
@@ -103,38 +129,40 @@ impl TaskExecutionRpc for TaskExecutionService {
         }))
     }
 
-    #[tracing::instrument(name = "RenewLease", skip_all, fields(task_id = %request.get_ref().task_id))]
     async fn renew_lease(
         &self,
         request: Request<pb::RenewLeaseRequest>,
     ) -> Result<Response<pb::RenewLeaseResponse>, Status> {
+        let tenant = tenant(&request, &request.get_ref().tenant_id)?;
         let req = request.into_inner();
-        let tenant = tenant(&req.tenant_id)?;
+        record_task_id(&req.task_id);
         let id = task_id(&req.task_id)?;
         let lease = lease_token(&req.lease_token)?;
         let response = match self.store.renew(&tenant, &id, &lease).await? {
             Renewal::KeepRunning => pb::RenewLeaseResponse {
                 keep_running: true,
                 reason: String::new(),
+                stop_reason: pb::StopReason::Unspecified.into(),
             },
             Renewal::Stop(reason) => {
                 tracing::info!(%reason, "worker told to stop");
                 pb::RenewLeaseResponse {
                     keep_running: false,
-                    reason,
+                    reason: reason.to_string(),
+                    stop_reason: stop_reason_to_pb(reason).into(),
                 }
             }
         };
         Ok(Response::new(response))
     }
 
-    #[tracing::instrument(name = "ReleaseTask", skip_all, fields(task_id = %request.get_ref().task_id))]
     async fn release_task(
         &self,
         request: Request<pb::ReleaseTaskRequest>,
     ) -> Result<Response<pb::ReleaseTaskResponse>, Status> {
+        let tenant = tenant(&request, &request.get_ref().tenant_id)?;
         let req = request.into_inner();
-        let tenant = tenant(&req.tenant_id)?;
+        record_task_id(&req.task_id);
         let id = task_id(&req.task_id)?;
         let lease = lease_token(&req.lease_token)?;
         let reason = match pb::ReleaseReason::try_from(req.reason) {
@@ -162,6 +190,38 @@ impl TaskExecutionRpc for TaskExecutionService {
                 will_retry: false,
                 retry_in: None,
             },
+        }))
+    }
+
+    async fn heartbeat(
+        &self,
+        request: Request<pb::HeartbeatRequest>,
+    ) -> Result<Response<pb::HeartbeatResponse>, Status> {
+        let req = request.into_inner();
+        let worker =
+            WorkerId::parse(&req.worker_id).map_err(|err| StoreError::invalid("worker_id", err))?;
+        if req.stopping {
+            self.operations.forget_worker(&worker).await?;
+            tracing::info!("worker stopped; forgotten");
+        } else {
+            if req.tools.len() > WorkerHeartbeat::MAX_TOOLS {
+                return Err(StoreError::invalid(
+                    "tools",
+                    format!("has more than {} entries", WorkerHeartbeat::MAX_TOOLS),
+                )
+                .into());
+            }
+            let tools = req
+                .tools
+                .iter()
+                .map(|t| ToolName::parse(t).map_err(|err| StoreError::invalid("tools", err)))
+                .collect::<Result<Vec<_>, _>>()?;
+            let heartbeat = WorkerHeartbeat::new(worker, tools, req.slots, req.busy);
+            self.operations.record_heartbeat(&heartbeat).await?;
+            tracing::debug!("worker reported");
+        }
+        Ok(Response::new(pb::HeartbeatResponse {
+            interval: Some(duration(self.fleet.heartbeat_interval)),
         }))
     }
 }

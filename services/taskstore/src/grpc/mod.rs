@@ -1,22 +1,36 @@
-//! The `mcp.tasks.v1.TaskStore` gRPC service over any [`crate::TaskStore`],
-//! and [`GrpcTaskStore`], a client that implements the same trait.
+//! The `mcp.tasks.v1` gRPC services over any backend (`TaskStore`,
+//! `TaskExecution`, `Operations`), and clients that implement the same
+//! traits ([`GrpcTaskStore`], [`GrpcExecutionStore`]).
 //!
 //! Requests are parsed into domain types at the edge ([`parse`]); domain
 //! errors become `tonic::Status` in one exhaustive place ([`status`]).
 
+mod admission;
+mod authenticate;
+mod caller;
 mod client;
 mod convert;
 mod execution;
+mod execution_client;
 mod limits;
 mod message_size;
+mod observe;
+mod operations;
 mod parse;
 mod service;
+mod shutdown;
 mod status;
 
-pub use client::GrpcTaskStore;
+pub use authenticate::Authenticate;
+pub use caller::TENANT_METADATA;
+pub use client::{ConnectError, GrpcTaskStore};
 pub use execution::TaskExecutionService;
+pub use execution_client::GrpcExecutionStore;
 pub use limits::InputLimits;
 pub use message_size::OversizeIsResourceExhausted;
+pub use observe::{IncomingTraceparent, ObserveRpcs};
+pub use operations::{OperationsService, ServiceFacts};
 pub use service::TaskStoreService;
+pub use shutdown::SHUTTING_DOWN;
 pub use status::store_error_from_status;
 pub use taskstore_proto::v1 as pb;

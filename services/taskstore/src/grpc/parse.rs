@@ -3,7 +3,8 @@
 
 use crate::domain::{
     DispatchRequest, JsonObject, LeaseToken, NewResult, NewTask, PageRequest, RequestId,
-    ResultStatus, Scope, SessionId, StatusUpdate, TaskId, TaskStatus, TenantId, ToolName, Ttl,
+    ResultStatus, Scope, SessionId, StatusUpdate, TaskFilter, TaskId, TaskStatus, TenantId,
+    ToolName, TraceContext, Ttl,
 };
 use crate::error::StoreError;
 
@@ -12,21 +13,27 @@ use super::pb;
 
 /// A cursor longer than this is refused before it is decoded.
 const MAX_CURSOR_CHARS: usize = 1024;
+/// The most entries a ListTasks status filter may have.
+const MAX_STATUS_FILTERS: usize = 16;
 
 /// Parses requests under one set of limits.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(super) struct Edge<'a> {
     limits: &'a InputLimits,
+    /// The tenant the request acts in (from its caller, never its body).
+    tenant: TenantId,
 }
 
 impl<'a> Edge<'a> {
-    pub(super) fn new(limits: &'a InputLimits) -> Self {
-        Self { limits }
+    pub(super) fn new(limits: &'a InputLimits, tenant: TenantId) -> Self {
+        Self { limits, tenant }
     }
 
+    /// `trace` is the `traceparent` the task belongs to, if any.
     pub(super) fn create(
         &self,
         req: pb::CreateTaskRequest,
+        trace: Option<&str>,
     ) -> Result<(Scope, NewTask), StoreError> {
         let scope = self.scope(req.session_id.as_deref())?;
         let task_id = req.task_id.as_deref().map(task_id).transpose()?;
@@ -43,6 +50,7 @@ impl<'a> Edge<'a> {
                 request_id,
                 request,
                 dispatch,
+                trace_context: trace.and_then(TraceContext::parse),
             },
         ))
     }
@@ -112,23 +120,44 @@ impl<'a> Edge<'a> {
         {
             return Err(StoreError::invalid("cursor", "is too long"));
         }
+        // There are five statuses; a longer list only repeats them.
+        if req.statuses.len() > MAX_STATUS_FILTERS {
+            return Err(StoreError::invalid(
+                "statuses",
+                format!("has more than {MAX_STATUS_FILTERS} entries"),
+            ));
+        }
+        let statuses = req
+            .statuses
+            .iter()
+            .map(|raw| status("statuses", *raw))
+            .collect::<Result<Vec<_>, _>>()?;
+        let tool = req
+            .tool
+            .as_deref()
+            .map(|t| ToolName::parse(t).map_err(|err| StoreError::invalid("tool", err)))
+            .transpose()?;
         Ok((
             scope,
             PageRequest {
                 cursor: req.cursor,
                 page_size: req.page_size,
+                filter: TaskFilter::new(statuses, tool),
             },
         ))
     }
 
     fn scope(&self, session: Option<&str>) -> Result<Scope, StoreError> {
+        let limit = self.limits.max_session_id_bytes;
+        if session.is_some_and(|raw| raw.len() > limit) {
+            return Err(too_long("session_id", limit));
+        }
         let session = session
-            .map(|raw| SessionId::parse(raw, self.limits.max_session_id_bytes))
+            .map(|raw| SessionId::parse(raw, limit))
             .transpose()
             .map_err(|err| StoreError::invalid("session_id", err))?;
-        // Until authentication binds callers to tenants, all act for one.
         Ok(Scope {
-            tenant: TenantId::default_tenant(),
+            tenant: self.tenant.clone(),
             session,
         })
     }
@@ -179,18 +208,9 @@ fn dispatch(dispatch: pb::Dispatch, request: &JsonObject) -> Result<DispatchRequ
 }
 
 fn status(field: &str, raw: i32) -> Result<TaskStatus, StoreError> {
-    match pb::TaskStatus::try_from(raw) {
-        Ok(pb::TaskStatus::Working) => Ok(TaskStatus::Working),
-        Ok(pb::TaskStatus::InputRequired) => Ok(TaskStatus::InputRequired),
-        Ok(pb::TaskStatus::Completed) => Ok(TaskStatus::Completed),
-        Ok(pb::TaskStatus::Failed) => Ok(TaskStatus::Failed),
-        Ok(pb::TaskStatus::Cancelled) => Ok(TaskStatus::Cancelled),
-        Ok(pb::TaskStatus::Unspecified) => Err(StoreError::invalid(field, "must be set")),
-        Err(_) => Err(StoreError::invalid(
-            field,
-            format!("has an unknown value {raw}"),
-        )),
-    }
+    let status = pb::TaskStatus::try_from(raw)
+        .map_err(|_| StoreError::invalid(field, format!("has an unknown value {raw}")))?;
+    super::convert::status_of(status).ok_or_else(|| StoreError::invalid(field, "must be set"))
 }
 
 fn ttl(duration: prost_types::Duration) -> Result<Ttl, StoreError> {

@@ -5,22 +5,37 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_stream::{Stream, StreamExt};
+use tokio_util::sync::CancellationToken;
 
+use taskstore_telemetry::propagation::current_traceparent;
 use tonic::{Request, Response, Status};
 use tracing::Span;
 
+use super::admission::Admissions;
+use super::caller::tenant_of;
 use super::limits::InputLimits;
+use super::observe::IncomingTraceparent;
 use super::parse::Edge;
 use super::pb;
 use super::pb::task_store_server::{TaskStore as TaskStoreRpc, TaskStoreServer};
+use super::shutdown::{EndOnShutdown, unless_shutting_down};
+use crate::domain::{AdmissionPolicy, FleetPolicy, Scope, TaskId, served_tools};
 use crate::store::TaskStore;
+use crate::store::operations::OperationsStore;
 
 /// `mcp.tasks.v1.TaskStore` over any [`TaskStore`] backend.
 #[derive(Clone)]
 pub struct TaskStoreService {
     store: Arc<dyn TaskStore>,
+    /// The worker registry, for ListTools.
+    operations: Arc<dyn OperationsStore>,
+    fleet: FleetPolicy,
     limits: InputLimits,
     max_result_wait: Duration,
+    /// Ends open WatchTask streams and waiting GetTaskResult calls.
+    shutdown: CancellationToken,
+    /// Each tenant's create rate and waiting calls.
+    admissions: Arc<Admissions>,
 }
 
 impl std::fmt::Debug for TaskStoreService {
@@ -32,12 +47,33 @@ impl std::fmt::Debug for TaskStoreService {
 }
 
 impl TaskStoreService {
-    pub fn new(store: Arc<dyn TaskStore>, limits: InputLimits) -> Self {
+    pub fn new(
+        store: Arc<dyn TaskStore>,
+        operations: Arc<dyn OperationsStore>,
+        limits: InputLimits,
+    ) -> Self {
         Self {
             store,
+            operations,
+            fleet: FleetPolicy::default(),
             limits,
             max_result_wait: Duration::from_secs(600),
+            shutdown: CancellationToken::new(),
+            admissions: Arc::new(Admissions::default()),
         }
+    }
+
+    /// Holds each tenant to its create rate and waiting calls.
+    pub fn with_admission(mut self, policy: AdmissionPolicy) -> Self {
+        self.admissions = Arc::new(Admissions::new(policy));
+        self
+    }
+
+    /// Open streams and waiting calls end with UNAVAILABLE when `shutdown`
+    /// fires (the server passes its own shutdown token).
+    pub fn with_shutdown(mut self, shutdown: CancellationToken) -> Self {
+        self.shutdown = shutdown;
+        self
     }
 
     /// The longest a waiting GetTaskResult blocks, whatever the caller's
@@ -55,8 +91,21 @@ impl TaskStoreService {
             .max_encoding_message_size(max)
     }
 
-    fn edge(&self) -> Edge<'_> {
-        Edge::new(&self.limits)
+    /// The edge for `request`: its limits, and the tenant it acts in.
+    fn edge<T>(&self, request: &Request<T>) -> Result<Edge<'_>, Status> {
+        Ok(Edge::new(&self.limits, tenant_of(request, None)?))
+    }
+
+    /// The task a request names, parsed at the edge and recorded on the
+    /// request's span.
+    fn lookup(
+        &self,
+        edge: &Edge<'_>,
+        task_id: &str,
+        session: Option<&str>,
+    ) -> Result<(Scope, TaskId), Status> {
+        record_task_id(task_id);
+        Ok(edge.lookup(task_id, session)?)
     }
 }
 
@@ -77,77 +126,89 @@ fn grpc_timeout<T>(request: &Request<T>) -> Option<Duration> {
     })
 }
 
-fn record_task_id(task_id: &str) {
-    Span::current().record("task_id", task_id);
+/// Names the task on the RPC's span (and so on its log lines).
+pub(super) fn record_task_id(task_id: &str) {
+    // `task_id` for the log lines, `mcp.task.id` for the trace.
+    let span = Span::current();
+    span.record("task_id", task_id);
+    span.record("mcp.task.id", task_id);
 }
 
 #[tonic::async_trait]
 impl TaskStoreRpc for TaskStoreService {
-    #[tracing::instrument(name = "CreateTask", skip_all, fields(task_id))]
     async fn create_task(
         &self,
         request: Request<pb::CreateTaskRequest>,
     ) -> Result<Response<pb::Task>, Status> {
-        let (scope, new_task) = self.edge().create(request.into_inner())?;
+        // The task keeps the trace it was created in (this RPC's span), or,
+        // when this service exports no traces, the caller's as it came.
+        let trace = current_traceparent().or_else(|| {
+            request
+                .extensions()
+                .get::<IncomingTraceparent>()
+                .map(|incoming| incoming.0.clone())
+        });
+        let edge = self.edge(&request)?;
+        let (scope, new_task) = edge.create(request.into_inner(), trace.as_deref())?;
+        self.admissions.admit_create(&scope.tenant)?;
+        let dispatched = new_task.dispatch.is_some();
         let task = self.store.create_task(&scope, new_task).await?;
         record_task_id(task.task_id.as_str());
+        crate::metrics::task_created(dispatched);
         tracing::debug!("task created");
         Ok(Response::new(task.into()))
     }
 
-    #[tracing::instrument(name = "GetTask", skip_all, fields(task_id))]
     async fn get_task(
         &self,
         request: Request<pb::GetTaskRequest>,
     ) -> Result<Response<pb::Task>, Status> {
+        let edge = self.edge(&request)?;
         let req = request.into_inner();
-        record_task_id(&req.task_id);
-        let (scope, task_id) = self
-            .edge()
-            .lookup(&req.task_id, req.session_id.as_deref())?;
+        let (scope, task_id) = self.lookup(&edge, &req.task_id, req.session_id.as_deref())?;
         let task = self.store.get_task(&scope, &task_id).await?;
         Ok(Response::new(task.into()))
     }
 
-    #[tracing::instrument(name = "UpdateTaskStatus", skip_all, fields(task_id))]
     async fn update_task_status(
         &self,
         request: Request<pb::UpdateTaskStatusRequest>,
     ) -> Result<Response<pb::Task>, Status> {
+        let edge = self.edge(&request)?;
         let req = request.into_inner();
         record_task_id(&req.task_id);
-        let (scope, task_id, update) = self.edge().update(req)?;
+        let (scope, task_id, update) = edge.update(req)?;
         let task = self.store.update_status(&scope, &task_id, update).await?;
         Ok(Response::new(task.into()))
     }
 
-    #[tracing::instrument(name = "StoreTaskResult", skip_all, fields(task_id))]
     async fn store_task_result(
         &self,
         request: Request<pb::StoreTaskResultRequest>,
     ) -> Result<Response<pb::Task>, Status> {
+        let edge = self.edge(&request)?;
         let req = request.into_inner();
         record_task_id(&req.task_id);
-        let (scope, task_id, result) = self.edge().store_result(req)?;
+        let (scope, task_id, result) = edge.store_result(req)?;
         let task = self.store.store_result(&scope, &task_id, result).await?;
         Ok(Response::new(task.into()))
     }
 
-    #[tracing::instrument(name = "GetTaskResult", skip_all, fields(task_id))]
     async fn get_task_result(
         &self,
         request: Request<pb::GetTaskResultRequest>,
     ) -> Result<Response<pb::GetTaskResultResponse>, Status> {
         // Answer shortly before the caller's deadline rather than after it.
         let deadline = grpc_timeout(&request).map(|timeout| timeout.mul_f64(0.9));
+        let edge = self.edge(&request)?;
         let req = request.into_inner();
-        record_task_id(&req.task_id);
-        let (scope, task_id) = self
-            .edge()
-            .lookup(&req.task_id, req.session_id.as_deref())?;
+        let (scope, task_id) = self.lookup(&edge, &req.task_id, req.session_id.as_deref())?;
         let result = if req.wait {
+            // Held while the call waits.
+            let _slot = self.admissions.hold_waiting(&scope.tenant)?;
             let wait = deadline.map_or(self.max_result_wait, |d| d.min(self.max_result_wait));
-            self.store.wait_for_result(&scope, &task_id, wait).await?
+            let waiting = async { Ok(self.store.wait_for_result(&scope, &task_id, wait).await?) };
+            unless_shutting_down(&self.shutdown, waiting).await?
         } else {
             self.store.get_result(&scope, &task_id).await?
         };
@@ -158,12 +219,12 @@ impl TaskStoreRpc for TaskStoreService {
         }))
     }
 
-    #[tracing::instrument(name = "ListTasks", skip_all)]
     async fn list_tasks(
         &self,
         request: Request<pb::ListTasksRequest>,
     ) -> Result<Response<pb::ListTasksResponse>, Status> {
-        let (scope, page) = self.edge().list(request.into_inner())?;
+        let edge = self.edge(&request)?;
+        let (scope, page) = edge.list(request.into_inner())?;
         let page = self.store.list_tasks(&scope, page).await?;
         Ok(Response::new(pb::ListTasksResponse {
             tasks: page.tasks.into_iter().map(pb::Task::from).collect(),
@@ -173,36 +234,35 @@ impl TaskStoreRpc for TaskStoreService {
 
     type WatchTaskStream = Pin<Box<dyn Stream<Item = Result<pb::Task, Status>> + Send>>;
 
-    #[tracing::instrument(name = "WatchTask", skip_all, fields(task_id))]
     async fn watch_task(
         &self,
         request: Request<pb::WatchTaskRequest>,
     ) -> Result<Response<Self::WatchTaskStream>, Status> {
+        let edge = self.edge(&request)?;
         let req = request.into_inner();
-        record_task_id(&req.task_id);
-        let (scope, task_id) = self
-            .edge()
-            .lookup(&req.task_id, req.session_id.as_deref())?;
+        let (scope, task_id) = self.lookup(&edge, &req.task_id, req.session_id.as_deref())?;
+        let slot = self.admissions.hold_waiting(&scope.tenant)?;
         let watch = self.store.watch_task(&scope, &task_id).await?;
-        let stream = watch.map(|item| item.map(pb::Task::from).map_err(Status::from));
+        // The slot lives as long as the stream.
+        let stream = watch.map(move |item| {
+            let _held = &slot;
+            item.map(pb::Task::from).map_err(Status::from)
+        });
+        let stream = EndOnShutdown::new(stream, self.shutdown.clone());
         Ok(Response::new(Box::pin(stream)))
     }
 
-    #[tracing::instrument(name = "CancelTask", skip_all, fields(task_id))]
     async fn cancel_task(
         &self,
         request: Request<pb::CancelTaskRequest>,
     ) -> Result<Response<pb::Task>, Status> {
+        let edge = self.edge(&request)?;
         let req = request.into_inner();
-        record_task_id(&req.task_id);
-        let (scope, task_id) = self
-            .edge()
-            .lookup(&req.task_id, req.session_id.as_deref())?;
+        let (scope, task_id) = self.lookup(&edge, &req.task_id, req.session_id.as_deref())?;
         let task = self.store.cancel_task(&scope, &task_id).await?;
         Ok(Response::new(task.into()))
     }
 
-    #[tracing::instrument(name = "CleanupExpired", skip_all)]
     async fn cleanup_expired(
         &self,
         _request: Request<pb::CleanupExpiredRequest>,
@@ -210,5 +270,17 @@ impl TaskStoreRpc for TaskStoreService {
         let deleted = self.store.cleanup_expired().await?;
         tracing::info!(deleted, "expired tasks deleted on request");
         Ok(Response::new(pb::CleanupExpiredResponse { deleted }))
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Request<pb::ListToolsRequest>,
+    ) -> Result<Response<pb::ListToolsResponse>, Status> {
+        let workers = self.operations.workers(self.fleet.seen_within).await?;
+        let tools = served_tools(&workers)
+            .into_iter()
+            .map(pb::ServedTool::from)
+            .collect();
+        Ok(Response::new(pb::ListToolsResponse { tools }))
     }
 }

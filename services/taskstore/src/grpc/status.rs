@@ -13,6 +13,8 @@ impl From<StoreError> for Status {
             err @ StoreError::AlreadyExists(_) => Status::already_exists(err.to_string()),
             StoreError::FailedPrecondition(message) => Status::failed_precondition(message),
             StoreError::ResourceExhausted(message) => Status::resource_exhausted(message),
+            StoreError::Unauthenticated(message) => Status::unauthenticated(message),
+            StoreError::PermissionDenied(message) => Status::permission_denied(message),
             // Backends log the cause; the message is already safe to show.
             StoreError::Unavailable(message) => Status::unavailable(message),
             StoreError::Internal(message) => Status::internal(message),
@@ -32,14 +34,14 @@ pub fn store_error_from_status(status: Status) -> StoreError {
         Code::Unavailable | Code::DeadlineExceeded | Code::Aborted => {
             StoreError::Unavailable(message)
         }
+        Code::Unauthenticated => StoreError::Unauthenticated(message),
+        Code::PermissionDenied => StoreError::PermissionDenied(message),
         Code::Ok
         | Code::Cancelled
         | Code::Unknown
-        | Code::PermissionDenied
         | Code::Unimplemented
         | Code::Internal
-        | Code::DataLoss
-        | Code::Unauthenticated => StoreError::Internal(format!("{:?}: {message}", status.code())),
+        | Code::DataLoss => StoreError::Internal(format!("{:?}: {message}", status.code())),
     }
 }
 
@@ -64,6 +66,14 @@ mod tests {
                 Code::ResourceExhausted,
             ),
             (StoreError::Unavailable("x".into()), Code::Unavailable),
+            (
+                StoreError::Unauthenticated("x".into()),
+                Code::Unauthenticated,
+            ),
+            (
+                StoreError::PermissionDenied("x".into()),
+                Code::PermissionDenied,
+            ),
             (
                 StoreError::Internal("database error".into()),
                 Code::Internal,

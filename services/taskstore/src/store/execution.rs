@@ -1,13 +1,20 @@
-//! The execution protocol's side of the store: claims, leases, releases,
-//! the lease reaper and the outbox relay. Backends implement
-//! [`ExecutionStore`]; the queue implements [`JobPublisher`].
+//! The execution protocol's side of the store: claims, leases and releases
+//! ([`ExecutionStore`], what workers call), the lease reaper and the outbox
+//! relay ([`DispatchStore`], what the service's loops call). The decisions
+//! live in `domain::execution`; backends apply them. The queue implements
+//! [`JobPublisher`].
 
 use async_trait::async_trait;
 use taskstore_proto::jobs::JobMessage;
 
-use crate::domain::{Claim, LeaseToken, ReleaseOutcome, ReleaseReason, Renewal, TaskId, TenantId};
+use crate::domain::{
+    Claim, ClaimRefusal, FenceRefusal, LeaseToken, ReleaseOutcome, ReleaseReason, Renewal, TaskId,
+    TenantId,
+};
 use crate::error::StoreError;
 
+/// The worker-facing side of the protocol: what `TaskExecution` serves,
+/// and what a worker (or the gRPC client standing in for one) calls.
 #[async_trait]
 pub trait ExecutionStore: Send + Sync + 'static {
     /// Claims the task for one attempt, for dispatch `generation`. Refused
@@ -38,7 +45,11 @@ pub trait ExecutionStore: Send + Sync + 'static {
         reason: ReleaseReason,
         message: &str,
     ) -> Result<ReleaseOutcome, StoreError>;
+}
 
+/// The service's own side of the protocol: what its background loops do.
+#[async_trait]
+pub trait DispatchStore: Send + Sync + 'static {
     /// Dispatches again (or fails, when out of attempts) every task whose
     /// lease expired; returns how many. Safe to run on several replicas.
     async fn reap_expired_leases(&self) -> Result<u64, StoreError>;
@@ -98,97 +109,26 @@ pub async fn publish_each<P: JobPublisher + ?Sized>(
     outcomes
 }
 
-/// The protocol's status messages and refusals, shared by every backend so
-/// that users see the same words whichever store runs.
-pub(crate) mod messages {
-    use std::time::Duration;
-
-    use crate::domain::TaskStatus;
-    use crate::error::StoreError;
-
-    pub(crate) fn running(worker: &str, attempt: i64, max_attempts: i64) -> String {
-        format!("running on {worker} (attempt {attempt} of {max_attempts})")
+/// A refused claim is FAILED_PRECONDITION: the job is stale, drop it.
+impl From<ClaimRefusal> for StoreError {
+    fn from(refusal: ClaimRefusal) -> Self {
+        StoreError::FailedPrecondition(refusal.to_string())
     }
+}
 
-    pub(crate) fn waiting_for_worker(tool: &str) -> String {
-        format!("waiting for a worker that serves tool {tool}")
+/// A refused fenced report is FAILED_PRECONDITION: the attempt lost the task.
+impl From<FenceRefusal> for StoreError {
+    fn from(refusal: FenceRefusal) -> Self {
+        StoreError::FailedPrecondition(refusal.to_string())
     }
+}
 
-    pub(crate) fn lease_expired_retry(owner: &str, attempt: i64, max_attempts: i64) -> String {
-        format!(
-            "attempt {attempt} of {max_attempts}: the worker running it ({owner}) stopped renewing its lease; dispatched again"
-        )
-    }
-
-    pub(crate) fn lease_expired_failed(owner: &str, max_attempts: i64) -> String {
-        format!(
-            "failed after {max_attempts} attempts: the worker running it ({owner}) stopped renewing its lease"
-        )
-    }
-
-    pub(crate) fn retrying(
-        attempt: i64,
-        max_attempts: i64,
-        error: &str,
-        after: Duration,
-    ) -> String {
-        let after = humantime::format_duration(Duration::from_millis(
-            u64::try_from(after.as_millis()).unwrap_or(u64::MAX),
-        ));
-        format!("attempt {attempt} of {max_attempts} failed: {error}; retrying in {after}")
-    }
-
-    pub(crate) fn failed_after(max_attempts: i64, error: &str) -> String {
-        format!("failed after {max_attempts} attempts: {error}")
-    }
-
-    pub(crate) fn requeued_on_shutdown(owner: &str) -> String {
-        format!("requeued: the worker running it ({owner}) shut down")
-    }
-
-    /// Why a renewal says stop.
-    pub(crate) fn stop_reason(status: Option<TaskStatus>, ours: bool) -> String {
-        match status {
-            None => "the task no longer exists (expired or deleted)".to_owned(),
-            Some(TaskStatus::Cancelled) => "the task was cancelled".to_owned(),
-            Some(_) if !ours => "the lease was lost: the task was dispatched again".to_owned(),
-            Some(status) => format!("the task is already {status}"),
-        }
-    }
-
-    /// Why a claim was refused, given what the task looks like now.
-    pub(crate) fn claim_refused(
-        status: TaskStatus,
-        dispatched: bool,
-        current_generation: bool,
-        claimed: bool,
-    ) -> StoreError {
-        if status.is_terminal() {
-            crate::store::already_terminal(status)
-        } else if !dispatched {
-            StoreError::FailedPrecondition("task is not dispatched to workers".into())
-        } else if !current_generation {
-            StoreError::FailedPrecondition("stale job: the task was dispatched again since".into())
-        } else if claimed {
-            StoreError::FailedPrecondition("task is already claimed by another worker".into())
-        } else {
-            StoreError::FailedPrecondition("task cannot be claimed now".into())
-        }
-    }
-
-    pub(crate) fn lease_lost() -> StoreError {
-        StoreError::FailedPrecondition(
-            "this attempt's lease is no longer current: the task was released or claimed again"
-                .into(),
-        )
-    }
-
-    /// A CallToolResult for a task that failed outside its tool's control.
-    pub(crate) fn error_result(message: &str) -> String {
-        serde_json::json!({
-            "content": [{ "type": "text", "text": message }],
-            "isError": true,
-        })
-        .to_string()
-    }
+/// Logged once per task (when its status message changes), not per retry.
+pub(crate) fn log_held_for_worker(task_id: &str, tool: &str) {
+    crate::metrics::job_held();
+    tracing::warn!(
+        task_id,
+        tool,
+        "no worker serves the tool; the job is held and offered again until one does"
+    );
 }

@@ -3,17 +3,20 @@
 
 pub mod changes;
 pub mod execution;
+pub mod keys;
 pub mod memory;
+pub mod operations;
 pub mod postgres;
 pub mod sqlite;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
 
 use crate::domain::{
     ExecutionPolicy, NewResult, NewTask, PageRequest, Scope, StatusUpdate, Task, TaskId, TaskPage,
-    TaskResult, TaskStatus, TtlPolicy,
+    TaskResult, TaskStatus, TenantId, TtlPolicy,
 };
 use crate::error::StoreError;
 
@@ -121,7 +124,10 @@ pub struct StoreConfig {
     /// The advisory poll interval handed to clients with every task.
     pub poll_interval: Duration,
     pub paging: PagePolicy,
+    /// The quotas of tenants without their own.
     pub quotas: Quotas,
+    /// Tenants with quotas of their own.
+    pub tenant_quotas: BTreeMap<TenantId, Quotas>,
     /// How many expired tasks one cleanup statement deletes at most, so that
     /// a large backlog never becomes one long-running delete.
     pub cleanup_batch_size: u32,
@@ -136,6 +142,7 @@ impl Default for StoreConfig {
             poll_interval: Duration::from_secs(1),
             paging: PagePolicy::default(),
             quotas: Quotas::default(),
+            tenant_quotas: BTreeMap::new(),
             cleanup_batch_size: 1000,
             execution: ExecutionPolicy::default(),
         }
@@ -148,6 +155,14 @@ impl Default for StoreConfig {
 pub struct InvalidConfig(pub String);
 
 impl StoreConfig {
+    /// The quotas `tenant` is held to.
+    pub fn quotas_for(&self, tenant: &TenantId) -> Quotas {
+        self.tenant_quotas
+            .get(tenant)
+            .copied()
+            .unwrap_or(self.quotas)
+    }
+
     pub fn validate(&self) -> Result<(), InvalidConfig> {
         if let (Some(default), Some(max)) = (self.ttl.default, self.ttl.max)
             && default > max
@@ -164,7 +179,11 @@ impl StoreConfig {
                 "the default page size must be between 1 and the maximum page size".into(),
             ));
         }
-        if self.quotas.max_tasks == Some(0) || self.quotas.max_tasks_per_session == Some(0) {
+        let every_quota = std::iter::once(&self.quotas).chain(self.tenant_quotas.values());
+        if every_quota
+            .into_iter()
+            .any(|q| q.max_tasks == Some(0) || q.max_tasks_per_session == Some(0))
+        {
             return Err(InvalidConfig(
                 "a task quota of 0 would refuse every task".into(),
             ));
@@ -228,7 +247,7 @@ pub(crate) fn new_lease_token() -> Result<crate::domain::LeaseToken, StoreError>
 
 /// The error for an operation refused because the task is terminal.
 pub(crate) fn already_terminal(status: TaskStatus) -> StoreError {
-    StoreError::FailedPrecondition(format!("task is already {status}"))
+    crate::domain::FenceRefusal::Terminal(status).into()
 }
 
 /// The error for GetTaskResult on a task that has no result to give.

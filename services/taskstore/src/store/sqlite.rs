@@ -66,12 +66,25 @@ pub fn path_of(url: &str) -> Option<PathBuf> {
     (!path.is_empty()).then(|| PathBuf::from(path))
 }
 
+/// The API keys kept in the (already opened, so migrated) file at `path`,
+/// through a connection of their own.
+pub async fn keys(path: &Path) -> Result<super::keys::SqliteKeys, OpenError> {
+    let options = SqliteConnectOptions::new()
+        .filename(path)
+        .busy_timeout(Duration::from_secs(5));
+    let pool = SqlitePoolOptions::new()
+        .max_connections(1)
+        .connect_with(options)
+        .await
+        .map_err(|source| OpenError::Open {
+            path: path.to_owned(),
+            source,
+        })?;
+    Ok(super::keys::SqliteKeys::new(pool))
+}
+
 /// Opens (creating, or migrating, as needed) the store kept in `path`.
-pub async fn open(
-    path: &Path,
-    config: StoreConfig,
-    cleanup_interval: Option<Duration>,
-) -> Result<MemoryTaskStore, OpenError> {
+pub async fn open(path: &Path, config: StoreConfig) -> Result<MemoryTaskStore, OpenError> {
     if path.exists() {
         inspect(path).await?;
     }
@@ -99,7 +112,7 @@ pub async fn open(
             source,
         })?;
     let persistence = Arc::new(SqlitePersistence { pool });
-    let store = MemoryTaskStore::open_persistent(config, persistence, cleanup_interval)
+    let store = MemoryTaskStore::open_persistent(config, persistence)
         .await
         .map_err(|source| OpenError::Load {
             path: path.to_owned(),

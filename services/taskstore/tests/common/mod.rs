@@ -5,6 +5,7 @@
 #![allow(dead_code)] // each test binary uses a different part
 
 pub mod proxy;
+pub mod recorder;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -13,8 +14,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use taskstore::grpc::{GrpcTaskStore, InputLimits, TaskStoreService};
-use taskstore::server::Server;
+use taskstore::grpc::{GrpcExecutionStore, GrpcTaskStore, InputLimits};
+use taskstore::settings::ServiceSettings;
+use taskstore::startup::{Backends, Service};
+use taskstore::store::execution::{DispatchStore, ExecutionStore};
+use taskstore::store::memory::MemoryTaskStore;
+use taskstore::store::operations::OperationsStore;
 use taskstore::store::postgres::{self, PgTaskStore, PoolSettings};
 use taskstore::store::{StoreConfig, TaskStore};
 use tokio_util::sync::CancellationToken;
@@ -114,26 +119,40 @@ pub async fn pg_store(config: StoreConfig) -> PgTaskStore {
         .expect("store opens")
 }
 
-/// A running gRPC server over `store` on an ephemeral port. The server stops
-/// when the returned token is cancelled.
-pub async fn spawn_server(
-    store: Arc<dyn TaskStore>,
-    limits: InputLimits,
+/// Every role a test store plays.
+pub trait FullStore: TaskStore + ExecutionStore + DispatchStore + OperationsStore {}
+impl<S: TaskStore + ExecutionStore + DispatchStore + OperationsStore> FullStore for S {}
+
+/// The service over `store` on an ephemeral port, started as `serve` starts
+/// it (`Service::build`, then `run_until_stopped`), with `settings`. It
+/// stops when the returned token is cancelled.
+pub async fn spawn_service<S: FullStore>(
+    store: Arc<S>,
+    settings: ServiceSettings,
 ) -> (SocketAddr, CancellationToken, tokio::task::JoinHandle<()>) {
-    let server = Server::bind(
-        "127.0.0.1:0".parse().expect("addr"),
-        TaskStoreService::new(store, limits),
-    )
-    .await
-    .expect("bind an ephemeral port")
-    .with_shutdown_grace(Duration::from_secs(2));
-    let addr = server.local_addr().expect("local addr");
+    let backends = Backends::from_store(store, "test", "a test store".to_owned());
+    let service = Service::build(settings, backends)
+        .await
+        .expect("the service builds on an ephemeral port");
+    let addr = service.local_addr();
     let shutdown = CancellationToken::new();
     let token = shutdown.clone();
     let handle = tokio::spawn(async move {
-        server.run(token).await.expect("server runs");
+        service
+            .run_until_stopped(token)
+            .await
+            .expect("the service runs");
     });
     (addr, shutdown, handle)
+}
+
+/// The service over `store` with no relay, chores or workers (tests drive
+/// those themselves) and `limits`.
+pub async fn spawn_server<S: FullStore>(
+    store: Arc<S>,
+    limits: InputLimits,
+) -> (SocketAddr, CancellationToken, tokio::task::JoinHandle<()>) {
+    spawn_service(store, ServiceSettings::bare(StoreConfig::default(), limits)).await
 }
 
 pub async fn grpc_channel(addr: SocketAddr) -> tonic::transport::Channel {
@@ -144,12 +163,53 @@ pub async fn grpc_channel(addr: SocketAddr) -> tonic::transport::Channel {
         .expect("connect to the test server")
 }
 
+/// A store as the cases use it: the task-store API, the worker-facing
+/// execution API, and the service's own dispatch side.
+pub struct Stores {
+    pub store: Arc<dyn TaskStore>,
+    pub execution: Arc<dyn ExecutionStore>,
+    pub dispatch: Arc<dyn DispatchStore>,
+}
+
+/// `store` called directly, in every role.
+fn direct<S: FullStore>(store: S) -> Stores {
+    let store = Arc::new(store);
+    Stores {
+        store: store.clone(),
+        execution: store.clone(),
+        dispatch: store,
+    }
+}
+
+/// `store` behind the gRPC service: the task-store and execution APIs
+/// through the gRPC clients, the dispatch side (the service's own loops) on
+/// the store itself.
+async fn over_grpc<S: FullStore>(store: S) -> Stores {
+    let store = Arc::new(store);
+    let (addr, _shutdown, _handle) = spawn_server(store.clone(), InputLimits::default()).await;
+    let channel = grpc_channel(addr).await;
+    Stores {
+        store: Arc::new(GrpcTaskStore::new(channel.clone())),
+        execution: Arc::new(GrpcExecutionStore::new(channel)),
+        dispatch: store,
+    }
+}
+
 /// A way to get a fresh, empty store with a given configuration.
 #[async_trait]
 pub trait Backend: Sync {
-    async fn store(&self, config: StoreConfig) -> Arc<dyn TaskStore>;
+    async fn stores(&self, config: StoreConfig) -> Stores;
+
+    async fn store(&self, config: StoreConfig) -> Arc<dyn TaskStore> {
+        self.stores(config).await.store
+    }
+
     /// Whether the store can act for tenants other than the default one.
     fn chooses_tenant(&self) -> bool;
+}
+
+fn memory_store(config: StoreConfig) -> MemoryTaskStore {
+    MemoryTaskStore::new(config).expect("memory store")
 }
 
 /// PostgreSQL, called directly.
@@ -157,23 +217,21 @@ pub struct Postgres;
 
 #[async_trait]
 impl Backend for Postgres {
-    async fn store(&self, config: StoreConfig) -> Arc<dyn TaskStore> {
-        Arc::new(pg_store(config).await)
+    async fn stores(&self, config: StoreConfig) -> Stores {
+        direct(pg_store(config).await)
     }
     fn chooses_tenant(&self) -> bool {
         true
     }
 }
 
-/// PostgreSQL behind the gRPC service, called through [`GrpcTaskStore`].
+/// PostgreSQL behind the gRPC service.
 pub struct GrpcOverPostgres;
 
 #[async_trait]
 impl Backend for GrpcOverPostgres {
-    async fn store(&self, config: StoreConfig) -> Arc<dyn TaskStore> {
-        let store: Arc<dyn TaskStore> = Arc::new(pg_store(config).await);
-        let (addr, _shutdown, _handle) = spawn_server(store, InputLimits::default()).await;
-        Arc::new(GrpcTaskStore::new(grpc_channel(addr).await))
+    async fn stores(&self, config: StoreConfig) -> Stores {
+        over_grpc(pg_store(config).await).await
     }
     fn chooses_tenant(&self) -> bool {
         false
@@ -185,28 +243,21 @@ pub struct Memory;
 
 #[async_trait]
 impl Backend for Memory {
-    async fn store(&self, config: StoreConfig) -> Arc<dyn TaskStore> {
-        Arc::new(
-            taskstore::store::memory::MemoryTaskStore::new(config, None).expect("memory store"),
-        )
+    async fn stores(&self, config: StoreConfig) -> Stores {
+        direct(memory_store(config))
     }
     fn chooses_tenant(&self) -> bool {
         true
     }
 }
 
-/// The in-memory store behind the gRPC service, called through
-/// [`GrpcTaskStore`].
+/// The in-memory store behind the gRPC service.
 pub struct GrpcOverMemory;
 
 #[async_trait]
 impl Backend for GrpcOverMemory {
-    async fn store(&self, config: StoreConfig) -> Arc<dyn TaskStore> {
-        let store: Arc<dyn TaskStore> = Arc::new(
-            taskstore::store::memory::MemoryTaskStore::new(config, None).expect("memory store"),
-        );
-        let (addr, _shutdown, _handle) = spawn_server(store, InputLimits::default()).await;
-        Arc::new(GrpcTaskStore::new(grpc_channel(addr).await))
+    async fn stores(&self, config: StoreConfig) -> Stores {
+        over_grpc(memory_store(config)).await
     }
     fn chooses_tenant(&self) -> bool {
         false
@@ -222,7 +273,7 @@ pub fn sqlite_path() -> std::path::PathBuf {
 }
 
 pub async fn sqlite_store(config: StoreConfig) -> taskstore::store::memory::MemoryTaskStore {
-    taskstore::store::sqlite::open(&sqlite_path(), config, None)
+    taskstore::store::sqlite::open(&sqlite_path(), config)
         .await
         .expect("sqlite store")
 }
@@ -232,24 +283,21 @@ pub struct Sqlite;
 
 #[async_trait]
 impl Backend for Sqlite {
-    async fn store(&self, config: StoreConfig) -> Arc<dyn TaskStore> {
-        Arc::new(sqlite_store(config).await)
+    async fn stores(&self, config: StoreConfig) -> Stores {
+        direct(sqlite_store(config).await)
     }
     fn chooses_tenant(&self) -> bool {
         true
     }
 }
 
-/// The SQLite store behind the gRPC service, called through
-/// [`GrpcTaskStore`].
+/// The SQLite store behind the gRPC service.
 pub struct GrpcOverSqlite;
 
 #[async_trait]
 impl Backend for GrpcOverSqlite {
-    async fn store(&self, config: StoreConfig) -> Arc<dyn TaskStore> {
-        let store: Arc<dyn TaskStore> = Arc::new(sqlite_store(config).await);
-        let (addr, _shutdown, _handle) = spawn_server(store, InputLimits::default()).await;
-        Arc::new(GrpcTaskStore::new(grpc_channel(addr).await))
+    async fn stores(&self, config: StoreConfig) -> Stores {
+        over_grpc(sqlite_store(config).await).await
     }
     fn chooses_tenant(&self) -> bool {
         false

@@ -19,13 +19,7 @@ pub async fn pages_oldest_first_without_gaps(backend: &dyn Backend) {
         created.push(create(&store, &all()).await);
     }
     let first = store
-        .list_tasks(
-            &all(),
-            PageRequest {
-                cursor: None,
-                page_size: Some(10),
-            },
-        )
+        .list_tasks(&all(), page_request(None, Some(10)))
         .await
         .expect("list");
     assert_eq!(first.tasks.len(), 10);
@@ -38,13 +32,7 @@ pub async fn pages_oldest_first_without_gaps(backend: &dyn Backend) {
     }
     // An exact multiple of the page size ends without an empty extra page.
     let last = store
-        .list_tasks(
-            &all(),
-            PageRequest {
-                cursor: None,
-                page_size: Some(25),
-            },
-        )
+        .list_tasks(&all(), page_request(None, Some(25)))
         .await
         .expect("list");
     assert_eq!(last.tasks.len(), 25);
@@ -72,6 +60,7 @@ pub async fn page_sizes_follow_the_policy(backend: &dyn Backend) {
                     PageRequest {
                         cursor: None,
                         page_size,
+                        ..Default::default()
                     },
                 )
                 .await
@@ -92,13 +81,7 @@ pub async fn refuses_tampered_and_foreign_cursors(backend: &dyn Backend) {
         create(&store, &session("s1")).await;
     }
     let page = store
-        .list_tasks(
-            &session("s1"),
-            PageRequest {
-                cursor: None,
-                page_size: Some(1),
-            },
-        )
+        .list_tasks(&session("s1"), page_request(None, Some(1)))
         .await
         .expect("list");
     let cursor = page.next_cursor.expect("more pages");
@@ -106,13 +89,7 @@ pub async fn refuses_tampered_and_foreign_cursors(backend: &dyn Backend) {
         let store = store.clone();
         async move {
             store
-                .list_tasks(
-                    &scope,
-                    PageRequest {
-                        cursor: Some(cursor),
-                        page_size: Some(1),
-                    },
-                )
+                .list_tasks(&scope, page_request(Some(cursor), Some(1)))
                 .await
         }
     };
@@ -163,13 +140,7 @@ pub async fn filters_by_session_before_paging(backend: &dyn Backend) {
     }
     create(&store, &all()).await;
     let first = store
-        .list_tasks(
-            &session("s1"),
-            PageRequest {
-                cursor: None,
-                page_size: Some(2),
-            },
-        )
+        .list_tasks(&session("s1"), page_request(None, Some(2)))
         .await
         .expect("list");
     assert_eq!(
@@ -190,13 +161,7 @@ pub async fn sees_tasks_created_between_pages(backend: &dyn Backend) {
         created.push(create(&store, &all()).await);
     }
     let first = store
-        .list_tasks(
-            &all(),
-            PageRequest {
-                cursor: None,
-                page_size: Some(2),
-            },
-        )
+        .list_tasks(&all(), page_request(None, Some(2)))
         .await
         .expect("list");
     for _ in 0..2 {
@@ -206,13 +171,7 @@ pub async fn sees_tasks_created_between_pages(backend: &dyn Backend) {
     let mut cursor = first.next_cursor;
     while let Some(next) = cursor {
         let page = store
-            .list_tasks(
-                &all(),
-                PageRequest {
-                    cursor: Some(next),
-                    page_size: Some(2),
-                },
-            )
+            .list_tasks(&all(), page_request(Some(next), Some(2)))
             .await
             .expect("list");
         listed.extend(page.tasks);
@@ -236,25 +195,13 @@ pub async fn drops_tasks_that_expire_between_pages(backend: &dyn Backend) {
         }
     }
     let first = store
-        .list_tasks(
-            &all(),
-            PageRequest {
-                cursor: None,
-                page_size: Some(2),
-            },
-        )
+        .list_tasks(&all(), page_request(None, Some(2)))
         .await
         .expect("list");
     assert_eq!(first.tasks.len(), 2);
     sleep_ms(500).await;
     let rest = store
-        .list_tasks(
-            &all(),
-            PageRequest {
-                cursor: first.next_cursor,
-                page_size: Some(10),
-            },
-        )
+        .list_tasks(&all(), page_request(first.next_cursor, Some(10)))
         .await
         .expect("list");
     assert_eq!(
@@ -288,4 +235,176 @@ pub async fn survives_concurrent_updates(backend: &dyn Backend) {
     let unique: HashSet<_> = ids(&listed).into_iter().collect();
     assert_eq!(listed.len(), 30);
     assert_eq!(unique.len(), 30);
+}
+
+/// Every task names its tool; listings filter by status and tool before
+/// paging, and a cursor works only with the filter it was issued for.
+pub async fn filters_by_status_and_tool_before_paging(backend: &dyn Backend) {
+    use taskstore::domain::{DispatchRequest, JsonObject, TaskFilter, ToolName};
+    let store = backend.store(StoreConfig::default()).await;
+    let tool = |name: &str| ToolName::parse(name).expect("tool name");
+    let call = |name: &str| NewTask {
+        request: JsonObject::parse(format!(
+            r#"{{"method":"tools/call","params":{{"name":"{name}"}}}}"#
+        ))
+        .expect("request"),
+        ..new_task()
+    };
+    let mut echoes = Vec::new();
+    for _ in 0..5 {
+        echoes.push(
+            store
+                .create_task(&all(), call("echo"))
+                .await
+                .expect("create"),
+        );
+    }
+    let sleep = store
+        .create_task(&all(), call("sleep"))
+        .await
+        .expect("create");
+    let rerouted = NewTask {
+        dispatch: Some(DispatchRequest {
+            tool: tool("hash"),
+            max_attempts: None,
+        }),
+        ..call("sleep")
+    };
+    let dispatched = store.create_task(&all(), rerouted).await.expect("create");
+    let plain = NewTask {
+        request: JsonObject::parse(r#"{"method":"ping"}"#).expect("request"),
+        ..new_task()
+    };
+    let untooled = store.create_task(&all(), plain).await.expect("create");
+    assert_eq!(
+        echoes[0].tool,
+        Some(tool("echo")),
+        "a tools/call names its tool"
+    );
+    assert_eq!(
+        dispatched.tool,
+        Some(tool("hash")),
+        "dispatch decides the tool"
+    );
+    assert_eq!(untooled.tool, None);
+    assert_eq!(
+        store
+            .get_task(&all(), &sleep.task_id)
+            .await
+            .expect("get")
+            .tool,
+        Some(tool("sleep"))
+    );
+    for done in &echoes[..2] {
+        store
+            .cancel_task(&all(), &done.task_id)
+            .await
+            .expect("cancel");
+    }
+
+    let listed = |filter: TaskFilter, page_size: u32| {
+        let store = store.clone();
+        async move {
+            let mut tasks = Vec::new();
+            let mut cursor = None;
+            loop {
+                let request = PageRequest {
+                    cursor,
+                    page_size: Some(page_size),
+                    filter: filter.clone(),
+                };
+                let page = store.list_tasks(&all(), request).await.expect("list");
+                tasks.extend(page.tasks);
+                match page.next_cursor {
+                    Some(next) => cursor = Some(next),
+                    None => return tasks,
+                }
+            }
+        }
+    };
+    let echo_ids = ids(&echoes);
+    assert_eq!(
+        ids(&listed(TaskFilter::new([], Some(tool("echo"))), 2).await),
+        echo_ids
+    );
+    assert_eq!(
+        ids(&listed(
+            TaskFilter::new([TaskStatus::Working], Some(tool("echo"))),
+            1
+        )
+        .await),
+        echo_ids[2..]
+    );
+    assert_eq!(
+        ids(&listed(TaskFilter::new([TaskStatus::Cancelled], None), 1).await),
+        echo_ids[..2]
+    );
+    let working = listed(
+        TaskFilter::new([TaskStatus::Working, TaskStatus::InputRequired], None),
+        2,
+    )
+    .await;
+    assert_eq!(working.len(), 6);
+    assert!(working.iter().all(|t| t.status == TaskStatus::Working));
+    assert_eq!(
+        ids(&listed(TaskFilter::new([], Some(tool("hash"))), 5).await),
+        ids(&[dispatched])
+    );
+    assert!(
+        listed(TaskFilter::new([], Some(tool("nothing"))), 5)
+            .await
+            .is_empty()
+    );
+
+    // The cursor of a filtered listing is refused without its filter, and
+    // the other way round.
+    let filtered = TaskFilter::new([], Some(tool("echo")));
+    let first = store
+        .list_tasks(
+            &all(),
+            PageRequest {
+                cursor: None,
+                page_size: Some(1),
+                filter: filtered.clone(),
+            },
+        )
+        .await
+        .expect("list");
+    let cursor = first.next_cursor.expect("more pages");
+    assert_err!(
+        store
+            .list_tasks(&all(), page_request(Some(cursor.clone()), Some(1)))
+            .await,
+        StoreError::InvalidArgument(_)
+    );
+    let unfiltered = store
+        .list_tasks(&all(), page_request(None, Some(1)))
+        .await
+        .expect("list")
+        .next_cursor
+        .expect("more pages");
+    assert_err!(
+        store
+            .list_tasks(
+                &all(),
+                PageRequest {
+                    cursor: Some(unfiltered),
+                    page_size: Some(1),
+                    filter: filtered.clone()
+                }
+            )
+            .await,
+        StoreError::InvalidArgument(_)
+    );
+    store
+        .list_tasks(
+            &all(),
+            PageRequest {
+                cursor: Some(cursor),
+                page_size: Some(1),
+                filter: filtered,
+            },
+        )
+        .await
+        .expect("the cursor works with its own filter");
 }

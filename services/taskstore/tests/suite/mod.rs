@@ -4,10 +4,12 @@
 
 pub mod concurrency;
 pub mod create;
+pub mod execution;
 pub mod expiry;
 pub mod isolation;
 pub mod lifecycle;
 pub mod listing;
+pub mod relay;
 pub mod watching;
 
 use std::sync::Arc;
@@ -15,8 +17,9 @@ use std::time::Duration;
 
 use taskstore::StoreError;
 use taskstore::domain::{
-    JsonObject, NewResult, NewTask, PageRequest, RequestId, ResultStatus, Scope, SessionId,
-    StatusUpdate, Task, TaskId, TaskStatus, Ttl,
+    DispatchRequest, ExecutionPolicy, JsonObject, LeaseToken, NewResult, NewTask, PageRequest,
+    RequestId, ResultStatus, Scope, SessionId, StatusUpdate, Task, TaskId, TaskStatus, TenantId,
+    ToolName, Ttl,
 };
 use taskstore::store::TaskStore;
 
@@ -43,6 +46,7 @@ macro_rules! conformance_suite {
             listing::sees_tasks_created_between_pages,
             listing::drops_tasks_that_expire_between_pages,
             listing::survives_concurrent_updates,
+            listing::filters_by_status_and_tool_before_paging,
             expiry::expired_tasks_are_not_found_anywhere,
             expiry::reaching_a_terminal_status_extends_expiry,
             expiry::cleanup_deletes_only_expired_tasks,
@@ -59,6 +63,17 @@ macro_rules! conformance_suite {
             watching::watch_of_a_terminal_task_ends_at_once,
             watching::waiting_for_a_result_wakes_when_it_is_stored,
             watching::waiting_for_a_result_gives_up_at_its_timeout,
+            execution::exactly_one_of_many_claims_wins,
+            execution::reports_are_fenced_by_the_lease,
+            execution::an_expired_lease_dispatches_again_and_fences_the_old_attempt,
+            execution::renewals_keep_a_long_task_alive,
+            execution::a_poison_task_fails_after_its_attempts,
+            execution::retryable_errors_back_off_then_fail_and_shutdown_gives_the_attempt_back,
+            execution::cancellation_reaches_the_running_attempt_at_once,
+            relay::the_relay_publishes_each_job_once_and_drops_stale_ones,
+            relay::a_job_for_an_unserved_tool_waits_and_says_so,
+            relay::the_relay_wakes_at_once_on_a_new_job,
+            relay::a_job_carries_the_trace_its_task_was_created_in,
         );
     };
 }
@@ -88,6 +103,58 @@ macro_rules! assert_err {
 
 pub type Store = Arc<dyn TaskStore>;
 
+/// The tenant every case acts for.
+pub fn tenant() -> TenantId {
+    TenantId::default_tenant()
+}
+
+/// One-second leases and quick retries, so that cases can wait them out.
+pub fn short_leases() -> ExecutionPolicy {
+    ExecutionPolicy {
+        lease_duration: Duration::from_secs(1),
+        default_max_attempts: 3,
+        backoff_base: Duration::from_millis(200),
+        backoff_max: Duration::from_secs(1),
+        ..ExecutionPolicy::default()
+    }
+}
+
+pub fn with_policy(execution: ExecutionPolicy) -> taskstore::store::StoreConfig {
+    taskstore::store::StoreConfig {
+        execution,
+        ..taskstore::store::StoreConfig::default()
+    }
+}
+
+/// Waits past a lease of [`short_leases`], as if the worker froze.
+pub async fn let_leases_expire() {
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+}
+
+/// A task dispatched to `echo`.
+pub async fn dispatched(store: &Store, max_attempts: Option<u32>) -> TaskId {
+    let task = NewTask {
+        dispatch: Some(DispatchRequest {
+            tool: ToolName::parse("echo").expect("tool"),
+            max_attempts,
+        }),
+        ..new_task()
+    };
+    store
+        .create_task(&all(), task)
+        .await
+        .expect("create")
+        .task_id
+}
+
+/// A completed result, fenced by `lease`.
+pub fn result(lease: &LeaseToken) -> NewResult {
+    NewResult {
+        lease: Some(lease.clone()),
+        ..completed(r#"{"content":[]}"#)
+    }
+}
+
 pub fn ttl(ms: u64) -> Ttl {
     Ttl::from_millis(ms).expect("valid ttl")
 }
@@ -102,6 +169,7 @@ pub fn new_task() -> NewTask {
         )
         .expect("valid request"),
         dispatch: None,
+        trace_context: None,
     }
 }
 
@@ -148,6 +216,15 @@ pub async fn create(store: &Store, scope: &Scope) -> Task {
     store.create_task(scope, new_task()).await.expect("create")
 }
 
+/// An unfiltered page request.
+pub fn page_request(cursor: Option<String>, page_size: Option<u32>) -> PageRequest {
+    PageRequest {
+        cursor,
+        page_size,
+        ..PageRequest::default()
+    }
+}
+
 /// Every task in `scope`, following cursors, `page_size` at a time.
 pub async fn list_all(store: &Store, scope: &Scope, page_size: u32) -> Vec<Task> {
     let mut tasks = Vec::new();
@@ -159,6 +236,7 @@ pub async fn list_all(store: &Store, scope: &Scope, page_size: u32) -> Vec<Task>
                 PageRequest {
                     cursor,
                     page_size: Some(page_size),
+                    ..Default::default()
                 },
             )
             .await

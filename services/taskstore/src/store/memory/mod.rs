@@ -4,11 +4,14 @@
 //! atomic, so quotas and races behave exactly. Expired tasks are invisible
 //! at once; a timer sweeps them away, and dropping the store stops it.
 
+mod dispatch;
 mod execution;
+mod maintenance;
+mod operations;
 pub(crate) mod persist;
 mod state;
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -16,7 +19,6 @@ use tokio::sync::{Mutex, MutexGuard, Notify};
 
 use self::state::{Dispatch, Key, Record, State, delta, key};
 use super::changes::{ChangeFeed, TaskChange, wait_for_result, watch};
-use super::execution::messages::lease_lost;
 use super::{StoreConfig, TaskStore, TaskWatch, already_terminal, no_result, quota_reached};
 use crate::domain::{
     CursorCodec, CursorPosition, LeaseToken, NewResult, NewTask, PageRequest, Scope, StatusUpdate,
@@ -39,6 +41,7 @@ struct Inner {
     cursors: CursorCodec,
     changes: ChangeFeed,
     outbox: Arc<Notify>,
+    workers: operations::Registry,
 }
 
 impl MemoryTaskStore {
@@ -47,7 +50,6 @@ impl MemoryTaskStore {
     pub async fn open_persistent(
         config: StoreConfig,
         persistence: Arc<dyn persist::Persistence>,
-        cleanup_interval: Option<Duration>,
     ) -> Result<Self, StoreError> {
         config
             .validate()
@@ -57,13 +59,7 @@ impl MemoryTaskStore {
         let mut state = State::default();
         loaded.install(&mut state);
         let cursors = CursorCodec::new(persistence.cursor_key().await?);
-        Ok(Self::assemble(
-            config,
-            cursors,
-            state,
-            Some(persistence),
-            cleanup_interval,
-        ))
+        Ok(Self::assemble(config, cursors, state, Some(persistence)))
     }
 
     fn assemble(
@@ -71,7 +67,6 @@ impl MemoryTaskStore {
         cursors: CursorCodec,
         state: State,
         persistence: Option<Arc<dyn persist::Persistence>>,
-        cleanup_interval: Option<Duration>,
     ) -> Self {
         let inner = Arc::new(Inner {
             state: Mutex::new(state),
@@ -80,20 +75,14 @@ impl MemoryTaskStore {
             cursors,
             changes: ChangeFeed::default(),
             outbox: Arc::new(Notify::new()),
+            workers: operations::Registry::default(),
         });
-        if let Some(interval) = cleanup_interval {
-            spawn_sweep(Arc::downgrade(&inner), interval);
-        }
         Self { inner }
     }
 
-    /// A new, empty store. With a `cleanup_interval`, expired tasks are
-    /// swept on that timer (inside a tokio runtime) until the store is
-    /// dropped.
-    pub fn new(
-        config: StoreConfig,
-        cleanup_interval: Option<Duration>,
-    ) -> Result<Self, StoreError> {
+    /// A new, empty store. (Expired tasks are swept by the service's
+    /// sweeper, as for every backend.)
+    pub fn new(config: StoreConfig) -> Result<Self, StoreError> {
         config
             .validate()
             .map_err(|err| StoreError::InvalidArgument(err.to_string()))?;
@@ -101,13 +90,7 @@ impl MemoryTaskStore {
             tracing::error!(error = %err, "no randomness for the cursor key");
             StoreError::Internal("could not generate the cursor key".into())
         })?;
-        Ok(Self::assemble(
-            config,
-            cursors,
-            State::default(),
-            None,
-            cleanup_interval,
-        ))
+        Ok(Self::assemble(config, cursors, State::default(), None))
     }
 
     /// One operation at a time: the lock makes each operation atomic, like
@@ -197,7 +180,7 @@ impl MemoryTaskStore {
                     .and_then(|d| d.lease.as_ref())
                     .map(|l| &l.token);
                 if current != Some(fence) {
-                    return Err(lease_lost());
+                    return Err(crate::domain::FenceRefusal::LeaseLost.into());
                 }
             }
             record.transition(status, message, now);
@@ -210,6 +193,7 @@ impl MemoryTaskStore {
             task
         };
         self.changed(&key, Some(task.status));
+        crate::metrics::task_finished(task.status);
         Ok(task)
     }
 }
@@ -232,93 +216,11 @@ fn in_session(scope: &Scope, record: &Record) -> bool {
     scope.session.is_none() || scope.session == record.task.session_id
 }
 
-/// The timer holds only a weak reference: when the store's last clone goes
-/// away, the next tick finds nothing and the timer ends.
-fn spawn_sweep(inner: Weak<Inner>, interval: Duration) {
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-        tracing::warn!("no async runtime: the in-memory store will not sweep expired tasks");
-        return;
-    };
-    runtime.spawn(async move {
-        let mut ticker = tokio::time::interval(interval);
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            ticker.tick().await;
-            let Some(inner) = inner.upgrade() else { return };
-            match (MemoryTaskStore { inner }).delete_expired().await {
-                Ok(0) => {}
-                Ok(deleted) => tracing::info!(deleted, "expired tasks deleted"),
-                Err(err) => tracing::warn!(error = %err, "expired task sweep failed"),
-            }
-        }
-    });
-}
-
-impl MemoryTaskStore {
-    /// After a restart: a dispatched task that waits for a worker but has no
-    /// job (its job went to an in-process queue that died with the process)
-    /// gets one again, at its current generation. A duplicate of a job that
-    /// still exists elsewhere is harmless: only one claim succeeds.
-    pub async fn requeue_unqueued_jobs(&self) -> Result<u64, StoreError> {
-        let mut state = self.lock().await;
-        let now = state.now();
-        let orphans: Vec<(Key, u64, crate::domain::ToolName)> = state
-            .tasks
-            .iter()
-            .filter(|(_, r)| r.is_live(now) && !r.task.status.is_terminal())
-            .filter_map(|(key, r)| {
-                let d = r.dispatch.as_ref().filter(|d| d.lease.is_none())?;
-                let queued = state
-                    .outbox
-                    .iter()
-                    .any(|j| &j.key == key && j.generation == d.generation);
-                (!queued).then(|| (key.clone(), d.generation, d.tool.clone()))
-            })
-            .collect();
-        for (key, generation, tool) in &orphans {
-            state.enqueue(key.clone(), *generation, tool, now);
-        }
-        self.commit(&mut state).await?;
-        if !orphans.is_empty() {
-            tracing::info!(
-                count = orphans.len(),
-                "waiting tasks given their jobs again after a restart"
-            );
-            self.inner.outbox.notify_one();
-        }
-        Ok(orphans.len() as u64)
-    }
-
-    async fn delete_expired(&self) -> Result<u64, StoreError> {
-        let mut state = self.lock().await;
-        let now = state.now();
-        let expired: Vec<Key> = state
-            .tasks
-            .iter()
-            .filter(|(_, record)| !record.is_live(now))
-            .map(|(key, _)| key.clone())
-            .collect();
-        for key in &expired {
-            state.tasks.remove(key);
-            state.touch(key);
-        }
-        let State { tasks, .. } = &*state;
-        let gone: std::collections::HashSet<Key> = state
-            .outbox
-            .iter()
-            .filter(|job| !tasks.contains_key(&job.key))
-            .map(|job| job.key.clone())
-            .collect();
-        state.remove_jobs(|job| gone.contains(&job.key));
-        self.commit(&mut state).await?;
-        Ok(expired.len() as u64)
-    }
-}
-
 #[async_trait]
 impl TaskStore for MemoryTaskStore {
     async fn create_task(&self, scope: &Scope, task: NewTask) -> Result<Task, StoreError> {
-        let task_id = super::task_id_or_new(task.task_id)?;
+        let task_id = super::task_id_or_new(task.task_id.clone())?;
+        let tool = task.tool();
         let config = self.config();
         let max_attempts = match &task.dispatch {
             Some(dispatch) => config.dispatch_attempts(dispatch.max_attempts)?,
@@ -329,7 +231,8 @@ impl TaskStore for MemoryTaskStore {
             let mut state = self.lock().await;
             let now = state.now();
             let live = |record: &&Record| record.is_live(now);
-            if let Some(max) = config.quotas.max_tasks {
+            let quotas = config.quotas_for(&scope.tenant);
+            if let Some(max) = quotas.max_tasks {
                 let count = state
                     .tasks
                     .iter()
@@ -339,9 +242,7 @@ impl TaskStore for MemoryTaskStore {
                     return Err(quota_reached("max_tasks", max));
                 }
             }
-            if let (Some(max), Some(session)) =
-                (config.quotas.max_tasks_per_session, &scope.session)
-            {
+            if let (Some(max), Some(session)) = (quotas.max_tasks_per_session, &scope.session) {
                 let count = state
                     .tasks
                     .iter()
@@ -380,12 +281,14 @@ impl TaskStore for MemoryTaskStore {
                     ttl,
                     poll_interval: config.poll_interval,
                     session_id: scope.session.clone(),
+                    tool,
                 },
                 expires_at: ttl.map(|ttl| now + delta(ttl.as_duration())),
                 request_id: task.request_id,
                 request: task.request,
                 result: None,
                 dispatch,
+                trace_context: task.trace_context.map(|t| t.as_str().to_owned()),
             };
             if let Some(dispatch) = &record.dispatch {
                 let (generation, tool) = (dispatch.generation, dispatch.tool.clone());
@@ -465,7 +368,7 @@ impl TaskStore for MemoryTaskStore {
         let after = page
             .cursor
             .as_deref()
-            .map(|c| self.inner.cursors.decode(scope, c))
+            .map(|c| self.inner.cursors.decode(scope, &page.filter, c))
             .transpose()?;
         let size = self.config().paging.resolve(page.page_size) as usize;
         let mut tasks: Vec<Task> = {
@@ -475,7 +378,10 @@ impl TaskStore for MemoryTaskStore {
                 .tasks
                 .iter()
                 .filter(|(k, r)| {
-                    k.0 == scope.tenant.as_str() && r.is_live(now) && in_session(scope, r)
+                    k.0 == scope.tenant.as_str()
+                        && r.is_live(now)
+                        && in_session(scope, r)
+                        && page.filter.matches(&r.task)
                 })
                 .map(|(_, r)| r.task.clone())
                 .filter(|t| {
@@ -491,6 +397,7 @@ impl TaskStore for MemoryTaskStore {
         let next_cursor = match (has_more, tasks.last()) {
             (true, Some(last)) => Some(self.inner.cursors.encode(
                 scope,
+                &page.filter,
                 &CursorPosition {
                     created_at: last.created_at,
                     task_id: last.task_id.clone(),
@@ -533,21 +440,5 @@ impl TaskStore for MemoryTaskStore {
         timeout: Duration,
     ) -> Result<TaskResult, StoreError> {
         wait_for_result(self, &self.inner.changes, scope, task_id, timeout).await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn dropping_the_store_stops_its_sweep_timer() {
-        let store = MemoryTaskStore::new(StoreConfig::default(), Some(Duration::from_millis(10)))
-            .expect("store");
-        let weak = Arc::downgrade(&store.inner);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        drop(store);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-        assert!(weak.upgrade().is_none(), "the timer keeps nothing alive");
     }
 }

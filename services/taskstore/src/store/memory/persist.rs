@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::state::{Dispatch, Job, Key, Lease, Record, State};
 use crate::domain::{
-    JsonObject, LeaseToken, RequestId, SessionId, Task, TaskId, TaskStatus, ToolName, Ttl,
+    JsonObject, LeaseToken, RequestId, SessionId, Task, TaskId, TaskStatus, ToolName, Ttl, tool_of,
 };
 use crate::error::StoreError;
 
@@ -51,6 +51,9 @@ pub struct StoredRecord {
     pub request: String,
     pub result: Option<String>,
     pub dispatch: Option<StoredDispatch>,
+    /// Absent in files written before traces were kept.
+    #[serde(default)]
+    pub trace_context: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -122,6 +125,7 @@ impl From<&Record> for StoredRecord {
                     expires_at_us: micros(l.expires_at),
                 }),
             }),
+            trace_context: record.trace_context.clone(),
         }
     }
 }
@@ -155,6 +159,8 @@ impl TryFrom<StoredRecord> for (Key, Record) {
                 .map(|s| SessionId::parse(&s, usize::MAX))
                 .transpose()
                 .map_err(corrupt)?,
+            // Derived from the request and dispatch below (not stored).
+            tool: None,
         };
         let dispatch = stored
             .dispatch
@@ -178,17 +184,23 @@ impl TryFrom<StoredRecord> for (Key, Record) {
             })
             .transpose()?;
         let key = (stored.tenant, stored.task_id);
+        let request = JsonObject::parse(stored.request).map_err(corrupt)?;
+        let task = Task {
+            tool: tool_of(&request, dispatch.as_ref().map(|d| &d.tool)),
+            ..task
+        };
         let record = Record {
             task,
             expires_at: stored.expires_at_us.map(time).transpose()?,
             request_id: RequestId::parse(stored.request_id).map_err(corrupt)?,
-            request: JsonObject::parse(stored.request).map_err(corrupt)?,
+            request,
             result: stored
                 .result
                 .map(JsonObject::parse)
                 .transpose()
                 .map_err(corrupt)?,
             dispatch,
+            trace_context: stored.trace_context,
         };
         Ok((key, record))
     }

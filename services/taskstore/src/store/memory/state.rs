@@ -39,6 +39,8 @@ pub(super) struct Record {
     pub request: JsonObject,
     pub result: Option<JsonObject>,
     pub dispatch: Option<Dispatch>,
+    /// The trace the task was created in (W3C traceparent).
+    pub trace_context: Option<String>,
 }
 
 impl Record {

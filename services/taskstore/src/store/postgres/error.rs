@@ -6,7 +6,7 @@ use sqlx::error::DatabaseError;
 
 use crate::error::StoreError;
 
-pub(super) fn store_error(err: sqlx::Error) -> StoreError {
+pub(crate) fn store_error(err: sqlx::Error) -> StoreError {
     if is_unavailable(&err) {
         tracing::warn!(error = %err, "database unavailable");
         StoreError::Unavailable("the database is unavailable; retry later".to_owned())
@@ -26,6 +26,10 @@ pub(crate) fn is_unavailable(err: &sqlx::Error) -> bool {
         | sqlx::Error::Tls(_)
         | sqlx::Error::WorkerCrashed => true,
         sqlx::Error::Database(db) => is_unavailable_sqlstate(db.as_ref()),
+        // A peer that vanishes while a connection negotiates TLS (a
+        // restarting database, a proxy with no backend) breaks the
+        // handshake rather than the socket.
+        sqlx::Error::Protocol(message) => message.contains("SSLRequest"),
         _ => false,
     }
 }

@@ -27,8 +27,12 @@ pub(super) struct NewRow {
     pub request_json: String,
     pub ttl_ms: Option<i64>,
     pub poll_ms: i64,
+    /// The tool the task runs (dispatched or not).
     pub tool: Option<String>,
+    /// Set only for a dispatched task.
     pub max_attempts: Option<i32>,
+    /// The trace the task was created in.
+    pub trace_context: Option<String>,
 }
 
 /// One create waiting for its batch.
@@ -117,22 +121,23 @@ pub(super) async fn insert_rows<'e>(
     let request_ids = column(|r| Some(r.request_id_json.clone()));
     let requests = column(|r| Some(r.request_json.clone()));
     let tools = column(|r| r.tool.clone());
+    let traces = column(|r| r.trace_context.clone());
     let ttls: Vec<Option<i64>> = rows.iter().map(|r| r.ttl_ms).collect();
     let polls: Vec<i64> = rows.iter().map(|r| r.poll_ms).collect();
     let attempts: Vec<Option<i32>> = rows.iter().map(|r| r.max_attempts).collect();
     let created = sqlx::query_as::<_, CreatedRow>(concat!(
         "WITH input AS (",
         " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],",
-        "                      $6::bigint[], $7::bigint[], $8::text[], $9::int[])",
+        "                      $6::bigint[], $7::bigint[], $8::text[], $9::int[], $10::text[])",
         "   AS i(tenant_id, task_id, session_id, request_id_json, request_json, ttl_ms,",
-        "        poll_interval_ms, tool, max_attempts)),",
+        "        poll_interval_ms, tool, max_attempts, trace_context)),",
         " task AS (",
         " INSERT INTO tasks (tenant_id, task_id, session_id, status, request_id_json, request_json,",
         "  created_at, last_updated_at, ttl_ms, expires_at, poll_interval_ms,",
-        "  tool, max_attempts, dispatch_generation)",
+        "  tool, max_attempts, dispatch_generation, trace_context)",
         " SELECT tenant_id, task_id, session_id, 'working', request_id_json, request_json,",
         "  now(), now(), ttl_ms, now() + ttl_ms * interval '1 millisecond', poll_interval_ms,",
-        "  tool, max_attempts, 1 FROM input",
+        "  tool, max_attempts, 1, trace_context FROM input",
         " ON CONFLICT (tenant_id, task_id) DO UPDATE SET",
         "   session_id = EXCLUDED.session_id, status = EXCLUDED.status, status_message = NULL,",
         "   request_id_json = EXCLUDED.request_id_json, request_json = EXCLUDED.request_json,",
@@ -140,13 +145,14 @@ pub(super) async fn insert_rows<'e>(
         "   last_updated_at = EXCLUDED.last_updated_at, ttl_ms = EXCLUDED.ttl_ms,",
         "   expires_at = EXCLUDED.expires_at, poll_interval_ms = EXCLUDED.poll_interval_ms,",
         "   tool = EXCLUDED.tool, max_attempts = EXCLUDED.max_attempts, attempt = 0,",
+        "   trace_context = EXCLUDED.trace_context,",
         "   dispatch_generation = tasks.dispatch_generation + 1,",
         "   lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL",
         " WHERE tasks.expires_at <= now()",
         " RETURNING *),",
         " job AS (",
         " INSERT INTO dispatch_outbox (tenant_id, task_id, generation, tool)",
-        " SELECT tenant_id, task_id, dispatch_generation, tool FROM task WHERE tool IS NOT NULL)",
+        " SELECT tenant_id, task_id, dispatch_generation, tool FROM task WHERE max_attempts IS NOT NULL)",
         " SELECT tenant_id, ",
         task_columns!(),
         " FROM task"
@@ -160,6 +166,7 @@ pub(super) async fn insert_rows<'e>(
     .bind(&polls)
     .bind(&tools)
     .bind(&attempts)
+    .bind(&traces)
     .fetch_all(executor)
     .await?;
     Ok(created
@@ -184,6 +191,7 @@ mod tests {
             poll_ms: 1000,
             tool: None,
             max_attempts: None,
+            trace_context: None,
         };
         PendingCreate { row, reply }
     }

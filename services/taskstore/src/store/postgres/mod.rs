@@ -8,36 +8,29 @@
 
 mod error;
 mod listener;
+mod migrations;
 mod rows;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
-use sqlx::{PgPool, Postgres, QueryBuilder};
 use tokio::sync::Notify;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-pub(crate) use self::error::is_unavailable;
-use self::error::store_error;
+pub use self::connect::unreachable_because;
+pub(crate) use self::error::{is_unavailable, store_error};
+pub use self::migrations::{MIGRATOR, SchemaState, migrate, schema_state};
 use self::rows::{TaskRow, TaskWithResultRow, stored_json, task_columns};
 use super::changes::{ChangeFeed, wait_for_result, watch};
-use super::{StoreConfig, TaskStore, TaskWatch, already_terminal, no_result, quota_reached};
+use super::{StoreConfig, TaskStore, TaskWatch, already_terminal, no_result};
 use crate::domain::{
     CursorCodec, LeaseToken, NewResult, NewTask, PageRequest, Scope, StatusUpdate, Task, TaskId,
     TaskPage, TaskResult, TaskStatus,
 };
 use crate::error::StoreError;
-
-/// The embedded migrations under `migrations/postgres`.
-pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/postgres");
-
-/// Applies pending migrations. Safe with several replicas starting at once:
-/// sqlx holds a PostgreSQL advisory lock while it migrates.
-pub async fn migrate(pool: &PgPool) -> Result<(), sqlx::migrate::MigrateError> {
-    MIGRATOR.run(pool).await
-}
 
 /// Connection pool settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,8 +67,6 @@ pub fn lazy_pool(options: PgConnectOptions, settings: PoolSettings) -> PgPool {
         .connect_lazy_with(options)
 }
 
-const CURSOR_KEY_NAME: &str = "cursor_hmac_key";
-
 /// The not-expired predicate, evaluated against the database clock.
 macro_rules! live {
     () => {
@@ -95,8 +86,13 @@ macro_rules! visible_task {
 }
 
 // Declared after the SQL macros above, which they use.
+mod connect;
+mod create;
+mod dispatch;
 mod execution;
 mod group_commit;
+mod listing;
+mod operations;
 
 /// The PostgreSQL [`TaskStore`].
 #[derive(Debug, Clone)]
@@ -118,7 +114,7 @@ impl PgTaskStore {
         config
             .validate()
             .map_err(|err| StoreError::InvalidArgument(err.to_string()))?;
-        let cursors = CursorCodec::new(shared_cursor_key(&pool).await?);
+        let cursors = CursorCodec::new(connect::shared_cursor_key(&pool).await?);
         let changes = ChangeFeed::default();
         let outbox = Arc::new(Notify::new());
         let stop = CancellationToken::new();
@@ -137,121 +133,6 @@ impl PgTaskStore {
 
     pub fn pool(&self) -> &PgPool {
         &self.pool
-    }
-
-    /// Inserts a task; ALREADY_EXISTS when a live task has its id.
-    async fn insert(&self, scope: &Scope, task: NewTask) -> Result<TaskRow, StoreError> {
-        let task_id = super::task_id_or_new(task.task_id.clone())?;
-        let ttl_ms = self
-            .config
-            .ttl
-            .effective(task.ttl)
-            .map(|ttl| ttl.as_millis_i64());
-        let poll_ms = i64::try_from(self.config.poll_interval.as_millis()).unwrap_or(i64::MAX);
-        let attempts = match &task.dispatch {
-            Some(dispatch) => {
-                let attempts = self.config.dispatch_attempts(dispatch.max_attempts)?;
-                Some(i32::try_from(attempts).unwrap_or(i32::MAX))
-            }
-            None => None,
-        };
-
-        let new_row = group_commit::NewRow {
-            tenant: scope.tenant.as_str().to_owned(),
-            task_id: task_id.as_str().to_owned(),
-            session: scope.session.as_ref().map(|s| s.as_str().to_owned()),
-            request_id_json: task.request_id.as_str().to_owned(),
-            request_json: task.request.as_str().to_owned(),
-            ttl_ms,
-            poll_ms,
-            tool: task.dispatch.as_ref().map(|d| d.tool.as_str().to_owned()),
-            max_attempts: attempts,
-        };
-        let row = if let Some(lock_key) = self.quota_lock_key(scope) {
-            // Creates under a quota are serialized (count, then insert), so
-            // they cannot share a batch.
-            let mut tx = self.pool.begin().await.map_err(store_error)?;
-            self.enforce_quotas(&mut tx, scope, lock_key).await?;
-            let created = group_commit::insert_rows(&mut *tx, std::slice::from_ref(&new_row))
-                .await
-                .map_err(store_error)?;
-            tx.commit().await.map_err(store_error)?;
-            created.into_values().next()
-        } else {
-            let (reply, answer) = tokio::sync::oneshot::channel();
-            let pending = group_commit::PendingCreate {
-                row: new_row,
-                reply,
-            };
-            let stopped = || StoreError::Unavailable("the store is shutting down".into());
-            self.creates.send(pending).await.map_err(|_| stopped())?;
-            answer.await.map_err(|_| stopped())??
-        };
-        row.ok_or_else(|| StoreError::AlreadyExists(task_id.to_string()))
-    }
-
-    /// The advisory lock that serializes creates which count against the
-    /// same quota, so the count and the insert cannot interleave with another
-    /// create's (no check-then-insert race). The tenant lock covers both
-    /// quotas; with only a session quota, sessions do not wait for each other.
-    fn quota_lock_key(&self, scope: &Scope) -> Option<String> {
-        let quotas = self.config.quotas;
-        if quotas.max_tasks.is_some() {
-            Some(format!("taskstore/quota/{}", scope.tenant.as_str()))
-        } else if let (Some(_), Some(session)) = (quotas.max_tasks_per_session, &scope.session) {
-            Some(format!(
-                "taskstore/quota/{}/{}/{}",
-                scope.tenant.as_str().len(),
-                scope.tenant.as_str(),
-                session.as_str()
-            ))
-        } else {
-            None
-        }
-    }
-
-    async fn enforce_quotas(
-        &self,
-        tx: &mut sqlx::Transaction<'_, Postgres>,
-        scope: &Scope,
-        lock_key: String,
-    ) -> Result<(), StoreError> {
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
-            .bind(lock_key)
-            .execute(&mut **tx)
-            .await
-            .map_err(store_error)?;
-
-        if let Some(max) = self.config.quotas.max_tasks {
-            let count: i64 = sqlx::query_scalar(concat!(
-                "SELECT count(*) FROM tasks WHERE tenant_id = $1 AND ",
-                live!()
-            ))
-            .bind(scope.tenant.as_str())
-            .fetch_one(&mut **tx)
-            .await
-            .map_err(store_error)?;
-            if count_reaches(count, max) {
-                return Err(quota_reached("max_tasks", max));
-            }
-        }
-        if let (Some(max), Some(session)) =
-            (self.config.quotas.max_tasks_per_session, &scope.session)
-        {
-            let count: i64 = sqlx::query_scalar(concat!(
-                "SELECT count(*) FROM tasks WHERE tenant_id = $1 AND session_id = $2 AND ",
-                live!()
-            ))
-            .bind(scope.tenant.as_str())
-            .bind(session.as_str())
-            .fetch_one(&mut **tx)
-            .await
-            .map_err(store_error)?;
-            if count_reaches(count, max) {
-                return Err(quota_reached("max_tasks_per_session", max));
-            }
-        }
-        Ok(())
     }
 
     async fn fetch_visible(&self, scope: &Scope, task_id: &TaskId) -> Result<TaskRow, StoreError> {
@@ -297,7 +178,7 @@ impl PgTaskStore {
         result: Option<&str>,
         fence: Option<&LeaseToken>,
     ) -> Result<Option<TaskRow>, StoreError> {
-        sqlx::query_as::<_, TaskRow>(concat!(
+        let transitioned = sqlx::query_as::<_, TaskRow>(concat!(
             "UPDATE tasks SET status = $4, status_message = $5, result_json = $6,",
             " last_updated_at = GREATEST(now(), last_updated_at + interval '1 microsecond'),",
             " expires_at = CASE WHEN $7 THEN GREATEST(expires_at, now() + ttl_ms * interval '1 millisecond')",
@@ -319,7 +200,11 @@ impl PgTaskStore {
         .bind(fence.map(LeaseToken::as_str))
         .fetch_optional(&self.pool)
         .await
-        .map_err(store_error)
+        .map_err(store_error)?;
+        if transitioned.is_some() {
+            crate::metrics::task_finished(status);
+        }
+        Ok(transitioned)
     }
 
     /// Why a transition changed nothing: the task is not visible, it is
@@ -329,7 +214,7 @@ impl PgTaskStore {
         match self.fetch_visible(scope, task_id).await {
             Ok(row) => match row.status() {
                 Ok(status) if status.is_terminal() => already_terminal(status),
-                Ok(_) => crate::store::execution::messages::lease_lost(),
+                Ok(status) => crate::domain::FenceRefusal::explain(status).into(),
                 Err(err) => err,
             },
             Err(err) => err,
@@ -355,37 +240,6 @@ impl PgTaskStore {
         .rows_affected();
         Ok(deleted)
     }
-}
-
-fn count_reaches(count: i64, max: u64) -> bool {
-    u64::try_from(count).unwrap_or(0) >= max
-}
-
-/// The cursor key every replica shares: the first replica to start creates
-/// it, the others read the same row.
-async fn shared_cursor_key(pool: &PgPool) -> Result<[u8; CursorCodec::KEY_BYTES], StoreError> {
-    let mut candidate = [0u8; CursorCodec::KEY_BYTES];
-    getrandom::getrandom(&mut candidate).map_err(|err| {
-        tracing::error!(error = %err, "no randomness for the cursor key");
-        StoreError::Internal("could not generate the cursor key".to_owned())
-    })?;
-    sqlx::query(
-        "INSERT INTO store_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
-    )
-    .bind(CURSOR_KEY_NAME)
-    .bind(&candidate[..])
-    .execute(pool)
-    .await
-    .map_err(store_error)?;
-    let stored: Vec<u8> = sqlx::query_scalar("SELECT value FROM store_secrets WHERE name = $1")
-        .bind(CURSOR_KEY_NAME)
-        .fetch_one(pool)
-        .await
-        .map_err(store_error)?;
-    stored.try_into().map_err(|_| {
-        tracing::error!("stored cursor key has the wrong length");
-        StoreError::Internal("corrupt cursor key".to_owned())
-    })
 }
 
 #[async_trait]
@@ -468,52 +322,7 @@ impl TaskStore for PgTaskStore {
     }
 
     async fn list_tasks(&self, scope: &Scope, page: PageRequest) -> Result<TaskPage, StoreError> {
-        let after = page
-            .cursor
-            .as_deref()
-            .map(|cursor| self.cursors.decode(scope, cursor))
-            .transpose()?;
-        let size = self.config.paging.resolve(page.page_size);
-
-        let mut query = QueryBuilder::<Postgres>::new(concat!(
-            "SELECT ",
-            task_columns!(),
-            " FROM tasks WHERE tenant_id = "
-        ));
-        query.push_bind(scope.tenant.as_str());
-        if let Some(session) = &scope.session {
-            query.push(" AND session_id = ").push_bind(session.as_str());
-        }
-        query.push(concat!(" AND ", live!()));
-        if let Some(after) = &after {
-            query
-                .push(" AND (created_at, task_id) > (")
-                .push_bind(after.created_at)
-                .push(", ")
-                .push_bind(after.task_id.as_str())
-                .push(")");
-        }
-        // One extra row tells whether another page follows.
-        query
-            .push(" ORDER BY created_at, task_id LIMIT ")
-            .push_bind(i64::from(size) + 1);
-        let mut rows: Vec<TaskRow> = query
-            .build_query_as()
-            .fetch_all(&self.pool)
-            .await
-            .map_err(store_error)?;
-
-        let has_more = rows.len() > size as usize;
-        rows.truncate(size as usize);
-        let next_cursor = match (has_more, rows.last()) {
-            (true, Some(last)) => Some(self.cursors.encode(scope, &last.position()?)),
-            _ => None,
-        };
-        let tasks = rows
-            .into_iter()
-            .map(TaskRow::into_task)
-            .collect::<Result<_, _>>()?;
-        Ok(TaskPage { tasks, next_cursor })
+        self.page(scope, page).await
     }
 
     async fn cancel_task(&self, scope: &Scope, task_id: &TaskId) -> Result<Task, StoreError> {

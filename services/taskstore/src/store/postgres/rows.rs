@@ -4,13 +4,15 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::domain::{CursorPosition, JsonObject, SessionId, Task, TaskId, TaskStatus, Ttl};
+use crate::domain::{
+    CursorPosition, JsonObject, SessionId, Task, TaskId, TaskStatus, ToolName, Ttl,
+};
 use crate::error::StoreError;
 
 /// The columns of [`TaskRow`], for every query that returns tasks.
 macro_rules! task_columns {
     () => {
-        "task_id, session_id, status, status_message, created_at, last_updated_at, ttl_ms, poll_interval_ms"
+        "task_id, session_id, status, status_message, created_at, last_updated_at, ttl_ms, poll_interval_ms, tool"
     };
 }
 pub(super) use task_columns;
@@ -25,6 +27,7 @@ pub(super) struct TaskRow {
     last_updated_at: DateTime<Utc>,
     ttl_ms: Option<i64>,
     poll_interval_ms: i64,
+    tool: Option<String>,
 }
 
 #[derive(Debug, sqlx::FromRow)]
@@ -73,6 +76,10 @@ impl TaskRow {
             session_id: self
                 .session_id
                 .map(|s| SessionId::parse(&s, usize::MAX).map_err(corrupt))
+                .transpose()?,
+            tool: self
+                .tool
+                .map(|t| ToolName::parse(&t).map_err(corrupt))
                 .transpose()?,
         })
     }

@@ -1,0 +1,221 @@
+//! Each client command: parse its flags, connect, call, print.
+
+use std::time::Duration;
+
+use tokio_stream::StreamExt;
+
+use super::args::{ClientArgs, ClientCommand};
+use super::create::{new_task, warn_if_unserved};
+use super::exit::{ClientError, Exit};
+use super::input::{Inputs, task_id_arg, tool_arg};
+use super::list::{Listing, list};
+use super::output::Output;
+use super::{Connection, scope};
+use crate::domain::{
+    JsonObject, NewResult, ResultStatus, Scope, StatusUpdate, TaskFilter, TaskId, TaskStatus,
+};
+use crate::error::StoreError;
+use crate::grpc::GrpcTaskStore;
+use crate::store::TaskStore;
+
+/// What a valid `--result` looks like, for error messages.
+const RESULT_EXAMPLE: &str = r#"{"content":[{"type":"text","text":"done"}]}"#;
+
+pub(super) async fn run(
+    command: ClientCommand,
+    connection: &mut Connection,
+    args: &ClientArgs,
+) -> Result<Exit, ClientError> {
+    let out = Output::new(args.json);
+    let scope = scope(args.session.as_deref())?;
+    match command {
+        ClientCommand::Create { task, .. } => {
+            let new_task = new_task(task)?;
+            let store = connection.store().await?;
+            let dispatched_to = new_task.dispatch.as_ref().map(|d| d.tool.clone());
+            out.task(&store.create_task(&scope, new_task).await?)?;
+            if let Some(tool) = dispatched_to {
+                warn_if_unserved(store, &tool).await;
+            }
+            Ok(Exit::Done)
+        }
+        ClientCommand::Get { task_id, .. } => {
+            on_one_task(connection, &scope, &task_id, Action::Get, out).await
+        }
+        ClientCommand::Update {
+            task_id,
+            status,
+            message,
+            ..
+        } => {
+            let update = StatusUpdate {
+                status,
+                message,
+                lease: None,
+            };
+            on_one_task(connection, &scope, &task_id, Action::Update(update), out).await
+        }
+        ClientCommand::Complete {
+            task_id,
+            result,
+            failed,
+            message,
+            ..
+        } => {
+            let text = Inputs::default().json("--result", &result, RESULT_EXAMPLE)?;
+            let result = NewResult {
+                status: if failed {
+                    ResultStatus::Failed
+                } else {
+                    ResultStatus::Completed
+                },
+                result: JsonObject::parse(text)
+                    .map_err(|err| ClientError::Usage(format!("--result {err}")))?,
+                message,
+                lease: None,
+            };
+            on_one_task(connection, &scope, &task_id, Action::Complete(result), out).await
+        }
+        ClientCommand::Cancel { task_id, .. } => {
+            on_one_task(connection, &scope, &task_id, Action::Cancel, out).await
+        }
+        ClientCommand::List {
+            status,
+            tool,
+            cursor,
+            page_size,
+            all,
+            ..
+        } => {
+            let tool = tool.as_deref().map(tool_arg).transpose()?;
+            let listing = Listing {
+                filter: TaskFilter::new(status, tool),
+                page_size,
+            };
+            let store = connection.store().await?;
+            list(store, &scope, &listing, cursor, all, args, out).await
+        }
+        ClientCommand::Watch { task_id, .. } => {
+            let id = task_id_arg(&task_id)?;
+            let store = connection.store().await?;
+            let mut watch = store
+                .watch_task(&scope, &id)
+                .await
+                .map_err(ClientError::about(&id))?;
+            let mut last = None;
+            while let Some(task) = watch.next().await {
+                let task = task.map_err(ClientError::about(&id))?;
+                out.change(&task)?;
+                last = Some(task.status);
+            }
+            Ok(last.map_or(Exit::Done, outcome))
+        }
+        ClientCommand::Result {
+            task_id,
+            wait,
+            timeout,
+            ..
+        } => {
+            let id = task_id_arg(&task_id)?;
+            let store = connection.store().await?;
+            result(store, &scope, &id, wait.then_some(timeout), out).await
+        }
+        ClientCommand::Cleanup { .. } => {
+            let store = connection.store().await?;
+            out.deleted(store.cleanup_expired().await?)?;
+            Ok(Exit::Done)
+        }
+        ClientCommand::Status { tool, wait, .. } => {
+            let tools = tool
+                .iter()
+                .map(|t| tool_arg(t))
+                .collect::<Result<Vec<_>, _>>()?;
+            super::status::run(connection, args, &tools, wait).await
+        }
+    }
+}
+
+/// What a command does to one task, which it then prints.
+enum Action {
+    Get,
+    Update(StatusUpdate),
+    Complete(NewResult),
+    Cancel,
+}
+
+/// Parses the task id, calls the service and prints the task.
+async fn on_one_task(
+    connection: &mut Connection,
+    scope: &Scope,
+    raw_id: &str,
+    action: Action,
+    out: Output,
+) -> Result<Exit, ClientError> {
+    let id = task_id_arg(raw_id)?;
+    let store = connection.store().await?;
+    let task = match action {
+        Action::Get => store.get_task(scope, &id).await,
+        Action::Update(update) => store.update_status(scope, &id, update).await,
+        Action::Complete(result) => store.store_result(scope, &id, result).await,
+        Action::Cancel => store.cancel_task(scope, &id).await,
+    }
+    .map_err(ClientError::about(&id))?;
+    out.task(&task)?;
+    Ok(Exit::Done)
+}
+
+/// The exit status that reports a finished task's outcome.
+fn outcome(status: TaskStatus) -> Exit {
+    match status {
+        TaskStatus::Failed => Exit::TaskFailed,
+        TaskStatus::Cancelled => Exit::TaskCancelled,
+        TaskStatus::Completed | TaskStatus::Working | TaskStatus::InputRequired => Exit::Done,
+    }
+}
+
+/// `result`: the stored result, or why there is none, as an exit status.
+async fn result(
+    store: &GrpcTaskStore,
+    scope: &Scope,
+    id: &TaskId,
+    wait: Option<Duration>,
+    out: Output,
+) -> Result<Exit, ClientError> {
+    let fetched = match wait {
+        Some(timeout) => store.wait_for_result(scope, id, timeout).await,
+        None => store.get_result(scope, id).await,
+    };
+    let refusal = match fetched {
+        Ok(result) => {
+            out.result(&result)?;
+            return Ok(outcome(result.task.status));
+        }
+        Err(StoreError::FailedPrecondition(refusal)) => refusal,
+        Err(other) => return Err(ClientError::about(id)(other)),
+    };
+    // No result to show: the task says why.
+    let task = store
+        .get_task(scope, id)
+        .await
+        .map_err(ClientError::about(id))?;
+    match (task.status, wait) {
+        (TaskStatus::Cancelled, _) => {
+            out.without_result(&task)?;
+            Ok(Exit::TaskCancelled)
+        }
+        (status @ (TaskStatus::Working | TaskStatus::InputRequired), Some(timeout)) => {
+            Err(ClientError::NotFinished(format!(
+                "timed out after {} waiting for task {id}: it is still {status}",
+                humantime::format_duration(timeout)
+            )))
+        }
+        (status @ (TaskStatus::Working | TaskStatus::InputRequired), None) => {
+            Err(ClientError::NotFinished(format!(
+                "task {id} is still {status}: its result is not ready (wait for it with --wait)"
+            )))
+        }
+        (TaskStatus::Completed | TaskStatus::Failed, _) => {
+            Err(ClientError::Store(StoreError::FailedPrecondition(refusal)))
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! Limits per tenant (`--tenant-limits FILE`): a JSON file naming the
+//! tenants whose limits differ from the defaults the flags set. A field a
+//! tenant leaves out keeps the default.
+//!
+//! ```json
+//! {"tenants": {"acme": {"max_tasks": 100000, "creates_per_second": 200,
+//!                       "create_burst": 400, "max_waiting_calls": 1000}}}
+//! ```
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::domain::{Admission, AdmissionPolicy, Rate, TenantId};
+use crate::store::Quotas;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LimitsFile {
+    tenants: BTreeMap<String, TenantEntry>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TenantEntry {
+    max_tasks: Option<u64>,
+    max_tasks_per_session: Option<u64>,
+    creates_per_second: Option<f64>,
+    create_burst: Option<u32>,
+    max_waiting_calls: Option<u32>,
+}
+
+/// The defaults the flags set, before any tenant's own.
+#[derive(Debug, Clone, Copy)]
+pub struct Defaults {
+    pub quotas: Quotas,
+    pub creates_per_second: Option<f64>,
+    pub create_burst: Option<u32>,
+    pub max_waiting_calls: Option<u32>,
+}
+
+/// A rate from a per-second figure and an optional burst (default: one
+/// second's worth, at least one).
+pub fn rate(per_second: Option<f64>, burst: Option<u32>) -> Result<Option<Rate>, String> {
+    let Some(per_second) = per_second else {
+        return Ok(None);
+    };
+    let burst = burst.unwrap_or_else(|| per_second.ceil().clamp(1.0, f64::from(u32::MAX)) as u32);
+    Rate::new(per_second, burst).map(Some).ok_or_else(|| {
+        "creates per second must be a positive number, and the burst at least 1".to_owned()
+    })
+}
+
+/// The quotas and admission limits of every tenant.
+pub fn resolve(
+    defaults: Defaults,
+    file: Option<&str>,
+) -> Result<(BTreeMap<TenantId, Quotas>, AdmissionPolicy), String> {
+    let default = Admission {
+        creates: rate(defaults.creates_per_second, defaults.create_burst)?,
+        max_waiting_calls: defaults.max_waiting_calls,
+    };
+    let mut quotas = BTreeMap::new();
+    let mut admission = AdmissionPolicy {
+        default,
+        tenants: BTreeMap::new(),
+    };
+    let Some(text) = file else {
+        return Ok((quotas, admission));
+    };
+    let parsed: LimitsFile =
+        serde_json::from_str(text).map_err(|err| format!("--tenant-limits: {err}"))?;
+    for (name, entry) in parsed.tenants {
+        let tenant = TenantId::parse(&name)
+            .map_err(|err| format!("--tenant-limits: tenant {name:?} {err}"))?;
+        quotas.insert(
+            tenant.clone(),
+            Quotas {
+                max_tasks: entry.max_tasks.or(defaults.quotas.max_tasks),
+                max_tasks_per_session: entry
+                    .max_tasks_per_session
+                    .or(defaults.quotas.max_tasks_per_session),
+            },
+        );
+        let creates = match (entry.creates_per_second, entry.create_burst) {
+            (None, None) => default.creates,
+            (per_second, burst) => rate(
+                per_second.or(defaults.creates_per_second),
+                burst.or(defaults.create_burst),
+            )
+            .map_err(|err| format!("--tenant-limits: tenant {name}: {err}"))?,
+        };
+        admission.tenants.insert(
+            tenant,
+            Admission {
+                creates,
+                max_waiting_calls: entry.max_waiting_calls.or(default.max_waiting_calls),
+            },
+        );
+    }
+    Ok((quotas, admission))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn defaults() -> Defaults {
+        Defaults {
+            quotas: Quotas {
+                max_tasks: Some(1000),
+                max_tasks_per_session: None,
+            },
+            creates_per_second: Some(10.0),
+            create_burst: None,
+            max_waiting_calls: Some(100),
+        }
+    }
+
+    #[test]
+    fn a_tenant_overrides_what_it_names_and_keeps_the_rest() {
+        let file = r#"{"tenants": {"acme": {"max_tasks": 5, "creates_per_second": 2.5}}}"#;
+        let (quotas, admission) = resolve(defaults(), Some(file)).expect("valid");
+        let acme = TenantId::parse("acme").expect("tenant");
+        assert_eq!(quotas[&acme].max_tasks, Some(5));
+        assert_eq!(admission.for_tenant(&acme).creates, Rate::new(2.5, 3));
+        assert_eq!(admission.for_tenant(&acme).max_waiting_calls, Some(100));
+        let other = TenantId::default_tenant();
+        assert_eq!(admission.for_tenant(&other).creates, Rate::new(10.0, 10));
+    }
+
+    #[test]
+    fn mistakes_in_the_file_are_named() {
+        for (file, says) in [
+            (r#"{"tenants": {"acme": {"max_taks": 5}}}"#, "unknown field"),
+            (r#"{"tenants": {"*": {}}}"#, "tenant \"*\""),
+            (
+                r#"{"tenants": {"acme": {"creates_per_second": -1}}}"#,
+                "positive",
+            ),
+            ("not json", "--tenant-limits"),
+        ] {
+            let err = resolve(defaults(), Some(file)).expect_err(file);
+            assert!(err.contains(says), "{err}");
+        }
+    }
+}

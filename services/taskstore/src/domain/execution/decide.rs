@@ -1,0 +1,466 @@
+//! The execution protocol's decisions, as pure functions every backend
+//! calls, so that PostgreSQL and the in-process engine cannot disagree:
+//! what the end (or loss) of an attempt means for its task, and why a claim
+//! or a fenced report is refused. The backends only read the state, apply
+//! the decision atomically, and write the job it asks for.
+
+use std::fmt;
+use std::time::Duration;
+
+use super::{ExecutionPolicy, ReleaseOutcome};
+use crate::domain::TaskStatus;
+
+/// What the service knows of a dispatched task when one of its attempts
+/// ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptState {
+    pub status: TaskStatus,
+    /// Attempts claimed so far, the one that ended included.
+    pub attempt: u32,
+    pub max_attempts: u32,
+    /// The worker that held the lease (for the status message).
+    pub owner: String,
+}
+
+/// How an attempt ended without a result.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AttemptEnd {
+    /// The tool failed in a way a retry may fix; the worker gave it back.
+    RetryableFailure { error: String },
+    /// The worker shut down before the tool finished and gave it back.
+    Shutdown,
+    /// The lease ran out: the worker crashed, froze, or was cut off.
+    LeaseExpired,
+}
+
+/// What becomes of the task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NextStep {
+    /// Dispatch again: a new generation whose job is due after `delay`; the
+    /// task's attempt count becomes `attempts` and its status message
+    /// `message`.
+    Redispatch {
+        attempts: u32,
+        delay: Duration,
+        message: String,
+    },
+    /// Out of attempts: FAILED, with an error result that says `message`.
+    Fail { message: String },
+    /// The task is terminal already: nothing changes.
+    Unchanged,
+}
+
+impl NextStep {
+    /// What the worker that released the task is told.
+    pub fn outcome(&self) -> Option<ReleaseOutcome> {
+        match self {
+            NextStep::Redispatch { delay, .. } => Some(ReleaseOutcome::Retry { after: *delay }),
+            NextStep::Fail { .. } => Some(ReleaseOutcome::Failed),
+            NextStep::Unchanged => None,
+        }
+    }
+}
+
+/// The decision for an attempt that ended without a result. `jitter` is a
+/// value in `[0, 1)` ([`ExecutionPolicy::jitter`]), given so that the
+/// decision stays a pure function.
+pub fn after_attempt(
+    state: &AttemptState,
+    end: &AttemptEnd,
+    policy: &ExecutionPolicy,
+    jitter: f64,
+) -> NextStep {
+    if state.status.is_terminal() {
+        return NextStep::Unchanged;
+    }
+    let (attempt, max) = (state.attempt, state.max_attempts);
+    let owner = &state.owner;
+    let more_left = attempt < max;
+    match end {
+        // Not the tool's fault: the attempt is given back.
+        AttemptEnd::Shutdown => NextStep::Redispatch {
+            attempts: attempt.saturating_sub(1),
+            delay: Duration::ZERO,
+            message: format!("requeued: the worker running it ({owner}) shut down"),
+        },
+        AttemptEnd::RetryableFailure { error } if more_left => {
+            let delay = policy.backoff(attempt, jitter);
+            let after = humantime::format_duration(Duration::from_millis(
+                u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+            ));
+            NextStep::Redispatch {
+                attempts: attempt,
+                delay,
+                message: format!("attempt {attempt} of {max} failed: {error}; retrying in {after}"),
+            }
+        }
+        AttemptEnd::RetryableFailure { error } => NextStep::Fail {
+            message: format!("failed after {max} attempts: {error}"),
+        },
+        AttemptEnd::LeaseExpired if more_left => NextStep::Redispatch {
+            attempts: attempt,
+            delay: Duration::ZERO,
+            message: format!(
+                "attempt {attempt} of {max}: the worker running it ({owner}) stopped renewing its lease; dispatched again"
+            ),
+        },
+        AttemptEnd::LeaseExpired => NextStep::Fail {
+            message: format!(
+                "failed after {max} attempts: the worker running it ({owner}) stopped renewing its lease"
+            ),
+        },
+    }
+}
+
+/// Why a claim was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClaimRefusal {
+    Terminal(TaskStatus),
+    NotDispatched,
+    /// The job is of an older dispatch of the task.
+    StaleJob,
+    AlreadyClaimed,
+    /// The state changed between the claim and this explanation (another
+    /// claim won and already let go, say).
+    NotNow,
+}
+
+impl ClaimRefusal {
+    /// Why a claim that did not apply was refused, from the task as it is.
+    /// (PostgreSQL decides the claim itself in one statement; this names
+    /// the reason afterwards, the same way for every backend.)
+    pub fn explain(
+        status: TaskStatus,
+        dispatched: bool,
+        current_generation: bool,
+        claimed: bool,
+    ) -> Self {
+        if status.is_terminal() {
+            ClaimRefusal::Terminal(status)
+        } else if !dispatched {
+            ClaimRefusal::NotDispatched
+        } else if !current_generation {
+            ClaimRefusal::StaleJob
+        } else if claimed {
+            ClaimRefusal::AlreadyClaimed
+        } else {
+            ClaimRefusal::NotNow
+        }
+    }
+}
+
+impl fmt::Display for ClaimRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ClaimRefusal::Terminal(status) => write!(f, "task is already {status}"),
+            ClaimRefusal::NotDispatched => f.write_str("task is not dispatched to workers"),
+            ClaimRefusal::StaleJob => f.write_str("stale job: the task was dispatched again since"),
+            ClaimRefusal::AlreadyClaimed => {
+                f.write_str("task is already claimed by another worker")
+            }
+            ClaimRefusal::NotNow => f.write_str("task cannot be claimed now"),
+        }
+    }
+}
+
+/// Why a report fenced by a lease (progress, result, release) was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FenceRefusal {
+    /// Terminal statuses are final, whoever reports.
+    Terminal(TaskStatus),
+    /// The lease is not the task's current one.
+    LeaseLost,
+}
+
+impl FenceRefusal {
+    /// Why a fenced report that did not apply was refused, from the task's
+    /// status now (terminal is final, so the answer cannot go stale).
+    pub fn explain(status: TaskStatus) -> Self {
+        if status.is_terminal() {
+            FenceRefusal::Terminal(status)
+        } else {
+            FenceRefusal::LeaseLost
+        }
+    }
+}
+
+impl fmt::Display for FenceRefusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FenceRefusal::Terminal(status) => write!(f, "task is already {status}"),
+            FenceRefusal::LeaseLost => f.write_str(
+                "this attempt's lease is no longer current: the task was released or claimed again",
+            ),
+        }
+    }
+}
+
+/// The status message of a claimed task. (PostgreSQL writes the same words
+/// in its claim statement, where the attempt number is known.)
+pub fn running_message(worker: &str, attempt: u32, max_attempts: u32) -> String {
+    format!("running on {worker} (attempt {attempt} of {max_attempts})")
+}
+
+/// The status message of a task whose job no worker takes yet.
+pub fn waiting_for_worker_message(tool: &str) -> String {
+    format!("waiting for a worker that serves tool {tool}")
+}
+
+/// The `CallToolResult` of a task that failed outside its tool's control.
+pub fn error_result(message: &str) -> String {
+    serde_json::json!({
+        "content": [{ "type": "text", "text": message }],
+        "isError": true,
+    })
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+
+    fn policy() -> ExecutionPolicy {
+        ExecutionPolicy {
+            backoff_base: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(8),
+            ..ExecutionPolicy::default()
+        }
+    }
+
+    fn state(status: TaskStatus, attempt: u32, max_attempts: u32) -> AttemptState {
+        AttemptState {
+            status,
+            attempt,
+            max_attempts,
+            owner: "w1".into(),
+        }
+    }
+
+    fn retryable() -> AttemptEnd {
+        AttemptEnd::RetryableFailure {
+            error: "timeout".into(),
+        }
+    }
+
+    #[test]
+    fn the_decision_table() {
+        use TaskStatus::{Cancelled, Completed, InputRequired, Working};
+        let redispatch = |attempts, delay_ms, message: &str| NextStep::Redispatch {
+            attempts,
+            delay: Duration::from_millis(delay_ms),
+            message: message.into(),
+        };
+        let fail = |message: &str| NextStep::Fail {
+            message: message.into(),
+        };
+        let cases = [
+            (
+                state(Working, 1, 3),
+                retryable(),
+                redispatch(1, 500, "attempt 1 of 3 failed: timeout; retrying in 500ms"),
+            ),
+            (
+                state(Working, 2, 3),
+                retryable(),
+                redispatch(2, 1000, "attempt 2 of 3 failed: timeout; retrying in 1s"),
+            ),
+            (
+                state(InputRequired, 3, 3),
+                retryable(),
+                fail("failed after 3 attempts: timeout"),
+            ),
+            (
+                state(Working, 1, 3),
+                AttemptEnd::Shutdown,
+                redispatch(0, 0, "requeued: the worker running it (w1) shut down"),
+            ),
+            (
+                state(Working, 3, 3),
+                AttemptEnd::Shutdown,
+                redispatch(2, 0, "requeued: the worker running it (w1) shut down"),
+            ),
+            (
+                state(Working, 1, 2),
+                AttemptEnd::LeaseExpired,
+                redispatch(
+                    1,
+                    0,
+                    "attempt 1 of 2: the worker running it (w1) stopped renewing its lease; dispatched again",
+                ),
+            ),
+            (
+                state(Working, 2, 2),
+                AttemptEnd::LeaseExpired,
+                fail(
+                    "failed after 2 attempts: the worker running it (w1) stopped renewing its lease",
+                ),
+            ),
+            (state(Completed, 1, 3), retryable(), NextStep::Unchanged),
+            (
+                state(Cancelled, 1, 3),
+                AttemptEnd::LeaseExpired,
+                NextStep::Unchanged,
+            ),
+            (
+                state(Cancelled, 1, 3),
+                AttemptEnd::Shutdown,
+                NextStep::Unchanged,
+            ),
+        ];
+        for (state, end, expected) in cases {
+            assert_eq!(
+                after_attempt(&state, &end, &policy(), 0.0),
+                expected,
+                "{state:?} {end:?}"
+            );
+        }
+        assert_eq!(
+            after_attempt(&state(Working, 1, 3), &retryable(), &policy(), 0.0).outcome(),
+            Some(ReleaseOutcome::Retry {
+                after: Duration::from_millis(500)
+            })
+        );
+        assert_eq!(
+            after_attempt(&state(Working, 3, 3), &retryable(), &policy(), 0.0).outcome(),
+            Some(ReleaseOutcome::Failed)
+        );
+    }
+
+    #[test]
+    fn refusals_name_their_reason() {
+        use TaskStatus::{Cancelled, Working};
+        assert_eq!(
+            ClaimRefusal::explain(Cancelled, true, true, false),
+            ClaimRefusal::Terminal(Cancelled)
+        );
+        assert_eq!(
+            ClaimRefusal::explain(Working, false, false, false),
+            ClaimRefusal::NotDispatched
+        );
+        assert_eq!(
+            ClaimRefusal::explain(Working, true, false, true),
+            ClaimRefusal::StaleJob
+        );
+        assert_eq!(
+            ClaimRefusal::explain(Working, true, true, true),
+            ClaimRefusal::AlreadyClaimed
+        );
+        assert_eq!(
+            ClaimRefusal::explain(Working, true, true, false),
+            ClaimRefusal::NotNow
+        );
+        assert_eq!(
+            ClaimRefusal::StaleJob.to_string(),
+            "stale job: the task was dispatched again since"
+        );
+        assert_eq!(
+            FenceRefusal::explain(Cancelled).to_string(),
+            "task is already cancelled"
+        );
+        assert_eq!(FenceRefusal::explain(Working), FenceRefusal::LeaseLost);
+    }
+
+    /// One step of a random history of a dispatched task.
+    #[derive(Debug, Clone)]
+    enum Event {
+        /// A worker claims the task (when it is waiting for one).
+        Claim,
+        /// The running attempt ends without a result.
+        End(AttemptEnd),
+        /// The task reaches a terminal status another way (a result, a
+        /// cancellation).
+        Finish(TaskStatus),
+    }
+
+    fn event() -> impl Strategy<Value = Event> {
+        prop_oneof![
+            3 => Just(Event::Claim),
+            2 => Just(Event::End(AttemptEnd::Shutdown)),
+            3 => Just(Event::End(AttemptEnd::LeaseExpired)),
+            3 => "[a-z]{0,8}".prop_map(|error| Event::End(AttemptEnd::RetryableFailure { error })),
+            1 => prop_oneof![
+                Just(TaskStatus::Completed),
+                Just(TaskStatus::Failed),
+                Just(TaskStatus::Cancelled),
+            ]
+            .prop_map(Event::Finish),
+        ]
+    }
+
+    /// A dispatched task as the protocol moves it, with every decision
+    /// taken by [`after_attempt`].
+    #[derive(Debug, Clone)]
+    struct Model {
+        status: TaskStatus,
+        attempts: u32,
+        max_attempts: u32,
+        running: bool,
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+        #[test]
+        fn no_history_breaks_the_protocol(
+            max_attempts in 1u32..6,
+            base_ms in 1u64..5_000,
+            cap_ms in 1u64..60_000,
+            jitters in prop::collection::vec(0.0f64..1.0, 40),
+            events in prop::collection::vec(event(), 1..40),
+        ) {
+            let policy = ExecutionPolicy {
+                backoff_base: Duration::from_millis(base_ms),
+                backoff_max: Duration::from_millis(cap_ms),
+                ..ExecutionPolicy::default()
+            };
+            let mut task = Model { status: TaskStatus::Working, attempts: 0, max_attempts, running: false };
+            for (event, jitter) in events.into_iter().zip(jitters) {
+                let before = task.clone();
+                match event {
+                    Event::Claim if !task.running && !task.status.is_terminal() => {
+                        task.attempts += 1;
+                        task.running = true;
+                    }
+                    Event::Claim => {}
+                    Event::End(end) if task.running || task.status.is_terminal() => {
+                        let state = AttemptState {
+                            status: task.status,
+                            attempt: task.attempts,
+                            max_attempts: task.max_attempts,
+                            owner: "w".into(),
+                        };
+                        match after_attempt(&state, &end, &policy, jitter) {
+                            NextStep::Redispatch { attempts, delay, .. } => {
+                                prop_assert!(delay <= policy.backoff_max, "the backoff never exceeds its cap");
+                                prop_assert!(attempts <= task.attempts, "a decision never adds an attempt");
+                                task.attempts = attempts;
+                                task.running = false;
+                            }
+                            NextStep::Fail { .. } => {
+                                prop_assert_eq!(task.attempts, task.max_attempts, "only the last attempt fails the task");
+                                task.status = TaskStatus::Failed;
+                                task.running = false;
+                            }
+                            NextStep::Unchanged => {
+                                prop_assert!(task.status.is_terminal(), "only a terminal task is left unchanged");
+                            }
+                        }
+                    }
+                    Event::End(_) => {}
+                    Event::Finish(status) if !task.status.is_terminal() => {
+                        task.status = status;
+                        task.running = false;
+                    }
+                    Event::Finish(_) => {}
+                }
+                if before.status.is_terminal() {
+                    prop_assert_eq!(task.status, before.status, "a terminal task never changes");
+                    prop_assert_eq!(task.attempts, before.attempts, "a terminal task never changes");
+                }
+                prop_assert!(task.attempts <= task.max_attempts, "attempts never exceed the maximum");
+            }
+        }
+    }
+}

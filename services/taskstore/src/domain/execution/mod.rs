@@ -1,0 +1,291 @@
+//! Dispatch and the execution protocol: what a worker's claim holds, the
+//! policy for leases and retries, and ([`decide`]) the decisions every
+//! backend takes the same way. The protocol is explained in
+//! `docs/execution.md`.
+
+mod decide;
+
+pub use decide::{
+    AttemptEnd, AttemptState, ClaimRefusal, FenceRefusal, NextStep, after_attempt, error_result,
+    running_message, waiting_for_worker_message,
+};
+
+use std::fmt;
+use std::time::Duration;
+
+use super::ids::InvalidId;
+use super::json::JsonObject;
+use super::status::TaskStatus;
+
+/// A tool name, as MCP allows it; it is also the job's routing key.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(transparent)]
+pub struct ToolName(String);
+
+impl ToolName {
+    pub fn parse(raw: &str) -> Result<Self, InvalidId> {
+        if taskstore_proto::jobs::is_valid_tool_name(raw) {
+            Ok(Self(raw.to_owned()))
+        } else {
+            Err(InvalidId("must be 1 to 128 of A-Z a-z 0-9 _ - . /"))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ToolName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(&self.0)
+    }
+}
+
+/// CreateTask's request to run the task on a worker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DispatchRequest {
+    pub tool: ToolName,
+    /// `None`: the store's default.
+    pub max_attempts: Option<u32>,
+}
+
+/// The secret a claim hands its worker; reports carry it as a fence.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct LeaseToken(String);
+
+impl fmt::Debug for LeaseToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("LeaseToken(<redacted>)")
+    }
+}
+
+impl LeaseToken {
+    const MAX_LEN: usize = 64;
+
+    /// 128 bits from the OS CSPRNG, as hex.
+    pub fn generate() -> Result<Self, getrandom::Error> {
+        let mut bytes = [0u8; 16];
+        getrandom::getrandom(&mut bytes)?;
+        Ok(Self(bytes.iter().map(|b| format!("{b:02x}")).collect()))
+    }
+
+    pub fn parse(raw: &str) -> Result<Self, InvalidId> {
+        if !raw.is_empty()
+            && raw.len() <= Self::MAX_LEN
+            && raw.bytes().all(|b| b.is_ascii_graphic())
+        {
+            Ok(Self(raw.to_owned()))
+        } else {
+            Err(InvalidId("is not a lease token"))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// A successful claim: what the worker needs to run one attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    pub lease_token: LeaseToken,
+    pub lease_duration: Duration,
+    pub attempt: u32,
+    pub max_attempts: u32,
+    pub tool: ToolName,
+    pub request: JsonObject,
+    /// How long the task waited, from its creation to this claim, when the
+    /// store knows (for the queue-wait metric).
+    pub waited: Option<Duration>,
+}
+
+/// The answer to a lease renewal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Renewal {
+    KeepRunning,
+    /// Stop at once and store nothing.
+    Stop(StopReason),
+}
+
+/// Why a running attempt must stop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopReason {
+    Cancelled,
+    /// Completed or failed without this attempt.
+    Finished,
+    /// Expired or deleted.
+    Gone,
+    /// Another claim (or none) holds the task now.
+    LeaseLost,
+}
+
+impl StopReason {
+    /// Why a renewal that did not apply says stop, from the task as it is
+    /// (`None`: not there) and whether the lease is still the caller's.
+    pub fn for_task(status: Option<TaskStatus>, lease_is_ours: bool) -> Self {
+        match status {
+            None => StopReason::Gone,
+            Some(TaskStatus::Cancelled) => StopReason::Cancelled,
+            Some(_) if !lease_is_ours => StopReason::LeaseLost,
+            Some(TaskStatus::Completed | TaskStatus::Failed) => StopReason::Finished,
+            // Ours and not terminal, yet not renewed: the lease ran out.
+            Some(TaskStatus::Working | TaskStatus::InputRequired) => StopReason::LeaseLost,
+        }
+    }
+}
+
+impl fmt::Display for StopReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            StopReason::Cancelled => "the task was cancelled",
+            StopReason::Finished => "the task finished without this attempt",
+            StopReason::Gone => "the task no longer exists (expired or deleted)",
+            StopReason::LeaseLost => "the lease was lost: the task was dispatched again",
+        })
+    }
+}
+
+/// Why a worker gives a claimed task back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReleaseReason {
+    /// The tool failed in a way a retry may fix: uses an attempt.
+    RetryableError,
+    /// The worker is stopping: the attempt does not count.
+    Shutdown,
+}
+
+/// What became of a released task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReleaseOutcome {
+    /// Dispatched again; the next attempt may start after this delay.
+    Retry { after: Duration },
+    /// Out of attempts: stored as FAILED.
+    Failed,
+}
+
+/// Leases, attempts and retry backoff.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExecutionPolicy {
+    /// How long a claim lasts without renewal. A task whose worker died is
+    /// dispatched again at most this plus the reaper interval later.
+    pub lease_duration: Duration,
+    pub default_max_attempts: u32,
+    /// The longest `max_attempts` a caller may ask for.
+    pub max_max_attempts: u32,
+    /// Retry backoff: `base * 2^(attempt-1)`, capped at `backoff_max`, with
+    /// "equal jitter" (half fixed, half random) so retries of many tasks
+    /// that failed together spread out.
+    pub backoff_base: Duration,
+    pub backoff_max: Duration,
+    /// How long a job for a tool no worker serves waits before it is
+    /// offered again.
+    pub unroutable_retry: Duration,
+}
+
+impl Default for ExecutionPolicy {
+    fn default() -> Self {
+        Self {
+            lease_duration: Duration::from_secs(15),
+            default_max_attempts: 3,
+            max_max_attempts: 100,
+            backoff_base: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(60),
+            unroutable_retry: Duration::from_secs(5),
+        }
+    }
+}
+
+impl ExecutionPolicy {
+    /// The delay before attempt `failed_attempt + 1`, given a random value
+    /// in `[0, 1)`.
+    pub fn backoff(&self, failed_attempt: u32, random: f64) -> Duration {
+        let exponent = failed_attempt.saturating_sub(1).min(30);
+        let ceiling = self
+            .backoff_base
+            .saturating_mul(1 << exponent)
+            .min(self.backoff_max);
+        let half = ceiling / 2;
+        half + half.mul_f64(random.clamp(0.0, 1.0))
+    }
+
+    /// A uniformly random value in `[0, 1)` for [`ExecutionPolicy::backoff`].
+    pub fn jitter() -> f64 {
+        let mut bytes = [0u8; 4];
+        match getrandom::getrandom(&mut bytes) {
+            Ok(()) => f64::from(u32::from_le_bytes(bytes)) / (f64::from(u32::MAX) + 1.0),
+            Err(_) => 0.5,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_grows_exponentially_with_bounded_jitter() {
+        let policy = ExecutionPolicy {
+            backoff_base: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(8),
+            ..ExecutionPolicy::default()
+        };
+        assert_eq!(policy.backoff(1, 0.0), Duration::from_millis(500));
+        assert_eq!(policy.backoff(2, 0.0), Duration::from_secs(1));
+        let third = policy.backoff(3, 0.999_999);
+        assert!(
+            third >= Duration::from_secs(2) && third < Duration::from_secs(4),
+            "{third:?}"
+        );
+        assert_eq!(
+            policy.backoff(10, 0.0),
+            Duration::from_secs(4),
+            "capped at max"
+        );
+        assert!(policy.backoff(u32::MAX, 1.0) <= Duration::from_secs(8));
+        for _ in 0..100 {
+            let j = ExecutionPolicy::jitter();
+            assert!((0.0..1.0).contains(&j));
+        }
+    }
+
+    #[test]
+    fn a_refused_renewal_says_why() {
+        use StopReason::*;
+        assert_eq!(StopReason::for_task(None, false), Gone);
+        assert_eq!(
+            StopReason::for_task(Some(TaskStatus::Cancelled), true),
+            Cancelled
+        );
+        assert_eq!(
+            StopReason::for_task(Some(TaskStatus::Cancelled), false),
+            Cancelled
+        );
+        assert_eq!(
+            StopReason::for_task(Some(TaskStatus::Completed), true),
+            Finished
+        );
+        assert_eq!(
+            StopReason::for_task(Some(TaskStatus::Failed), false),
+            LeaseLost
+        );
+        assert_eq!(
+            StopReason::for_task(Some(TaskStatus::Working), false),
+            LeaseLost
+        );
+        assert_eq!(
+            StopReason::for_task(Some(TaskStatus::InputRequired), true),
+            LeaseLost
+        );
+    }
+
+    #[test]
+    fn tool_names_and_tokens() {
+        assert!(ToolName::parse("echo").is_ok());
+        assert!(ToolName::parse("no spaces").is_err());
+        let token = LeaseToken::generate().expect("randomness");
+        assert_eq!(LeaseToken::parse(token.as_str()), Ok(token));
+        assert!(LeaseToken::parse("").is_err());
+        assert!(LeaseToken::parse(&"a".repeat(65)).is_err());
+    }
+}

@@ -1,0 +1,147 @@
+//! Admission per tenant, on this replica: the create rate (a token bucket
+//! per tenant; RESOURCE_EXHAUSTED with a RetryInfo detail saying when to
+//! come back) and the calls kept waiting (WatchTask streams, waiting
+//! GetTaskResult calls; a slot held for as long as the call). Exact under
+//! concurrency within a replica; across N replicas a tenant gets up to N
+//! times the figures (docs/security.md says so, and how to set them).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Instant;
+
+use tonic::{Code, Status};
+use tonic_types::{ErrorDetails, StatusExt as _};
+
+use crate::domain::{AdmissionPolicy, TenantId, TokenBucket};
+
+#[derive(Debug, Default)]
+pub struct Admissions {
+    policy: AdmissionPolicy,
+    buckets: Mutex<HashMap<TenantId, TokenBucket>>,
+    waiting: Arc<Mutex<HashMap<TenantId, u32>>>,
+}
+
+fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The maps stay consistent even if a holder panicked.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl Admissions {
+    pub fn new(policy: AdmissionPolicy) -> Self {
+        Self {
+            policy,
+            ..Self::default()
+        }
+    }
+
+    /// Whether `tenant` may create a task now.
+    pub fn admit_create(&self, tenant: &TenantId) -> Result<(), Status> {
+        let Some(rate) = self.policy.for_tenant(tenant).creates else {
+            return Ok(());
+        };
+        let now = Instant::now();
+        let mut buckets = locked(&self.buckets);
+        let bucket = buckets
+            .entry(tenant.clone())
+            .or_insert_with(|| TokenBucket::full(rate, now));
+        bucket.take(rate, now).map_err(|wait| {
+            crate::metrics::admission_refused("create_rate");
+            Status::with_error_details(
+                Code::ResourceExhausted,
+                format!(
+                    "too many creates: at most {} per second (burst {}); retry in {} ms",
+                    rate.per_second,
+                    rate.burst,
+                    wait.as_millis().max(1)
+                ),
+                ErrorDetails::with_retry_info(Some(wait)),
+            )
+        })
+    }
+
+    /// A slot for a call that waits (a stream, a waiting result), held
+    /// until the returned guard is dropped.
+    pub fn hold_waiting(&self, tenant: &TenantId) -> Result<WaitingSlot, Status> {
+        let limit = self.policy.for_tenant(tenant).max_waiting_calls;
+        let mut waiting = locked(&self.waiting);
+        let count = waiting.entry(tenant.clone()).or_insert(0);
+        if limit.is_some_and(|max| *count >= max) {
+            crate::metrics::admission_refused("waiting_calls");
+            return Err(Status::resource_exhausted(format!(
+                "too many waiting calls: at most {} open WatchTask streams and waiting GetTaskResult calls; close one, or poll",
+                limit.unwrap_or_default()
+            )));
+        }
+        *count += 1;
+        Ok(WaitingSlot {
+            waiting: self.waiting.clone(),
+            tenant: tenant.clone(),
+        })
+    }
+}
+
+/// One waiting call's slot; given back when dropped.
+#[derive(Debug)]
+pub struct WaitingSlot {
+    waiting: Arc<Mutex<HashMap<TenantId, u32>>>,
+    tenant: TenantId,
+}
+
+impl Drop for WaitingSlot {
+    fn drop(&mut self) {
+        let mut waiting = locked(&self.waiting);
+        if let Some(count) = waiting.get_mut(&self.tenant) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                waiting.remove(&self.tenant);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{Admission, Rate};
+
+    fn acme() -> TenantId {
+        TenantId::parse("acme").expect("tenant")
+    }
+
+    #[test]
+    fn creates_beyond_the_burst_are_refused_with_a_retry_delay() {
+        let admissions = Admissions::new(AdmissionPolicy {
+            default: Admission {
+                creates: Rate::new(1.0, 2),
+                max_waiting_calls: None,
+            },
+            ..AdmissionPolicy::default()
+        });
+        assert!(admissions.admit_create(&acme()).is_ok());
+        assert!(admissions.admit_create(&acme()).is_ok());
+        let refused = admissions
+            .admit_create(&acme())
+            .expect_err("over the burst");
+        assert_eq!(refused.code(), Code::ResourceExhausted);
+        let retry = refused.get_details_retry_info().expect("a retry hint");
+        assert!(retry.retry_delay.is_some_and(|d| d.as_millis() > 0));
+        // Another tenant has its own bucket.
+        assert!(admissions.admit_create(&TenantId::default_tenant()).is_ok());
+    }
+
+    #[test]
+    fn waiting_slots_are_counted_until_given_back() {
+        let admissions = Admissions::new(AdmissionPolicy {
+            default: Admission {
+                creates: None,
+                max_waiting_calls: Some(2),
+            },
+            ..AdmissionPolicy::default()
+        });
+        let first = admissions.hold_waiting(&acme()).expect("first");
+        let _second = admissions.hold_waiting(&acme()).expect("second");
+        assert!(admissions.hold_waiting(&acme()).is_err());
+        drop(first);
+        assert!(admissions.hold_waiting(&acme()).is_ok());
+    }
+}

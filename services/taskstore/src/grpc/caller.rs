@@ -1,0 +1,47 @@
+//! The caller of an RPC, as the authentication layer left it, and the
+//! tenant the request acts in: the caller's own, or, for a caller reaching
+//! every tenant (fleet workers, operators), the one named in the
+//! `x-taskstore-tenant` metadata (the default tenant when none is named).
+
+use tonic::{Request, Status};
+
+use crate::domain::{Caller, ForeignTenant, TenantId};
+
+pub use taskstore_proto::TENANT_METADATA;
+
+/// The authenticated caller. Every request has one once past the
+/// authentication layer; a request without is refused (fail closed).
+pub(super) fn caller_of<T>(request: &Request<T>) -> Result<&Caller, Status> {
+    request
+        .extensions()
+        .get::<Caller>()
+        .ok_or_else(|| Status::unauthenticated("missing or invalid credentials"))
+}
+
+/// The tenant `request` acts in, `named` by its body (the execution API)
+/// or else by its metadata.
+pub(super) fn tenant_of<T>(
+    request: &Request<T>,
+    named: Option<TenantId>,
+) -> Result<TenantId, Status> {
+    let caller = caller_of(request)?;
+    let named = match named {
+        Some(tenant) => Some(tenant),
+        None => named_in_metadata(request)?,
+    };
+    caller.tenant_for(named.as_ref()).map_err(|ForeignTenant| {
+        Status::permission_denied("the credentials do not reach that tenant")
+    })
+}
+
+fn named_in_metadata<T>(request: &Request<T>) -> Result<Option<TenantId>, Status> {
+    let Some(value) = request.metadata().get(TENANT_METADATA) else {
+        return Ok(None);
+    };
+    let raw = value
+        .to_str()
+        .map_err(|_| Status::invalid_argument(format!("{TENANT_METADATA} must be ASCII")))?;
+    TenantId::parse(raw)
+        .map(Some)
+        .map_err(|err| Status::invalid_argument(format!("{TENANT_METADATA} {err}")))
+}

@@ -1,0 +1,151 @@
+//! An [`ExecutionStore`] that talks to a remote service's `TaskExecution`
+//! API: what a worker sees, as a store, so that the execution cases of the
+//! conformance suite run through gRPC exactly as against a backend.
+
+use async_trait::async_trait;
+use taskstore_proto::credentials::BearerToken;
+use taskstore_telemetry::grpc::ClientTracing;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+
+use super::client::Traced;
+
+use super::convert::duration_from_pb;
+use super::pb;
+use super::pb::task_execution_client::TaskExecutionClient;
+use super::status::store_error_from_status;
+use crate::domain::{
+    Claim, JsonObject, LeaseToken, ReleaseOutcome, ReleaseReason, Renewal, StopReason, TaskId,
+    TenantId, ToolName,
+};
+use crate::error::StoreError;
+use crate::store::execution::ExecutionStore;
+
+/// The execution API's gRPC client as an [`ExecutionStore`].
+#[derive(Debug, Clone)]
+pub struct GrpcExecutionStore {
+    client: TaskExecutionClient<Traced>,
+}
+
+impl GrpcExecutionStore {
+    pub fn new(channel: Channel) -> Self {
+        Self::with_token(channel, BearerToken::none())
+    }
+
+    pub fn with_token(channel: Channel, token: BearerToken) -> Self {
+        Self {
+            client: TaskExecutionClient::new(InterceptedService::new(
+                ClientTracing::new(channel),
+                token,
+            )),
+        }
+    }
+}
+
+fn malformed(what: &str) -> StoreError {
+    StoreError::Internal(format!("malformed response from the server: {what}"))
+}
+
+fn stop_reason_from_pb(raw: i32) -> Result<StopReason, StoreError> {
+    match pb::StopReason::try_from(raw) {
+        Ok(pb::StopReason::Cancelled) => Ok(StopReason::Cancelled),
+        Ok(pb::StopReason::Finished) => Ok(StopReason::Finished),
+        Ok(pb::StopReason::Gone) => Ok(StopReason::Gone),
+        Ok(pb::StopReason::LeaseLost) => Ok(StopReason::LeaseLost),
+        Ok(pb::StopReason::Unspecified) | Err(_) => Err(malformed("a stop without a reason")),
+    }
+}
+
+#[async_trait]
+impl ExecutionStore for GrpcExecutionStore {
+    async fn claim(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+        generation: u64,
+        worker: &str,
+    ) -> Result<Claim, StoreError> {
+        let request = pb::ClaimTaskRequest {
+            task_id: task_id.to_string(),
+            generation,
+            worker_id: worker.to_owned(),
+            tenant_id: tenant.as_str().to_owned(),
+        };
+        let claim = self
+            .client
+            .clone()
+            .claim_task(request)
+            .await
+            .map_err(store_error_from_status)?
+            .into_inner();
+        Ok(Claim {
+            lease_token: LeaseToken::parse(&claim.lease_token)
+                .map_err(|_| malformed("lease token"))?,
+            lease_duration: duration_from_pb(claim.lease_duration.unwrap_or_default())?,
+            attempt: claim.attempt,
+            max_attempts: claim.max_attempts,
+            tool: ToolName::parse(&claim.tool).map_err(|_| malformed("tool"))?,
+            request: JsonObject::parse(claim.request_json).map_err(|_| malformed("request"))?,
+            waited: None,
+        })
+    }
+
+    async fn renew(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+        lease: &LeaseToken,
+    ) -> Result<Renewal, StoreError> {
+        let request = pb::RenewLeaseRequest {
+            task_id: task_id.to_string(),
+            lease_token: lease.as_str().to_owned(),
+            tenant_id: tenant.as_str().to_owned(),
+        };
+        let response = self
+            .client
+            .clone()
+            .renew_lease(request)
+            .await
+            .map_err(store_error_from_status)?
+            .into_inner();
+        if response.keep_running {
+            return Ok(Renewal::KeepRunning);
+        }
+        Ok(Renewal::Stop(stop_reason_from_pb(response.stop_reason)?))
+    }
+
+    async fn release(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+        lease: &LeaseToken,
+        reason: ReleaseReason,
+        message: &str,
+    ) -> Result<ReleaseOutcome, StoreError> {
+        let request = pb::ReleaseTaskRequest {
+            task_id: task_id.to_string(),
+            lease_token: lease.as_str().to_owned(),
+            reason: match reason {
+                ReleaseReason::RetryableError => pb::ReleaseReason::RetryableError,
+                ReleaseReason::Shutdown => pb::ReleaseReason::Shutdown,
+            }
+            .into(),
+            message: message.to_owned(),
+            tenant_id: tenant.as_str().to_owned(),
+        };
+        let response = self
+            .client
+            .clone()
+            .release_task(request)
+            .await
+            .map_err(store_error_from_status)?
+            .into_inner();
+        Ok(if response.will_retry {
+            ReleaseOutcome::Retry {
+                after: duration_from_pb(response.retry_in.unwrap_or_default())?,
+            }
+        } else {
+            ReleaseOutcome::Failed
+        })
+    }
+}

@@ -1,0 +1,106 @@
+//! The service's metrics, named and labelled in this one place (Prometheus
+//! conventions: `taskstore_` prefix, base units in the name, `_total` for
+//! counters; labels of bounded cardinality: RPC names, gRPC codes, task
+//! statuses, causes, and tool names, which only workers' registrations
+//! bring in — never a task id). Recorded through the `metrics` facade: until
+//! `--metrics-listen` installs the exporter, every call is a no-op.
+
+use std::time::{Duration, Instant};
+
+use metrics::{counter, gauge, histogram};
+
+use crate::domain::{AttemptEnd, NextStep, OutboxBacklog, TaskStatus};
+
+/// An RPC ended with `code` (its name), `started` when it arrived.
+pub fn rpc_ended(service: &str, method: &str, code: &'static str, started: Instant) {
+    let labels = [
+        ("service", service.to_owned()),
+        ("method", method.to_owned()),
+        ("code", code.to_owned()),
+    ];
+    counter!("taskstore_rpc_requests_total", &labels).increment(1);
+    histogram!("taskstore_rpc_duration_seconds", &labels).record(started.elapsed());
+}
+
+/// A task was created.
+pub fn task_created(dispatched: bool) {
+    counter!("taskstore_tasks_created_total", "dispatched" => if dispatched { "true" } else { "false" })
+        .increment(1);
+}
+
+/// A task reached a terminal status (once per task, where it happened).
+pub fn task_finished(status: TaskStatus) {
+    if status.is_terminal() {
+        counter!("taskstore_tasks_finished_total", "status" => status.as_str()).increment(1);
+    }
+}
+
+/// The sweep deleted `count` expired tasks.
+pub fn tasks_expired(count: u64) {
+    counter!("taskstore_tasks_expired_total").increment(count);
+}
+
+/// What the execution protocol decided for an attempt that ended without
+/// a result (`end`): a retry, or, out of attempts, a poison failure.
+pub fn attempt_ended(end: &AttemptEnd, next: &NextStep) {
+    let cause = match end {
+        AttemptEnd::RetryableFailure { .. } => "retryable_error",
+        AttemptEnd::Shutdown => "shutdown",
+        AttemptEnd::LeaseExpired => "lease_expired",
+    };
+    if let AttemptEnd::LeaseExpired = end {
+        counter!("taskstore_lease_expiries_total").increment(1);
+    }
+    match next {
+        NextStep::Redispatch { .. } => {
+            counter!("taskstore_retries_total", "cause" => cause).increment(1);
+        }
+        NextStep::Fail { .. } => {
+            counter!("taskstore_poison_failures_total", "cause" => cause).increment(1);
+            task_finished(TaskStatus::Failed);
+        }
+        NextStep::Unchanged => {}
+    }
+}
+
+/// A task was claimed for its first attempt `waited` after it was created.
+pub fn claimed(tool: &str, attempt: u32, waited: Option<Duration>) {
+    counter!("taskstore_claims_total", "tool" => tool.to_owned()).increment(1);
+    if let (1, Some(waited)) = (attempt, waited) {
+        histogram!("taskstore_queue_wait_seconds", "tool" => tool.to_owned()).record(waited);
+    }
+}
+
+/// A call was refused by a tenant's admission limit (`create_rate`,
+/// `waiting_calls`).
+pub fn admission_refused(limit: &'static str) {
+    counter!("taskstore_admission_refused_total", "limit" => limit).increment(1);
+}
+
+/// The relay published jobs, or held jobs no worker takes.
+pub fn jobs_relayed(published: u64) {
+    counter!("taskstore_jobs_published_total").increment(published);
+}
+
+pub fn job_held() {
+    counter!("taskstore_jobs_held_total").increment(1);
+}
+
+/// Whether the relay reaches the job queue.
+pub fn queue_up(up: bool) {
+    gauge!("taskstore_queue_up").set(if up { 1.0 } else { 0.0 });
+}
+
+/// A snapshot of the store: tasks by status and the outbox backlog.
+pub fn snapshot(by_status: &[(TaskStatus, u64)], backlog: &OutboxBacklog) {
+    for status in TaskStatus::ALL {
+        let count = by_status
+            .iter()
+            .find(|(s, _)| *s == status)
+            .map_or(0, |(_, n)| *n);
+        gauge!("taskstore_tasks", "status" => status.as_str()).set(count as f64);
+    }
+    gauge!("taskstore_outbox_jobs").set(backlog.jobs as f64);
+    gauge!("taskstore_outbox_jobs_due").set(backlog.due as f64);
+    gauge!("taskstore_outbox_oldest_due_seconds").set(backlog.oldest_due_age.as_secs_f64());
+}

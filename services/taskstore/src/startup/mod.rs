@@ -1,0 +1,418 @@
+//! Starting and stopping the service, the same way for `serve`, `dev` and
+//! the tests: [`Service::build`] binds the listener and wires the parts
+//! (so the address is known before anything runs), then
+//! [`Service::run_until_stopped`] serves and, when told to stop, takes the
+//! parts down in order: embedded workers, the gRPC server, the background
+//! loops, the store.
+
+mod backends;
+mod embedded;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use taskstore_proto::credentials::BearerToken;
+use taskworker::Worker;
+use taskworker::queue::InProcessQueue;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub use self::backends::{Backends, migrate, open_keys};
+use clap::ValueEnum as _;
+
+use crate::auth::{AuthMethod, Authenticator};
+use crate::dispatch::in_process::InProcessPublisher;
+use crate::dispatch::rabbitmq::RabbitPublisher;
+use crate::dispatch::relay;
+use crate::grpc::{OperationsService, ServiceFacts, TaskExecutionService, TaskStoreService};
+use crate::health::QueueHealth;
+use crate::periodic::Chore;
+use crate::server::Server;
+use crate::settings::{MetricsSettings, QueueLocation, QueueSettings, ServiceSettings};
+
+/// How long startup waits for the embedded workers to register.
+const WORKERS_READY_WITHIN: Duration = Duration::from_secs(10);
+
+/// Why the service could not start or stopped abnormally.
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error("invalid configuration: {0}")]
+    Config(String),
+    #[error("invalid database url: {0}")]
+    DatabaseUrl(sqlx::Error),
+    #[error("{0}")]
+    DatabaseUnreachable(String),
+    #[error("migrations failed: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    #[error("{0}")]
+    MigrationsPending(String),
+    #[error(
+        "the database was migrated by a different build of taskstore (migrations {0:?} differ from this binary's): deploy the matching release"
+    )]
+    MigrationsDiffer(Vec<i64>),
+    #[error("could not open the store: {0}")]
+    Store(crate::StoreError),
+    #[error(
+        "cannot resolve --listen {address}: {reason}; use an IP address and port such as 127.0.0.1:50051"
+    )]
+    Resolve { address: String, reason: String },
+    #[error("could not listen on {address}: {source}{}", bind_hint(.source))]
+    Bind {
+        address: String,
+        source: std::io::Error,
+    },
+    #[error(transparent)]
+    Serve(#[from] crate::server::ServeError),
+    #[error("{0}")]
+    Metrics(String),
+    #[error("the server task failed: {0}")]
+    Crashed(String),
+    #[error("interrupted before the service was ready")]
+    Interrupted,
+}
+
+/// What to do about a listener that could not be bound.
+fn bind_hint(err: &std::io::Error) -> &'static str {
+    match err.kind() {
+        std::io::ErrorKind::AddrInUse => {
+            "; another process (perhaps another taskstore) listens there: stop it, or choose another address with --listen (TASKSTORE_LISTEN)"
+        }
+        std::io::ErrorKind::AddrNotAvailable => {
+            "; no network interface of this machine has that address"
+        }
+        std::io::ErrorKind::PermissionDenied => {
+            "; ports below 1024 need privileges: use a higher one"
+        }
+        _ => "",
+    }
+}
+
+/// `taskstore serve` and `taskstore dev`: opens the store, builds the
+/// service and runs it until SIGTERM/SIGINT.
+pub async fn serve(settings: ServiceSettings) -> Result<(), StartupError> {
+    let stop = CancellationToken::new();
+    tokio::spawn(taskworker::signals::cancel_on_signal(stop.clone()));
+    let backends = Backends::open(
+        &settings.store,
+        settings.migrations,
+        settings.pool,
+        settings.config.clone(),
+        &stop,
+    )
+    .await?;
+    Service::build(settings, backends)
+        .await?
+        .run_until_stopped(stop)
+        .await
+}
+
+/// A built, not yet running service: bound, with its parts wired.
+pub struct Service {
+    server: Server,
+    addr: SocketAddr,
+    backends: Backends,
+    settings: ServiceSettings,
+    queue_health: QueueHealth,
+    /// The in-process queue, when the service has one.
+    in_process: Option<InProcessQueue>,
+    /// What the embedded workers present to the service.
+    embedded_token: BearerToken,
+}
+
+impl std::fmt::Debug for Service {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Service")
+            .field("addr", &self.addr)
+            .field("backends", &self.backends)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Service {
+    /// Binds the listener and wires the gRPC services to `backends`.
+    pub async fn build(
+        settings: ServiceSettings,
+        backends: Backends,
+    ) -> Result<Self, StartupError> {
+        let queue_health = match settings.queue.as_ref().map(|q| &q.location) {
+            Some(QueueLocation::RabbitMq(_)) => QueueHealth::default(),
+            Some(QueueLocation::InProcess) | None => QueueHealth::always_up(),
+        };
+        let facts = ServiceFacts {
+            backend: backends.name,
+            queue_kind: match settings.queue.as_ref().map(|q| &q.location) {
+                Some(QueueLocation::RabbitMq(_)) => "rabbitmq",
+                Some(QueueLocation::InProcess) => "in-process",
+                None => "none",
+            },
+            queue: queue_health.clone(),
+        };
+        let store = TaskStoreService::new(
+            backends.store.clone(),
+            backends.operations.clone(),
+            settings.limits,
+        )
+        .with_max_result_wait(settings.max_result_wait)
+        .with_admission(settings.admission.clone());
+        let mut authenticator =
+            Authenticator::new(&settings.auth, backends.keys.clone(), settings.jwt.as_ref())
+                .map_err(StartupError::Config)?;
+        let embedded_token = authenticator
+            .embedded_worker_token()
+            .map_err(|err| StartupError::Config(format!("no randomness for a token: {err}")))?;
+        let server = bind(&settings.listen, store)
+            .await?
+            .with_execution(TaskExecutionService::new(
+                backends.execution.clone(),
+                backends.operations.clone(),
+            ))
+            .with_operations(OperationsService::new(backends.operations.clone(), facts))
+            .with_shutdown_grace(settings.shutdown_grace)
+            .with_authenticator(authenticator)
+            .with_tls(settings.tls.as_ref());
+        let addr = server.local_addr().map_err(|source| StartupError::Bind {
+            address: settings.listen.clone(),
+            source,
+        })?;
+        let in_process = matches!(
+            settings.queue.as_ref().map(|q| &q.location),
+            Some(QueueLocation::InProcess)
+        )
+        .then(InProcessQueue::new);
+        Ok(Self {
+            server,
+            addr,
+            backends,
+            settings,
+            queue_health,
+            in_process,
+            embedded_token,
+        })
+    }
+
+    /// The address the service listens on (port 0 resolved).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Serves until `stop` fires (or the server fails), then shuts down in
+    /// order. Logs `listening` once the embedded workers are ready: a task
+    /// dispatched after that line reaches a worker.
+    pub async fn run_until_stopped(self, stop: CancellationToken) -> Result<(), StartupError> {
+        let background = CancellationToken::new();
+        let mut loops = self.spawn_loops(&background);
+        if let Some(metrics) = &self.settings.metrics {
+            loops.extend(self.serve_metrics(metrics, &background).await?);
+        }
+        let workers = match &self.in_process {
+            Some(queue) => embedded::workers(
+                &self.settings.embedded,
+                self.addr,
+                queue,
+                &self.embedded_token,
+            )?,
+            None => Vec::new(),
+        };
+        let server_stop = CancellationToken::new();
+        let mut served = tokio::spawn(self.server.run(server_stop.clone()));
+        let workers = start_workers(workers, stop.child_token()).await;
+        warn_when_open(&self.settings.auth, self.addr);
+        tracing::info!(
+            addr = %self.addr,
+            backend = self.backends.name,
+            data = %self.backends.location,
+            queue = match self.settings.queue.as_ref().map(|q| &q.location) {
+                Some(QueueLocation::RabbitMq(_)) => "rabbitmq",
+                Some(QueueLocation::InProcess) => "in-process",
+                None => "none",
+            },
+            embedded_workers = workers.len(),
+            auth = %auth_names(&self.settings.auth),
+            "listening"
+        );
+
+        let early_end = tokio::select! {
+            () = stop.cancelled() => None,
+            ended = &mut served => Some(ended),
+        };
+        stop.cancel();
+        if !workers.is_empty() {
+            tracing::info!(
+                workers = workers.len(),
+                "shutting down: stopping the embedded workers first"
+            );
+        }
+        for worker in workers {
+            match worker.await {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => tracing::error!(error = %err, "an embedded worker failed"),
+                Err(err) => tracing::error!(error = %err, "an embedded worker panicked"),
+            }
+        }
+        server_stop.cancel();
+        let served = match early_end {
+            Some(ended) => ended,
+            None => served.await,
+        };
+        tracing::info!("shutting down: stopping the background loops");
+        background.cancel();
+        for task in loops {
+            // Each loop stops at its next await point; a panic there is logged.
+            if let Err(err) = task.await {
+                tracing::error!(error = %err, "a background loop panicked");
+            }
+        }
+        self.backends.close().await;
+        tracing::info!("stopped");
+        match served {
+            Ok(result) => result.map_err(StartupError::from),
+            Err(err) => Err(StartupError::Crashed(err.to_string())),
+        }
+    }
+
+    /// The relay and the periodic chores the settings ask for.
+    fn spawn_loops(&self, stop: &CancellationToken) -> Vec<JoinHandle<()>> {
+        let backends = &self.backends;
+        let mut loops = Vec::new();
+        if let Some(chores) = self.settings.chores {
+            let reaper = Chore::ReapExpiredLeases(backends.dispatch.clone());
+            loops.push(reaper.spawn(chores.reaper_interval, stop.clone()));
+            if let Some(interval) = chores.cleanup_interval {
+                for chore in [
+                    Chore::SweepExpiredTasks(backends.store.clone()),
+                    Chore::ForgetSilentWorkers(backends.operations.clone()),
+                ] {
+                    loops.push(chore.spawn(interval, stop.clone()));
+                }
+            }
+        }
+        if let Some(queue) = &self.settings.queue {
+            loops.push(self.spawn_relay(queue, stop.clone()));
+        }
+        loops
+    }
+
+    /// The `/metrics` endpoint and the chore that refreshes the store's
+    /// gauges. The recorder is process-wide: installed by the first service
+    /// of the process that asks for metrics.
+    async fn serve_metrics(
+        &self,
+        settings: &MetricsSettings,
+        stop: &CancellationToken,
+    ) -> Result<Vec<JoinHandle<()>>, StartupError> {
+        let handle = taskstore_telemetry::metrics::install().map_err(StartupError::Metrics)?;
+        let listener = tokio::net::TcpListener::bind(&settings.listen)
+            .await
+            .map_err(|source| StartupError::Bind {
+                address: settings.listen.clone(),
+                source,
+            })?;
+        if let Ok(addr) = listener.local_addr() {
+            tracing::info!(addr = %addr, "serving metrics on /metrics");
+        }
+        let snapshot = Chore::SnapshotMetrics(self.backends.operations.clone());
+        Ok(vec![
+            taskstore_telemetry::metrics::serve(listener, handle, None, stop.clone()),
+            snapshot.spawn(settings.snapshot_interval, stop.clone()),
+        ])
+    }
+
+    fn spawn_relay(&self, queue: &QueueSettings, stop: CancellationToken) -> JoinHandle<()> {
+        let (store, health) = (self.backends.dispatch.clone(), self.queue_health.clone());
+        match (&queue.location, &self.in_process) {
+            (QueueLocation::RabbitMq(url), _) => {
+                let connect =
+                    RabbitPublisher::connector(url.clone(), queue.topology.clone(), queue.fault);
+                relay::spawn(store, connect, queue.poll_interval, health, stop)
+            }
+            (QueueLocation::InProcess, Some(in_process)) => {
+                let connect = InProcessPublisher::connector(in_process.clone());
+                relay::spawn(store, connect, queue.poll_interval, health, stop)
+            }
+            // `build` makes the in-process queue whenever the settings ask
+            // for one, so this cannot happen; relay nothing rather than panic.
+            (QueueLocation::InProcess, None) => tokio::spawn(async {}),
+        }
+    }
+}
+
+/// Says, once, that anyone who reaches the port may do anything.
+fn warn_when_open(auth: &[AuthMethod], addr: SocketAddr) {
+    if auth != [AuthMethod::None] {
+        return;
+    }
+    if addr.ip().is_loopback() {
+        tracing::info!(
+            "authentication is off (--auth none): every process on this machine may read and change every task"
+        );
+    } else {
+        tracing::warn!(addr = %addr, "authentication is off (--auth none): anyone who reaches this address may read and change every task; use --auth api-keys");
+    }
+}
+
+fn auth_names(methods: &[AuthMethod]) -> String {
+    methods
+        .iter()
+        .filter_map(|m| m.to_possible_value().map(|v| v.get_name().to_owned()))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// Starts the embedded workers and waits (a while) until each is
+/// registered and consuming.
+async fn start_workers(
+    workers: Vec<Worker>,
+    stop: CancellationToken,
+) -> Vec<JoinHandle<Result<(), taskworker::WorkerError>>> {
+    let mut readiness = Vec::new();
+    let running: Vec<_> = workers
+        .into_iter()
+        .map(|worker| {
+            let (ready, is_ready) = tokio::sync::oneshot::channel();
+            readiness.push(is_ready);
+            tokio::spawn(worker.with_ready_signal(ready).run(stop.clone()))
+        })
+        .collect();
+    let all_ready = async {
+        for signal in readiness {
+            // A dropped sender (a worker that stopped) counts as done.
+            let _ = signal.await;
+        }
+    };
+    if tokio::time::timeout(WORKERS_READY_WITHIN, all_ready)
+        .await
+        .is_err()
+    {
+        tracing::warn!("the embedded workers are not ready yet; serving anyway");
+    }
+    running
+}
+
+/// Resolves `address` and binds the first of its addresses that can be
+/// bound (`localhost` may stand for ::1 and 127.0.0.1).
+async fn bind(address: &str, service: TaskStoreService) -> Result<Server, StartupError> {
+    let candidates: Vec<SocketAddr> = tokio::net::lookup_host(address)
+        .await
+        .map_err(|err| StartupError::Resolve {
+            address: address.to_owned(),
+            reason: err.to_string(),
+        })?
+        .collect();
+    let mut last_error = None;
+    for candidate in candidates {
+        match Server::bind(candidate, service.clone()).await {
+            Ok(server) => return Ok(server),
+            Err(err) => last_error = Some((candidate, err)),
+        }
+    }
+    Err(match last_error {
+        Some((candidate, source)) => StartupError::Bind {
+            address: candidate.to_string(),
+            source,
+        },
+        None => StartupError::Resolve {
+            address: address.to_owned(),
+            reason: "the name has no addresses".to_owned(),
+        },
+    })
+}

@@ -1,0 +1,56 @@
+//! API keys held in the process: for the in-memory backend and tests.
+
+use std::collections::BTreeMap;
+use std::sync::Mutex;
+
+use async_trait::async_trait;
+use chrono::Utc;
+
+use super::{KeyStore, StoredKey};
+use crate::error::StoreError;
+
+#[derive(Debug, Default)]
+pub struct MemoryKeys {
+    keys: Mutex<BTreeMap<String, StoredKey>>,
+}
+
+impl MemoryKeys {
+    fn keys(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, StoredKey>> {
+        // A panic while holding the lock leaves the map intact: keep going.
+        self.keys
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+#[async_trait]
+impl KeyStore for MemoryKeys {
+    async fn insert_key(&self, key: &StoredKey) -> Result<(), StoreError> {
+        let mut keys = self.keys();
+        if keys.contains_key(&key.key_id) {
+            return Err(StoreError::AlreadyExists(key.key_id.clone()));
+        }
+        keys.insert(key.key_id.clone(), key.clone());
+        Ok(())
+    }
+
+    async fn find_key(&self, key_id: &str) -> Result<Option<StoredKey>, StoreError> {
+        Ok(self.keys().get(key_id).cloned())
+    }
+
+    async fn list_keys(&self) -> Result<Vec<StoredKey>, StoreError> {
+        let mut keys: Vec<StoredKey> = self.keys().values().cloned().collect();
+        keys.sort_by(|a, b| (a.created_at, &a.key_id).cmp(&(b.created_at, &b.key_id)));
+        Ok(keys)
+    }
+
+    async fn revoke_key(&self, key_id: &str) -> Result<bool, StoreError> {
+        Ok(match self.keys().get_mut(key_id) {
+            Some(key) if key.revoked_at.is_none() => {
+                key.revoked_at = Some(Utc::now());
+                true
+            }
+            _ => false,
+        })
+    }
+}

@@ -1,0 +1,145 @@
+//! The service's side of the execution protocol in memory: the lease
+//! reaper and the outbox relay, with the decisions of `domain::execution`.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use taskstore_proto::jobs::JobMessage;
+use tokio::sync::Notify;
+
+use super::MemoryTaskStore;
+use super::state::{Key, State, delta};
+use crate::domain::{AttemptEnd, NextStep, waiting_for_worker_message};
+use crate::error::StoreError;
+use crate::store::execution::{DispatchStore, JobPublisher, Published, log_held_for_worker};
+
+#[async_trait]
+impl DispatchStore for MemoryTaskStore {
+    async fn reap_expired_leases(&self) -> Result<u64, StoreError> {
+        let reaped: Vec<Key> = {
+            let mut state = self.lock().await;
+            let now = state.now();
+            let expired: Vec<Key> = state
+                .tasks
+                .iter()
+                .filter(|(_, r)| r.is_live(now) && !r.task.status.is_terminal())
+                .filter(|(_, r)| {
+                    r.dispatch
+                        .as_ref()
+                        .and_then(|d| d.lease.as_ref())
+                        .is_some_and(|lease| lease.expires_at < now)
+                })
+                .map(|(key, _)| key.clone())
+                .collect();
+            for key in &expired {
+                match self.end_attempt(&mut state, key, &AttemptEnd::LeaseExpired, now) {
+                    NextStep::Fail { .. } => {
+                        tracing::warn!(task_id = %key.1, "lease expired on the last attempt; task failed");
+                    }
+                    NextStep::Redispatch { .. } => {
+                        tracing::warn!(task_id = %key.1, "lease expired; dispatching again");
+                    }
+                    NextStep::Unchanged => {}
+                }
+            }
+            self.commit(&mut state).await?;
+            expired
+        };
+        for key in &reaped {
+            self.changed(key, None);
+        }
+        if !reaped.is_empty() {
+            self.inner.outbox.notify_one();
+        }
+        Ok(reaped.len() as u64)
+    }
+
+    async fn relay_due_jobs(
+        &self,
+        publisher: &dyn JobPublisher,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        let taken: Vec<(u64, JobMessage)> = {
+            let mut state = self.lock().await;
+            let now = state.now();
+            let stale: Vec<u64> = state
+                .outbox
+                .iter()
+                .filter(|j| !state.job_is_current(j, now))
+                .map(|j| j.id)
+                .collect();
+            state.remove_jobs(|job| stale.contains(&job.id));
+            self.commit(&mut state).await?;
+            let State { outbox, tasks, .. } = &mut *state;
+            let mut due: Vec<_> = outbox
+                .iter_mut()
+                .filter(|j| !j.in_flight && j.available_at <= now)
+                .collect();
+            due.sort_by_key(|j| (j.available_at, j.id));
+            due.into_iter()
+                .take(limit as usize)
+                .map(|job| {
+                    job.in_flight = true;
+                    let message = JobMessage {
+                        tenant_id: job.key.0.clone(),
+                        task_id: job.key.1.clone(),
+                        generation: job.generation,
+                        tool: job.tool.clone(),
+                        trace_context: tasks.get(&job.key).and_then(|r| r.trace_context.clone()),
+                    };
+                    (job.id, message)
+                })
+                .collect()
+        };
+        let mut published = 0;
+        for (index, (id, job)) in taken.iter().enumerate() {
+            let outcome = publisher.publish(job).await;
+            let mut state = self.lock().await;
+            let now = state.now();
+            match outcome {
+                Ok(Published::Queued) => {
+                    state.remove_jobs(|j| j.id == *id);
+                    self.commit(&mut state).await?;
+                    published += 1;
+                }
+                Ok(Published::NoWorkerForTool) => {
+                    let retry = self.config().execution.unroutable_retry;
+                    if let Some(held) = state.outbox.iter_mut().find(|j| j.id == *id) {
+                        held.in_flight = false;
+                        held.available_at = now + delta(retry);
+                        state.dirty_jobs.insert(*id);
+                    }
+                    let note = waiting_for_worker_message(&job.tool);
+                    let key = (job.tenant_id.clone(), job.task_id.clone());
+                    let mut changed = false;
+                    if let Some(record) = state.tasks.get_mut(&key)
+                        && record.task.status_message.as_deref() != Some(note.as_str())
+                    {
+                        record.task.status_message = Some(note);
+                        record.task.last_updated_at = now;
+                        state.touch(&key);
+                        changed = true;
+                        log_held_for_worker(&job.task_id, &job.tool);
+                    }
+                    self.commit(&mut state).await?;
+                    drop(state);
+                    if changed {
+                        self.changed(&key, None);
+                    }
+                }
+                Err(err) => {
+                    let unsent: Vec<u64> = taken[index..].iter().map(|(id, _)| *id).collect();
+                    for job in state.outbox.iter_mut().filter(|j| unsent.contains(&j.id)) {
+                        job.in_flight = false;
+                    }
+                    return Err(StoreError::Unavailable(err.to_string()));
+                }
+            }
+        }
+        Ok(published)
+    }
+
+    fn outbox_signal(&self) -> Arc<Notify> {
+        self.inner.outbox.clone()
+    }
+}

@@ -1,0 +1,36 @@
+//! What operators and the fleet's bookkeeping need from a backend: the
+//! worker registry, the outbox backlog, and a health check.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::domain::{OutboxBacklog, TaskStatus, WorkerHeartbeat, WorkerId, WorkerInfo};
+use crate::error::StoreError;
+
+#[async_trait]
+pub trait OperationsStore: Send + Sync + 'static {
+    /// Records a worker's report; its first report is when it was first
+    /// seen. Reports from every replica land in one registry.
+    async fn record_heartbeat(&self, heartbeat: &WorkerHeartbeat) -> Result<(), StoreError>;
+
+    /// Forgets a worker at once (it is shutting down).
+    async fn forget_worker(&self, worker: &WorkerId) -> Result<(), StoreError>;
+
+    /// The workers that reported within `within`, by id.
+    async fn workers(&self, within: Duration) -> Result<Vec<WorkerInfo>, StoreError>;
+
+    /// Deletes workers that have not reported for `unseen_for`; returns how
+    /// many.
+    async fn forget_silent_workers(&self, unseen_for: Duration) -> Result<u64, StoreError>;
+
+    /// Unexpired tasks by status (a scan of the tenant-wide table: the
+    /// metrics snapshot runs it on an interval of its own).
+    async fn tasks_by_status(&self) -> Result<Vec<(TaskStatus, u64)>, StoreError>;
+
+    /// What waits in the outbox.
+    async fn outbox_backlog(&self) -> Result<OutboxBacklog, StoreError>;
+
+    /// One round trip to the store; an error says why it is unhealthy.
+    async fn ping(&self) -> Result<(), StoreError>;
+}

@@ -1,0 +1,135 @@
+//! CreateTask on PostgreSQL: the row (and the outbox job of a dispatched
+//! task) in one statement, through the group-commit writer, or, when a quota
+//! applies, counted and inserted under an advisory lock so the count and the
+//! insert cannot interleave with another create's.
+
+use sqlx::Postgres;
+
+use super::PgTaskStore;
+use super::error::store_error;
+use super::group_commit;
+use super::rows::TaskRow;
+use crate::domain::{NewTask, Scope};
+use crate::error::StoreError;
+use crate::store::quota_reached;
+
+impl PgTaskStore {
+    /// Inserts a task; ALREADY_EXISTS when a live task has its id.
+    pub(super) async fn insert(&self, scope: &Scope, task: NewTask) -> Result<TaskRow, StoreError> {
+        let task_id = crate::store::task_id_or_new(task.task_id.clone())?;
+        let ttl_ms = self
+            .config
+            .ttl
+            .effective(task.ttl)
+            .map(|ttl| ttl.as_millis_i64());
+        let poll_ms = i64::try_from(self.config.poll_interval.as_millis()).unwrap_or(i64::MAX);
+        let attempts = match &task.dispatch {
+            Some(dispatch) => {
+                let attempts = self.config.dispatch_attempts(dispatch.max_attempts)?;
+                Some(i32::try_from(attempts).unwrap_or(i32::MAX))
+            }
+            None => None,
+        };
+
+        let new_row = group_commit::NewRow {
+            tenant: scope.tenant.as_str().to_owned(),
+            task_id: task_id.as_str().to_owned(),
+            session: scope.session.as_ref().map(|s| s.as_str().to_owned()),
+            request_id_json: task.request_id.as_str().to_owned(),
+            request_json: task.request.as_str().to_owned(),
+            ttl_ms,
+            poll_ms,
+            tool: task.tool().map(|tool| tool.as_str().to_owned()),
+            max_attempts: attempts,
+            trace_context: task.trace_context.as_ref().map(|t| t.as_str().to_owned()),
+        };
+        let row = if let Some(lock_key) = self.quota_lock_key(scope) {
+            // Creates under a quota are serialized (count, then insert), so
+            // they cannot share a batch.
+            let mut tx = self.pool.begin().await.map_err(store_error)?;
+            self.enforce_quotas(&mut tx, scope, lock_key).await?;
+            let created = group_commit::insert_rows(&mut *tx, std::slice::from_ref(&new_row))
+                .await
+                .map_err(store_error)?;
+            tx.commit().await.map_err(store_error)?;
+            created.into_values().next()
+        } else {
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            let pending = group_commit::PendingCreate {
+                row: new_row,
+                reply,
+            };
+            let stopped = || StoreError::Unavailable("the store is shutting down".into());
+            self.creates.send(pending).await.map_err(|_| stopped())?;
+            answer.await.map_err(|_| stopped())??
+        };
+        row.ok_or_else(|| StoreError::AlreadyExists(task_id.to_string()))
+    }
+
+    /// The advisory lock that serializes creates which count against the
+    /// same quota, so the count and the insert cannot interleave with another
+    /// create's (no check-then-insert race). The tenant lock covers both
+    /// quotas; with only a session quota, sessions do not wait for each other.
+    fn quota_lock_key(&self, scope: &Scope) -> Option<String> {
+        let quotas = self.config.quotas_for(&scope.tenant);
+        if quotas.max_tasks.is_some() {
+            Some(format!("taskstore/quota/{}", scope.tenant.as_str()))
+        } else if let (Some(_), Some(session)) = (quotas.max_tasks_per_session, &scope.session) {
+            Some(format!(
+                "taskstore/quota/{}/{}/{}",
+                scope.tenant.as_str().len(),
+                scope.tenant.as_str(),
+                session.as_str()
+            ))
+        } else {
+            None
+        }
+    }
+
+    async fn enforce_quotas(
+        &self,
+        tx: &mut sqlx::Transaction<'_, Postgres>,
+        scope: &Scope,
+        lock_key: String,
+    ) -> Result<(), StoreError> {
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+            .bind(lock_key)
+            .execute(&mut **tx)
+            .await
+            .map_err(store_error)?;
+
+        let quotas = self.config.quotas_for(&scope.tenant);
+        if let Some(max) = quotas.max_tasks {
+            let count: i64 = sqlx::query_scalar(concat!(
+                "SELECT count(*) FROM tasks WHERE tenant_id = $1 AND ",
+                live!()
+            ))
+            .bind(scope.tenant.as_str())
+            .fetch_one(&mut **tx)
+            .await
+            .map_err(store_error)?;
+            if count_reaches(count, max) {
+                return Err(quota_reached("max_tasks", max));
+            }
+        }
+        if let (Some(max), Some(session)) = (quotas.max_tasks_per_session, &scope.session) {
+            let count: i64 = sqlx::query_scalar(concat!(
+                "SELECT count(*) FROM tasks WHERE tenant_id = $1 AND session_id = $2 AND ",
+                live!()
+            ))
+            .bind(scope.tenant.as_str())
+            .bind(session.as_str())
+            .fetch_one(&mut **tx)
+            .await
+            .map_err(store_error)?;
+            if count_reaches(count, max) {
+                return Err(quota_reached("max_tasks_per_session", max));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn count_reaches(count: i64, max: u64) -> bool {
+    u64::try_from(count).unwrap_or(0) >= max
+}

@@ -1,0 +1,160 @@
+//! The worker registry, the outbox backlog and the health check on
+//! PostgreSQL. Times come from the database clock, like everything else.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use super::PgTaskStore;
+use super::error::store_error;
+use crate::domain::{OutboxBacklog, TaskStatus, ToolName, WorkerHeartbeat, WorkerId, WorkerInfo};
+use crate::error::StoreError;
+use crate::store::operations::OperationsStore;
+
+#[derive(sqlx::FromRow)]
+struct WorkerRow {
+    worker_id: String,
+    tools: Vec<String>,
+    slots: i32,
+    busy: i32,
+    first_seen_at: DateTime<Utc>,
+    last_seen_at: DateTime<Utc>,
+}
+
+impl WorkerRow {
+    fn into_info(self) -> Result<WorkerInfo, StoreError> {
+        let corrupt = |_| StoreError::Internal("corrupt worker row".into());
+        let tools = self
+            .tools
+            .iter()
+            .map(|t| ToolName::parse(t).map_err(corrupt))
+            .collect::<Result<_, _>>()?;
+        Ok(WorkerInfo {
+            heartbeat: WorkerHeartbeat::new(
+                WorkerId::parse(&self.worker_id).map_err(corrupt)?,
+                tools,
+                u32::try_from(self.slots).unwrap_or(0),
+                u32::try_from(self.busy).unwrap_or(0),
+            ),
+            first_seen_at: self.first_seen_at,
+            last_seen_at: self.last_seen_at,
+        })
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct BacklogRow {
+    jobs: i64,
+    due: i64,
+    oldest_due_ms: Option<f64>,
+}
+
+fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}
+
+#[async_trait]
+impl OperationsStore for PgTaskStore {
+    async fn record_heartbeat(&self, heartbeat: &WorkerHeartbeat) -> Result<(), StoreError> {
+        let tools: Vec<&str> = heartbeat.tools.iter().map(ToolName::as_str).collect();
+        sqlx::query(
+            "INSERT INTO workers (worker_id, tools, slots, busy, first_seen_at, last_seen_at)
+             VALUES ($1, $2, $3, $4, now(), now())
+             ON CONFLICT (worker_id) DO UPDATE SET
+                 tools = EXCLUDED.tools, slots = EXCLUDED.slots, busy = EXCLUDED.busy,
+                 last_seen_at = EXCLUDED.last_seen_at",
+        )
+        .bind(heartbeat.worker_id.as_str())
+        .bind(tools)
+        .bind(i32::try_from(heartbeat.slots).unwrap_or(i32::MAX))
+        .bind(i32::try_from(heartbeat.busy).unwrap_or(i32::MAX))
+        .execute(self.pool())
+        .await
+        .map_err(store_error)?;
+        Ok(())
+    }
+
+    async fn forget_worker(&self, worker: &WorkerId) -> Result<(), StoreError> {
+        sqlx::query("DELETE FROM workers WHERE worker_id = $1")
+            .bind(worker.as_str())
+            .execute(self.pool())
+            .await
+            .map_err(store_error)?;
+        Ok(())
+    }
+
+    async fn workers(&self, within: Duration) -> Result<Vec<WorkerInfo>, StoreError> {
+        sqlx::query_as::<_, WorkerRow>(
+            "SELECT worker_id, tools, slots, busy, first_seen_at, last_seen_at FROM workers
+             WHERE last_seen_at > now() - $1 * interval '1 millisecond'
+             ORDER BY worker_id",
+        )
+        .bind(millis(within))
+        .fetch_all(self.pool())
+        .await
+        .map_err(store_error)?
+        .into_iter()
+        .map(WorkerRow::into_info)
+        .collect()
+    }
+
+    async fn forget_silent_workers(&self, unseen_for: Duration) -> Result<u64, StoreError> {
+        let deleted = sqlx::query(
+            "DELETE FROM workers WHERE last_seen_at <= now() - $1 * interval '1 millisecond'",
+        )
+        .bind(millis(unseen_for))
+        .execute(self.pool())
+        .await
+        .map_err(store_error)?
+        .rows_affected();
+        Ok(deleted)
+    }
+
+    async fn tasks_by_status(&self) -> Result<Vec<(TaskStatus, u64)>, StoreError> {
+        let rows: Vec<(String, i64)> = sqlx::query_as(concat!(
+            "SELECT status, count(*) FROM tasks WHERE ",
+            live!(),
+            " GROUP BY status"
+        ))
+        .fetch_all(self.pool())
+        .await
+        .map_err(store_error)?;
+        rows.into_iter()
+            .map(|(status, count)| {
+                let status = status
+                    .parse()
+                    .map_err(|_| StoreError::Internal("corrupt task row".into()))?;
+                Ok((status, u64::try_from(count).unwrap_or(0)))
+            })
+            .collect()
+    }
+
+    async fn outbox_backlog(&self) -> Result<OutboxBacklog, StoreError> {
+        let row = sqlx::query_as::<_, BacklogRow>(
+            "SELECT count(*) AS jobs,
+                    count(*) FILTER (WHERE available_at <= now()) AS due,
+                    (extract(epoch FROM now() - min(available_at) FILTER (WHERE available_at <= now()))
+                        * 1000)::float8 AS oldest_due_ms
+             FROM dispatch_outbox",
+        )
+        .fetch_one(self.pool())
+        .await
+        .map_err(store_error)?;
+        Ok(OutboxBacklog {
+            jobs: u64::try_from(row.jobs).unwrap_or(0),
+            due: u64::try_from(row.due).unwrap_or(0),
+            oldest_due_age: Duration::from_secs_f64(
+                row.oldest_due_ms.unwrap_or(0.0).max(0.0) / 1000.0,
+            ),
+        })
+    }
+
+    async fn ping(&self) -> Result<(), StoreError> {
+        sqlx::query("SELECT 1")
+            .execute(self.pool())
+            .await
+            .map_err(store_error)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,123 @@
+//! The worker registry: heartbeats in, ListTools out.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use taskstore::grpc::{InputLimits, pb};
+use taskstore::store::StoreConfig;
+use tonic::Code;
+use tonic::transport::Channel;
+
+use crate::common;
+use pb::task_store_client::TaskStoreClient;
+
+/// Workers report what they serve; ListTools shows it until they stop.
+#[tokio::test]
+async fn tools_are_listed_while_their_workers_report() {
+    use pb::task_execution_client::TaskExecutionClient;
+    let store = Arc::new(common::pg_store(StoreConfig::default()).await);
+    let (addr, _shutdown, _handle) =
+        common::spawn_server(store.clone(), InputLimits::default()).await;
+    let channel = common::grpc_channel(addr).await;
+    let mut client = TaskStoreClient::new(channel.clone());
+    let mut execution = TaskExecutionClient::new(channel);
+    let report = |worker: &str, tools: &[&str], busy: u32, stopping: bool| pb::HeartbeatRequest {
+        worker_id: worker.into(),
+        tools: tools.iter().map(|t| t.to_string()).collect(),
+        slots: 4,
+        busy,
+        stopping,
+    };
+    let listed = |client: &mut TaskStoreClient<Channel>| {
+        let mut client = client.clone();
+        async move {
+            client
+                .list_tools(pb::ListToolsRequest {})
+                .await
+                .expect("list tools")
+                .into_inner()
+                .tools
+                .into_iter()
+                .map(|t| (t.name, t.workers, t.slots, t.busy))
+                .collect::<Vec<_>>()
+        }
+    };
+    assert!(listed(&mut client).await.is_empty());
+    let answer = execution
+        .heartbeat(report("w1", &["echo", "sleep"], 1, false))
+        .await
+        .expect("heartbeat")
+        .into_inner();
+    assert_eq!(answer.interval.map(|d| d.seconds), Some(10));
+    execution
+        .heartbeat(report("w2", &["echo"], 3, false))
+        .await
+        .expect("heartbeat");
+    assert_eq!(
+        listed(&mut client).await,
+        [("echo".to_owned(), 2, 8, 4), ("sleep".to_owned(), 1, 4, 1)]
+    );
+    execution
+        .heartbeat(report("w1", &["echo", "sleep"], 0, true))
+        .await
+        .expect("goodbye");
+    assert_eq!(listed(&mut client).await, [("echo".to_owned(), 1, 4, 3)]);
+
+    // A worker that falls silent drops out after the reporting window.
+    use taskstore::store::operations::OperationsStore;
+    assert_eq!(
+        store
+            .workers(Duration::from_secs(30))
+            .await
+            .expect("workers")
+            .len(),
+        1
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        store
+            .workers(Duration::from_millis(200))
+            .await
+            .expect("workers")
+            .is_empty()
+    );
+    assert_eq!(
+        store
+            .forget_silent_workers(Duration::from_millis(200))
+            .await
+            .expect("sweep"),
+        1
+    );
+    assert_eq!(
+        store
+            .workers(Duration::from_secs(30))
+            .await
+            .expect("workers")
+            .len(),
+        0
+    );
+
+    // Hostile reports change nothing.
+    for (bad, field) in [
+        (report("", &["echo"], 0, false), "worker_id"),
+        (report(&"w".repeat(300), &["echo"], 0, false), "worker_id"),
+        (report("w\n", &["echo"], 0, false), "worker_id"),
+        (report("w3", &["bad tool"], 0, false), "tools"),
+        (
+            pb::HeartbeatRequest {
+                tools: (0..1001).map(|n| format!("t{n}")).collect(),
+                ..report("w3", &[], 0, false)
+            },
+            "tools",
+        ),
+    ] {
+        let refused = execution.heartbeat(bad).await.expect_err("refused");
+        assert_eq!(refused.code(), Code::InvalidArgument, "{field}");
+        assert!(
+            refused.message().starts_with(field),
+            "{}",
+            refused.message()
+        );
+    }
+    assert!(listed(&mut client).await.is_empty());
+}

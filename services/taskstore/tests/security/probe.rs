@@ -1,0 +1,470 @@
+//! The cross-tenant probe: every RPC, by every identity of one tenant, on
+//! the other tenant's tasks (with and without their session, naming the
+//! tenant in metadata or not, with the other tenant's cursor and lease)
+//! shows nothing and changes nothing.
+
+use std::time::Duration;
+
+use taskstore::domain::Role;
+use tonic::{Code, Status};
+
+use super::*;
+
+/// What one probe call came to: its error, or what its answer said.
+type Outcome = Result<String, Status>;
+
+/// A's tasks as A sees them, for the before/after comparison.
+async fn snapshot(owner: &mut Identity, ids: &[(String, Option<String>)]) -> Vec<pb::Task> {
+    let mut tasks = Vec::new();
+    for (id, session) in ids {
+        let task = owner
+            .store
+            .get_task(pb::GetTaskRequest {
+                task_id: id.clone(),
+                session_id: session.clone(),
+            })
+            .await
+            .expect("the owner sees its task")
+            .into_inner();
+        tasks.push(task);
+    }
+    tasks
+}
+
+/// Every call an intruder can make about task `id` (whose lease is
+/// `lease`, whose tenant is `victim`), labelled.
+async fn calls(
+    intruder: &mut Identity,
+    victim: &str,
+    id: &str,
+    session: Option<&str>,
+    lease: &str,
+    cursor: &str,
+) -> Vec<(String, Outcome)> {
+    let session = session.map(str::to_owned);
+    let mut out: Vec<(String, Outcome)> = Vec::new();
+    for name_tenant in [false, true] {
+        let wrap = |label: &str| format!("{label} (naming tenant: {name_tenant})");
+        macro_rules! req {
+            ($message:expr) => {
+                if name_tenant {
+                    naming(victim, $message)
+                } else {
+                    tonic::Request::new($message)
+                }
+            };
+        }
+        let get = pb::GetTaskRequest {
+            task_id: id.into(),
+            session_id: session.clone(),
+        };
+        out.push((
+            wrap("GetTask"),
+            intruder
+                .store
+                .get_task(req!(get))
+                .await
+                .map(|r| format!("{r:?}")),
+        ));
+        for wait in [false, true] {
+            let mut request = req!(pb::GetTaskResultRequest {
+                task_id: id.into(),
+                session_id: session.clone(),
+                wait,
+            });
+            request.set_timeout(Duration::from_millis(300));
+            let outcome = intruder
+                .store
+                .get_task_result(request)
+                .await
+                .map(|r| format!("{r:?}"));
+            out.push((wrap(&format!("GetTaskResult wait={wait}")), outcome));
+        }
+        let watch = intruder
+            .store
+            .watch_task(req!(pb::WatchTaskRequest {
+                task_id: id.into(),
+                session_id: session.clone(),
+            }))
+            .await;
+        let watched = match watch {
+            Ok(stream) => {
+                let mut stream = stream.into_inner();
+                match tokio::time::timeout(Duration::from_secs(2), stream.message()).await {
+                    Ok(Ok(Some(task))) => Ok(format!("{task:?}")),
+                    Ok(Ok(None)) => Err(Status::not_found("the stream ended empty")),
+                    Ok(Err(status)) => Err(status),
+                    Err(_) => Err(Status::not_found("the stream stayed silent")),
+                }
+            }
+            Err(status) => Err(status),
+        };
+        out.push((wrap("WatchTask"), watched));
+        let update = pb::UpdateTaskStatusRequest {
+            task_id: id.into(),
+            status: pb::TaskStatus::InputRequired.into(),
+            status_message: Some("intruder".into()),
+            session_id: session.clone(),
+            lease_token: None,
+        };
+        out.push((
+            wrap("UpdateTaskStatus"),
+            intruder
+                .store
+                .update_task_status(req!(update))
+                .await
+                .map(|r| format!("{r:?}")),
+        ));
+        for lease_token in [None, Some(lease.to_owned())] {
+            let store = pb::StoreTaskResultRequest {
+                task_id: id.into(),
+                status: pb::TaskStatus::Completed.into(),
+                result_json: r#"{"content":[]}"#.into(),
+                session_id: session.clone(),
+                status_message: None,
+                lease_token,
+            };
+            out.push((
+                wrap("StoreTaskResult"),
+                intruder
+                    .store
+                    .store_task_result(req!(store))
+                    .await
+                    .map(|r| format!("{r:?}")),
+            ));
+        }
+        let cancel = pb::CancelTaskRequest {
+            task_id: id.into(),
+            session_id: session.clone(),
+        };
+        out.push((
+            wrap("CancelTask"),
+            intruder
+                .store
+                .cancel_task(req!(cancel))
+                .await
+                .map(|r| format!("{r:?}")),
+        ));
+        let list = pb::ListTasksRequest {
+            cursor: Some(cursor.to_owned()),
+            page_size: None,
+            session_id: session.clone(),
+            statuses: Vec::new(),
+            tool: None,
+        };
+        out.push((
+            wrap("ListTasks with the victim's cursor"),
+            intruder
+                .store
+                .list_tasks(req!(list))
+                .await
+                .map(|r| format!("{r:?}")),
+        ));
+        for tenant_id in ["", victim] {
+            let claim = pb::ClaimTaskRequest {
+                task_id: id.into(),
+                generation: 1,
+                worker_id: "intruder".into(),
+                tenant_id: tenant_id.into(),
+            };
+            out.push((
+                wrap(&format!("ClaimTask tenant={tenant_id:?}")),
+                intruder
+                    .execution
+                    .claim_task(req!(claim))
+                    .await
+                    .map(|r| format!("{r:?}")),
+            ));
+            let renew = pb::RenewLeaseRequest {
+                task_id: id.into(),
+                lease_token: lease.into(),
+                tenant_id: tenant_id.into(),
+            };
+            out.push((
+                wrap(&format!("RenewLease tenant={tenant_id:?}")),
+                intruder
+                    .execution
+                    .renew_lease(req!(renew))
+                    .await
+                    .map(|r| format!("{:?}", r.into_inner())),
+            ));
+            let release = pb::ReleaseTaskRequest {
+                task_id: id.into(),
+                lease_token: lease.into(),
+                reason: pb::ReleaseReason::RetryableError.into(),
+                message: "intruder".into(),
+                tenant_id: tenant_id.into(),
+            };
+            out.push((
+                wrap(&format!("ReleaseTask tenant={tenant_id:?}")),
+                intruder
+                    .execution
+                    .release_task(req!(release))
+                    .await
+                    .map(|r| format!("{r:?}")),
+            ));
+        }
+    }
+    out
+}
+
+/// The message an identity gets for a task that never existed, by call.
+async fn never_existed(intruder: &mut Identity, victim: &str) -> Vec<(String, Outcome)> {
+    calls(
+        intruder,
+        victim,
+        "no-such-task-anywhere",
+        None,
+        "0000",
+        "bm90LWEtY3Vyc29y",
+    )
+    .await
+}
+
+async fn cross_tenant_probe(kind: Kind) {
+    let world = World::new(kind).await;
+    let mut owner = world
+        .identity(Some(&world.key("acme", Role::Client).await))
+        .await;
+    let fleet = world
+        .identity(Some(&world.key("*", Role::Worker).await))
+        .await;
+    let intruders = [
+        ("client of globex", world.key("globex", Role::Client).await),
+        ("worker of globex", world.key("globex", Role::Worker).await),
+        ("admin of globex", world.key("globex", Role::Admin).await),
+    ];
+
+    // The victim's tasks: one plain, one in a session, one claimed by a
+    // fleet worker (so that there is a live lease to steal).
+    let plain = owner
+        .store
+        .create_task(create(Some("acme-plain"), None, false))
+        .await
+        .expect("create")
+        .into_inner();
+    let private = owner
+        .store
+        .create_task(create(Some("acme-private"), Some("s1"), false))
+        .await
+        .expect("create")
+        .into_inner();
+    let running = owner
+        .store
+        .create_task(create(Some("acme-running"), None, true))
+        .await
+        .expect("create")
+        .into_inner();
+    let claim = fleet
+        .execution
+        .clone()
+        .claim_task(pb::ClaimTaskRequest {
+            task_id: running.task_id.clone(),
+            generation: 1,
+            worker_id: "fleet".into(),
+            tenant_id: "acme".into(),
+        })
+        .await
+        .expect("the fleet worker claims acme's task")
+        .into_inner();
+    let page = owner
+        .store
+        .list_tasks(pb::ListTasksRequest {
+            cursor: None,
+            page_size: Some(1),
+            session_id: None,
+            statuses: Vec::new(),
+            tool: None,
+        })
+        .await
+        .expect("list")
+        .into_inner();
+    let cursor = page
+        .next_cursor
+        .expect("a cursor: acme has more than one task");
+    let ids = vec![
+        (plain.task_id.clone(), None),
+        (private.task_id.clone(), Some("s1".to_owned())),
+        (running.task_id.clone(), None),
+    ];
+    let before = snapshot(&mut owner, &ids).await;
+
+    for (who, key) in &intruders {
+        let mut intruder = world.identity(Some(key)).await;
+        let baseline = never_existed(&mut intruder, "acme").await;
+        for (id, session) in &ids {
+            for session in [session.as_deref(), None] {
+                let probed = calls(
+                    &mut intruder,
+                    "acme",
+                    id,
+                    session,
+                    &claim.lease_token,
+                    &cursor,
+                )
+                .await;
+                for ((label, outcome), (_, unknown)) in probed.iter().zip(&baseline) {
+                    let status = match (outcome, unknown) {
+                        // Only an answer that a task that never existed
+                        // gets too (a renewal's "stop, it is gone").
+                        (Ok(answer), Ok(same))
+                            if answer == same && label.starts_with("RenewLease") =>
+                        {
+                            assert!(
+                                answer.contains("keep_running: false"),
+                                "{who}: {label}: {answer}"
+                            );
+                            continue;
+                        }
+                        (Ok(answer), _) => {
+                            panic!("{who}: {label} on acme's {id} succeeded: {answer}")
+                        }
+                        (Err(status), _) => status,
+                    };
+                    assert!(
+                        matches!(
+                            status.code(),
+                            Code::NotFound | Code::PermissionDenied | Code::InvalidArgument
+                        ),
+                        "{who}: {label} on {id}: {status:?}"
+                    );
+                    let unknown = unknown
+                        .as_ref()
+                        .expect_err("a task that never existed is an error");
+                    if status.code() != Code::InvalidArgument {
+                        assert_eq!(
+                            (status.code(), status.message()),
+                            (unknown.code(), unknown.message()),
+                            "{who}: {label}: acme's {id} is told apart from a task that never existed"
+                        );
+                    }
+                }
+            }
+        }
+        // Listing shows only the intruder's own tenant (empty here).
+        if *who != "worker of globex" {
+            let listed = intruder
+                .store
+                .list_tasks(pb::ListTasksRequest {
+                    cursor: None,
+                    page_size: None,
+                    session_id: None,
+                    statuses: Vec::new(),
+                    tool: None,
+                })
+                .await
+                .expect("list")
+                .into_inner();
+            assert!(listed.tasks.is_empty(), "{who} lists {:?}", listed.tasks);
+        }
+    }
+
+    let after = snapshot(&mut owner, &ids).await;
+    assert_eq!(before, after, "acme's tasks are unchanged");
+    // The stolen lease still belongs to the fleet worker.
+    let renewed = fleet
+        .execution
+        .clone()
+        .renew_lease(pb::RenewLeaseRequest {
+            task_id: running.task_id.clone(),
+            lease_token: claim.lease_token.clone(),
+            tenant_id: "acme".into(),
+        })
+        .await
+        .expect("renew")
+        .into_inner();
+    assert!(renewed.keep_running);
+}
+
+async fn tenants_share_task_ids_without_seeing_each_other(kind: Kind) {
+    let world = World::new(kind).await;
+    let mut acme = world
+        .identity(Some(&world.key("acme", Role::Client).await))
+        .await;
+    let mut globex = world
+        .identity(Some(&world.key("globex", Role::Client).await))
+        .await;
+    let mut operator = world
+        .identity(Some(&world.key("*", Role::Admin).await))
+        .await;
+    for (client, text) in [(&mut acme, "acme's"), (&mut globex, "globex's")] {
+        let mut request = create(Some("same-id"), None, false);
+        request.request_json = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"echo","arguments":{{"text":"{text}"}}}}}}"#
+        );
+        client
+            .store
+            .create_task(request)
+            .await
+            .expect("each tenant may use the id");
+    }
+    for (client, text) in [(&mut acme, "acme's"), (&mut globex, "globex's")] {
+        client
+            .store
+            .store_task_result(pb::StoreTaskResultRequest {
+                task_id: "same-id".into(),
+                status: pb::TaskStatus::Completed.into(),
+                result_json: format!(r#"{{"content":[{{"type":"text","text":"{text}"}}]}}"#),
+                session_id: None,
+                status_message: None,
+                lease_token: None,
+            })
+            .await
+            .expect("each stores its own result");
+    }
+    for (client, text) in [(&mut acme, "acme's"), (&mut globex, "globex's")] {
+        let result = client
+            .store
+            .get_task_result(pb::GetTaskResultRequest {
+                task_id: "same-id".into(),
+                session_id: None,
+                wait: false,
+            })
+            .await
+            .expect("result")
+            .into_inner();
+        assert!(result.result_json.contains(text), "{}", result.result_json);
+    }
+    // An operator reaches either tenant by naming it, and the default
+    // tenant (empty here) by naming none.
+    let list = || pb::ListTasksRequest {
+        cursor: None,
+        page_size: None,
+        session_id: None,
+        statuses: Vec::new(),
+        tool: None,
+    };
+    let named = operator
+        .store
+        .list_tasks(naming("globex", list()))
+        .await
+        .expect("list")
+        .into_inner();
+    assert_eq!(named.tasks.len(), 1);
+    let unnamed = operator
+        .store
+        .list_tasks(list())
+        .await
+        .expect("list")
+        .into_inner();
+    assert!(unnamed.tasks.is_empty());
+}
+
+macro_rules! on_every_backend {
+    ($($case:ident),* $(,)?) => {
+        mod memory {
+            $(#[tokio::test] async fn $case() { super::$case(super::Kind::Memory).await })*
+        }
+        mod sqlite {
+            $(#[tokio::test] async fn $case() { super::$case(super::Kind::Sqlite).await })*
+        }
+        mod postgres {
+            $(#[tokio::test] async fn $case() { super::$case(super::Kind::Postgres).await })*
+        }
+    };
+}
+
+on_every_backend!(
+    cross_tenant_probe,
+    tenants_share_task_ids_without_seeing_each_other
+);

@@ -1,0 +1,140 @@
+//! The worker's reports to the service (TaskExecution.Heartbeat): who it is,
+//! what it serves, how busy it is. The first report doubles as the startup
+//! check that the service is reachable at `--endpoint`: until it succeeds
+//! the worker says why, retries with backoff, and takes no job.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use taskstore_proto::v1 as pb;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tonic::Code;
+
+use pb::task_execution_client::TaskExecutionClient;
+use taskstore_proto::credentials::BearerToken;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+
+const FIRST_RETRY: Duration = Duration::from_millis(200);
+const MAX_RETRY: Duration = Duration::from_secs(10);
+/// The interval used until the service names one.
+const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
+
+/// What a worker reports about itself.
+#[derive(Debug, Clone)]
+pub(crate) struct Heartbeat {
+    /// Untraced: a report every few seconds is housekeeping, not a trace.
+    pub client: TaskExecutionClient<InterceptedService<Channel, BearerToken>>,
+    pub endpoint: String,
+    pub worker_id: String,
+    pub tools: Vec<String>,
+    pub slots: Arc<Semaphore>,
+    pub concurrency: usize,
+}
+
+/// How the first report went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Registered {
+    /// The service knows the worker; report again after this long.
+    Yes(Duration),
+    /// The service predates heartbeats: run without them.
+    NotSupported,
+    /// Shutdown came first.
+    Stopped,
+}
+
+impl Heartbeat {
+    fn request(&self, stopping: bool) -> pb::HeartbeatRequest {
+        let slots = u32::try_from(self.concurrency).unwrap_or(u32::MAX);
+        let free = u32::try_from(self.slots.available_permits()).unwrap_or(u32::MAX);
+        pb::HeartbeatRequest {
+            worker_id: self.worker_id.clone(),
+            tools: self.tools.clone(),
+            slots,
+            busy: slots.saturating_sub(free),
+            stopping,
+        }
+    }
+
+    async fn send(&self, stopping: bool) -> Result<Duration, tonic::Status> {
+        let response = self
+            .client
+            .clone()
+            .heartbeat(self.request(stopping))
+            .await?
+            .into_inner();
+        Ok(response
+            .interval
+            .and_then(|d| Duration::try_from(d).ok())
+            .filter(|d| !d.is_zero())
+            .unwrap_or(DEFAULT_INTERVAL))
+    }
+
+    /// Reports until the service answers, saying why each try failed.
+    pub(crate) async fn register(&self, shutdown: &CancellationToken) -> Registered {
+        let mut delay = FIRST_RETRY;
+        loop {
+            match self.send(false).await {
+                Ok(interval) => {
+                    tracing::info!(endpoint = %self.endpoint, "registered with the taskstore service");
+                    return Registered::Yes(interval);
+                }
+                Err(status) if status.code() == Code::Unimplemented => {
+                    tracing::warn!(endpoint = %self.endpoint, "the service does not take worker heartbeats (an older version); running without them");
+                    return Registered::NotSupported;
+                }
+                Err(status) => {
+                    tracing::warn!(
+                        endpoint = %self.endpoint,
+                        error = %describe(&status),
+                        retry_in_ms = delay.as_millis() as u64,
+                        "cannot reach the taskstore service; is --endpoint right and the service running? retrying"
+                    );
+                }
+            }
+            tokio::select! {
+                () = shutdown.cancelled() => return Registered::Stopped,
+                () = tokio::time::sleep(delay) => {}
+            }
+            delay = (delay * 2).min(MAX_RETRY);
+        }
+    }
+
+    /// Reports every `interval` until `stop` fires. A failed report is only
+    /// logged: the next one may succeed, and the work goes on meanwhile.
+    pub(crate) async fn keep_reporting(self, mut interval: Duration, stop: CancellationToken) {
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(interval) => {}
+            }
+            match self.send(false).await {
+                Ok(next) => interval = next,
+                Err(status) => {
+                    tracing::warn!(error = %describe(&status), "heartbeat not delivered; the service may list this worker late");
+                }
+            }
+        }
+    }
+
+    /// Says goodbye, so the worker's tools leave ListTools at once.
+    pub(crate) async fn goodbye(&self) {
+        if let Err(status) = self.send(true).await {
+            tracing::debug!(error = %describe(&status), "goodbye not delivered; the service forgets this worker when its reports stop");
+        }
+    }
+}
+
+/// A status in words: tonic's message for transport failures is a bare
+/// "transport error", so the innermost cause is added.
+fn describe(status: &tonic::Status) -> String {
+    match std::error::Error::source(status) {
+        Some(source) => format!(
+            "{}: {}",
+            status.message(),
+            taskstore_proto::endpoint::root_cause(source)
+        ),
+        None => status.message().to_owned(),
+    }
+}
