@@ -12,6 +12,8 @@ pub mod v1 {
     tonic::include_proto!("mcp.tasks.v1");
 }
 
+#[cfg(feature = "broker")]
+pub mod broker;
 #[cfg(feature = "client")]
 pub mod credentials;
 #[cfg(feature = "client")]

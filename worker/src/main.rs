@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use taskstore_proto::credentials::BearerToken;
+use taskstore_proto::endpoint::ClientTls;
 use taskstore_proto::jobs::Topology;
 use taskstore_telemetry::{LogFormat, Telemetry, metrics};
 use taskworker::tools::register;
@@ -22,7 +23,8 @@ use tokio_util::sync::CancellationToken;
     about = "Runs dispatched MCP tasks for a taskstore service."
 )]
 struct Args {
-    /// The taskstore service: http://HOST:PORT (a bare HOST:PORT means http).
+    /// The taskstore service: http://HOST:PORT, or https://HOST:PORT for
+    /// TLS (a bare HOST:PORT means http).
     #[arg(
         long,
         env = "TASKWORKER_ENDPOINT",
@@ -41,6 +43,27 @@ struct Args {
     /// --amqp-url: e.g. a mounted Kubernetes Secret.
     #[arg(long, env = "TASKWORKER_AMQP_URL_FILE", value_name = "PATH")]
     amqp_url_file: Option<PathBuf>,
+    /// Trust this CA (PEM) for an amqps:// URL, instead of the public web
+    /// roots.
+    #[arg(long, env = "TASKWORKER_AMQP_CA_CERT", value_name = "PATH")]
+    amqp_ca_cert: Option<PathBuf>,
+    /// Present this certificate (PEM) to a broker that verifies peers; with
+    /// --amqp-client-key.
+    #[arg(
+        long,
+        env = "TASKWORKER_AMQP_CLIENT_CERT",
+        value_name = "PATH",
+        requires = "amqp_client_key"
+    )]
+    amqp_client_cert: Option<PathBuf>,
+    /// The private key of --amqp-client-cert (PEM).
+    #[arg(
+        long,
+        env = "TASKWORKER_AMQP_CLIENT_KEY",
+        value_name = "PATH",
+        requires = "amqp_client_cert"
+    )]
+    amqp_client_key: Option<PathBuf>,
     /// Built-in tools to serve, comma-separated (echo, sleep, fail, hash, noop); `none` for none.
     #[arg(
         long,
@@ -72,6 +95,27 @@ struct Args {
     /// A file holding the API key (e.g. a mounted Kubernetes Secret).
     #[arg(long, env = "TASKWORKER_TOKEN_FILE", conflicts_with = "token")]
     token_file: Option<PathBuf>,
+    /// Trust this CA (PEM) for an https:// endpoint, instead of the
+    /// public web roots.
+    #[arg(long, env = "TASKWORKER_CA_CERT", value_name = "PATH")]
+    ca_cert: Option<PathBuf>,
+    /// Present this certificate (PEM) to a service run with --auth mtls;
+    /// with --client-key.
+    #[arg(
+        long,
+        env = "TASKWORKER_CLIENT_CERT",
+        value_name = "PATH",
+        requires = "client_key"
+    )]
+    client_cert: Option<PathBuf>,
+    /// The private key of --client-cert (PEM).
+    #[arg(
+        long,
+        env = "TASKWORKER_CLIENT_KEY",
+        value_name = "PATH",
+        requires = "client_cert"
+    )]
+    client_key: Option<PathBuf>,
     /// Serve Prometheus metrics on GET /metrics at this address
     /// (HOST:PORT, e.g. 0.0.0.0:9090), with probes beside them: GET /livez,
     /// and GET /readyz (200 while consuming jobs); off unless set.
@@ -123,6 +167,11 @@ async fn run(args: Args) -> Result<(), String> {
                     .to_owned(),
                 None => args.amqp_url,
             },
+            tls: ClientTls::from_files(
+                args.amqp_ca_cert.as_deref(),
+                args.amqp_client_cert.as_deref(),
+                args.amqp_client_key.as_deref(),
+            )?,
             topology: Topology::new(&args.queue_prefix)
                 .ok_or("--queue-prefix must be 1 to 128 of A-Z a-z 0-9 _ - . /")?,
         },
@@ -131,6 +180,11 @@ async fn run(args: Args) -> Result<(), String> {
         shutdown_grace: args.shutdown_grace,
         token: BearerToken::from_sources(args.token.as_deref(), args.token_file.as_deref())
             .map_err(|err| format!("--token: {err}"))?,
+        tls: ClientTls::from_files(
+            args.ca_cert.as_deref(),
+            args.client_cert.as_deref(),
+            args.client_key.as_deref(),
+        )?,
     };
     let worker = register(
         Worker::new(config),

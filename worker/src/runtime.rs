@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use taskstore_proto::credentials::BearerToken;
-use taskstore_proto::endpoint::{InvalidEndpoint, parse_endpoint};
+use taskstore_proto::endpoint::{ClientTls, InvalidEndpoint, parse_secure_endpoint};
 use taskstore_proto::jobs::is_valid_tool_name;
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
@@ -44,6 +44,9 @@ pub struct WorkerConfig {
     pub shutdown_grace: Duration,
     /// The credentials presented on every call to the service.
     pub token: BearerToken,
+    /// TLS to an `https://` endpoint: the CA to trust and, for mTLS, the
+    /// worker's certificate.
+    pub tls: ClientTls,
 }
 
 /// Why a worker could not start.
@@ -122,7 +125,7 @@ impl Worker {
         if self.tools.is_empty() {
             return Err(WorkerError::NoTools);
         }
-        let endpoint = parse_endpoint(&self.config.endpoint)?;
+        let endpoint = parse_secure_endpoint(&self.config.endpoint, &self.config.tls)?;
         let channel = endpoint.connect_lazy();
         let clients = Clients::new(channel.clone(), self.config.token.clone());
         let concurrency = self.config.concurrency.max(1);

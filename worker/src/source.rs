@@ -7,7 +7,9 @@ use std::pin::Pin;
 
 use lapin::options::{BasicConsumeOptions, BasicQosOptions};
 use lapin::types::FieldTable;
-use lapin::{Channel, Connection, ConnectionProperties};
+use lapin::{Channel, Connection};
+use taskstore_proto::broker;
+use taskstore_proto::endpoint::ClientTls;
 use taskstore_proto::jobs::Topology;
 use tokio::sync::mpsc;
 use tokio_stream::StreamExt;
@@ -21,7 +23,12 @@ use crate::topology::declare_tool_queue;
 #[derive(Debug, Clone)]
 pub enum JobSource {
     /// RabbitMQ, with the broker names shared with the service.
-    RabbitMq { url: String, topology: Topology },
+    RabbitMq {
+        url: String,
+        /// TLS to an `amqps://` broker.
+        tls: ClientTls,
+        topology: Topology,
+    },
     /// The queue of the process the worker is embedded in.
     InProcess(InProcessQueue),
 }
@@ -68,8 +75,8 @@ impl Feed {
     ) -> Result<Self, QueueLost> {
         let (deliveries, incoming) = mpsc::channel::<Incoming>(prefetch.max(1));
         let broker = match source {
-            JobSource::RabbitMq { url, topology } => {
-                let connection = Connection::connect(url, ConnectionProperties::default()).await?;
+            JobSource::RabbitMq { url, tls, topology } => {
+                let connection = broker::connect(url, tls).await?;
                 let prefetch = u16::try_from(prefetch).unwrap_or(u16::MAX).max(1);
                 let mut channels = Vec::new();
                 for tool in tools {

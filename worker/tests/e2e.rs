@@ -1,6 +1,8 @@
 //! Dispatched tasks end to end: the real service and workers over real
 //! PostgreSQL and RabbitMQ.
 
+#[path = "e2e/broker_tls.rs"]
+mod broker_tls;
 mod common;
 #[path = "e2e/readme.rs"]
 mod readme;

@@ -120,6 +120,8 @@ pub struct MetricsSettings {
 #[derive(Debug, Clone)]
 pub struct QueueSettings {
     pub location: QueueLocation,
+    /// TLS to an `amqps://` broker: the CA to trust, the client certificate.
+    pub broker_tls: taskstore_proto::endpoint::ClientTls,
     pub topology: Topology,
     /// How often the relay looks for due jobs without being woken.
     pub poll_interval: Duration,

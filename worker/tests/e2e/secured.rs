@@ -153,3 +153,94 @@ async fn a_fleet_with_api_keys_runs_tasks_for_key_holders_only() {
     std::fs::remove_dir_all(&dir).ok();
     env.cleanup(&["echo"]).await;
 }
+
+fn fixture(name: &str) -> String {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../services/taskstore/tests/fixtures")
+        .join(name);
+    path.canonicalize()
+        .expect("the test PKI is there")
+        .display()
+        .to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fleet_with_mtls_runs_tasks_for_certificate_holders() {
+    let mut env = Env::new().await;
+    let (cert, key, ca) = (
+        fixture("server.pem"),
+        fixture("server.key"),
+        fixture("ca.pem"),
+    );
+    env.start_service(&[
+        "--auth",
+        "mtls",
+        "--tls-cert",
+        &cert,
+        "--tls-key",
+        &key,
+        "--tls-client-ca",
+        &ca,
+    ]);
+    // The certificate names localhost, not the address.
+    let port = env.endpoint.rsplit(':').next().expect("port").to_owned();
+    env.endpoint = format!("https://localhost:{port}");
+    let (worker_cert, worker_key) = (fixture("worker-fleet.pem"), fixture("worker-fleet.key"));
+    let _worker = env.start_worker(
+        "worker-tls",
+        "echo",
+        None,
+        &[
+            "--ca-cert",
+            &ca,
+            "--client-cert",
+            &worker_cert,
+            "--client-key",
+            &worker_key,
+        ],
+    );
+    env.wait_for_consumers("echo", 1).await;
+
+    let (client_cert, client_key) = (fixture("client-acme.pem"), fixture("client-acme.key"));
+    let as_acme = |args: &[&str]| {
+        Command::new(common::taskstore_binary())
+            .args(args)
+            .args(["--endpoint", &env.endpoint, "--ca-cert", &ca])
+            .args(["--client-cert", &client_cert, "--client-key", &client_key])
+            .env_remove("TASKSTORE_TOKEN")
+            .output()
+            .expect("run taskstore")
+    };
+    let created = as_acme(&[
+        "create",
+        "--tool",
+        "echo",
+        "--arguments",
+        r#"{"text":"over mtls"}"#,
+        "--dispatch",
+        "--json",
+    ]);
+    assert!(created.status.success(), "{created:?}");
+    let id = serde_json::from_slice::<Value>(&created.stdout).expect("json")["taskId"]
+        .as_str()
+        .expect("taskId")
+        .to_owned();
+    let result = as_acme(&["result", &id, "--wait", "--timeout", "30s", "--json"]);
+    assert!(result.status.success(), "{result:?}");
+    assert!(String::from_utf8_lossy(&result.stdout).contains("over mtls"));
+
+    // Without a certificate the handshake is refused: unreachable.
+    let anonymous = Command::new(common::taskstore_binary())
+        .args(["get", &id, "--endpoint", &env.endpoint, "--ca-cert", &ca])
+        .env_remove("TASKSTORE_TOKEN")
+        .output()
+        .expect("run taskstore");
+    assert_ne!(anonymous.status.code(), Some(0), "{anonymous:?}");
+
+    let logs = env.service_logs.lock().expect("logs").join("\n");
+    assert!(
+        logs.contains("\"auth\":\"mtls\""),
+        "the listening line names the method"
+    );
+    env.cleanup(&["echo"]).await;
+}

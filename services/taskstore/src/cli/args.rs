@@ -23,7 +23,8 @@ Exit status:
 /// Options every client command takes.
 #[derive(Debug, Clone, Args)]
 pub struct ClientArgs {
-    /// The taskstore service: http://HOST:PORT (a bare HOST:PORT means http).
+    /// The taskstore service: http://HOST:PORT, or https://HOST:PORT for
+    /// TLS (a bare HOST:PORT means http).
     #[arg(
         long,
         env = "TASKSTORE_ENDPOINT",
@@ -41,6 +42,27 @@ pub struct ClientArgs {
     /// A file holding the API key (e.g. a mounted Kubernetes Secret).
     #[arg(long, env = "TASKSTORE_TOKEN_FILE", conflicts_with = "token")]
     pub token_file: Option<std::path::PathBuf>,
+    /// Trust this CA (PEM) for an https:// endpoint, instead of the public
+    /// web roots.
+    #[arg(long, env = "TASKSTORE_CA_CERT", value_name = "PATH")]
+    pub ca_cert: Option<std::path::PathBuf>,
+    /// Present this certificate (PEM) to a service run with --auth mtls;
+    /// with --client-key.
+    #[arg(
+        long,
+        env = "TASKSTORE_CLIENT_CERT",
+        value_name = "PATH",
+        requires = "client_key"
+    )]
+    pub client_cert: Option<std::path::PathBuf>,
+    /// The private key of --client-cert (PEM).
+    #[arg(
+        long,
+        env = "TASKSTORE_CLIENT_KEY",
+        value_name = "PATH",
+        requires = "client_cert"
+    )]
+    pub client_key: Option<std::path::PathBuf>,
     /// Print JSON instead of text: one compact document per line, with MCP's
     /// field names.
     #[arg(long)]

@@ -110,6 +110,9 @@ mod tests {
             session: Some("it's".into()),
             token: Some("tsk_secret".into()),
             token_file: None,
+            ca_cert: None,
+            client_cert: None,
+            client_key: None,
             json: false,
         };
         let listing = Listing {

@@ -21,6 +21,7 @@ pub use self::exit::{ClientError, Exit, Label, report};
 pub use self::keys::{KeysAction, KeysArgs};
 
 use taskstore_proto::credentials::BearerToken;
+use taskstore_proto::endpoint::ClientTls;
 
 use crate::domain::{Scope, SessionId, TenantId};
 use crate::grpc::GrpcTaskStore;
@@ -41,9 +42,16 @@ async fn execute(command: ClientCommand) -> Result<Exit, ClientError> {
     let args = command.client_args().clone();
     let token = BearerToken::from_sources(args.token.as_deref(), args.token_file.as_deref())
         .map_err(|err| ClientError::Usage(format!("--token: {err}")))?;
+    let tls = ClientTls::from_files(
+        args.ca_cert.as_deref(),
+        args.client_cert.as_deref(),
+        args.client_key.as_deref(),
+    )
+    .map_err(ClientError::Usage)?;
     let mut connection = Connection {
         endpoint: args.endpoint.clone(),
         token,
+        tls,
         store: None,
     };
     commands::run(command, &mut connection, &args).await
@@ -53,6 +61,7 @@ async fn execute(command: ClientCommand) -> Result<Exit, ClientError> {
 struct Connection {
     endpoint: String,
     token: BearerToken,
+    tls: ClientTls,
     store: Option<GrpcTaskStore>,
 }
 
@@ -60,7 +69,9 @@ impl Connection {
     async fn store(&mut self) -> Result<&GrpcTaskStore, ClientError> {
         let store = match self.store.take() {
             Some(store) => store,
-            None => GrpcTaskStore::connect_with(&self.endpoint, self.token.clone()).await?,
+            None => {
+                GrpcTaskStore::connect_with(&self.endpoint, self.token.clone(), &self.tls).await?
+            }
         };
         Ok(self.store.insert(store))
     }

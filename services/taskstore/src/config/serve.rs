@@ -130,6 +130,8 @@ pub struct ServeArgs {
         conflicts_with = "amqp_url"
     )]
     pub amqp_url_file: Option<super::values::SecretFile>,
+    #[command(flatten)]
+    pub amqp_tls: super::tls::BrokerTlsArgs,
     /// Workers run inside the service when the queue is in-process.
     #[arg(long, env = "TASKSTORE_EMBEDDED_WORKERS", default_value_t = 2)]
     pub embedded_workers: usize,
@@ -208,6 +210,7 @@ impl ServeArgs {
             admission: self.tenant_limits()?.1,
             queue: Some(QueueSettings {
                 location: self.queue_location(mode),
+                broker_tls: self.amqp_tls.settings()?,
                 topology,
                 poll_interval: self.relay_poll_interval,
                 fault: self.fault,

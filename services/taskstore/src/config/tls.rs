@@ -1,8 +1,10 @@
-//! The flags of TLS on the gRPC port, and of mTLS.
+//! The flags of TLS: on the gRPC port (and mTLS), and to RabbitMQ.
 
 use std::path::PathBuf;
 
 use clap::Args;
+
+use taskstore_proto::endpoint::ClientTls;
 
 use crate::auth::AuthMethod;
 use crate::settings::ServerTls;
@@ -57,5 +59,41 @@ impl TlsArgs {
             // Certificates are the only way in: refuse others at once.
             require_client_cert: mtls && auth.len() == 1,
         }))
+    }
+}
+
+/// The flags of TLS to RabbitMQ (an `amqps://` URL).
+#[derive(Debug, Clone, Args)]
+pub struct BrokerTlsArgs {
+    /// Trust this CA (PEM) for an amqps:// URL, instead of the public web
+    /// roots.
+    #[arg(long, env = "TASKSTORE_AMQP_CA_CERT", value_name = "PATH")]
+    pub amqp_ca_cert: Option<PathBuf>,
+    /// Present this certificate (PEM) to a broker that verifies peers; with
+    /// --amqp-client-key.
+    #[arg(
+        long,
+        env = "TASKSTORE_AMQP_CLIENT_CERT",
+        value_name = "PATH",
+        requires = "amqp_client_key"
+    )]
+    pub amqp_client_cert: Option<PathBuf>,
+    /// The private key of --amqp-client-cert (PEM).
+    #[arg(
+        long,
+        env = "TASKSTORE_AMQP_CLIENT_KEY",
+        value_name = "PATH",
+        requires = "amqp_client_cert"
+    )]
+    pub amqp_client_key: Option<PathBuf>,
+}
+
+impl BrokerTlsArgs {
+    pub fn settings(&self) -> Result<ClientTls, String> {
+        ClientTls::from_files(
+            self.amqp_ca_cert.as_deref(),
+            self.amqp_client_cert.as_deref(),
+            self.amqp_client_key.as_deref(),
+        )
     }
 }

@@ -9,7 +9,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use lapin::types::{AMQPValue, FieldTable};
-use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+use lapin::{BasicProperties, Channel, Connection};
+use taskstore_proto::broker;
+use taskstore_proto::endpoint::ClientTls;
 use taskstore_proto::jobs::{JobMessage, Topology};
 use taskstore_telemetry::propagation::TRACEPARENT;
 use taskworker::topology::declare_exchange;
@@ -41,10 +43,12 @@ impl std::fmt::Debug for RabbitPublisher {
 }
 
 impl RabbitPublisher {
-    pub async fn connect(url: &str, topology: &Topology) -> Result<Self, PublishError> {
-        let connection = Connection::connect(url, ConnectionProperties::default())
-            .await
-            .map_err(unavailable)?;
+    pub async fn connect(
+        url: &str,
+        tls: &ClientTls,
+        topology: &Topology,
+    ) -> Result<Self, PublishError> {
+        let connection = broker::connect(url, tls).await.map_err(unavailable)?;
         let channel = connection.create_channel().await.map_err(unavailable)?;
         declare_exchange(&channel, topology)
             .await
@@ -64,13 +68,14 @@ impl RabbitPublisher {
     /// `url`, with the fault tests' crash point in front.
     pub fn connector(
         url: String,
+        tls: ClientTls,
         topology: Topology,
         fault: Option<Fault>,
     ) -> Connect<FaultyPublisher<RabbitPublisher>> {
         std::sync::Arc::new(move || {
-            let (url, topology) = (url.clone(), topology.clone());
+            let (url, tls, topology) = (url.clone(), tls.clone(), topology.clone());
             Box::pin(async move {
-                let publisher = RabbitPublisher::connect(&url, &topology).await?;
+                let publisher = RabbitPublisher::connect(&url, &tls, &topology).await?;
                 Ok(FaultyPublisher { publisher, fault })
             })
         })

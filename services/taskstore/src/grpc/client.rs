@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use taskstore_proto::credentials::BearerToken;
-use taskstore_proto::endpoint::{InvalidEndpoint, parse_endpoint, root_cause};
+use taskstore_proto::endpoint::{ClientTls, InvalidEndpoint, parse_secure_endpoint, root_cause};
 use taskstore_telemetry::grpc::ClientTracing;
 use tokio_stream::StreamExt;
 use tonic::service::interceptor::InterceptedService;
@@ -51,12 +51,17 @@ impl GrpcTaskStore {
     /// Connects to `endpoint` (`http://127.0.0.1:50051`, or `host:port`)
     /// without credentials.
     pub async fn connect(endpoint: &str) -> Result<Self, ConnectError> {
-        Self::connect_with(endpoint, BearerToken::none()).await
+        Self::connect_with(endpoint, BearerToken::none(), &ClientTls::default()).await
     }
 
-    /// Connects to `endpoint`, presenting `token` on every call.
-    pub async fn connect_with(endpoint: &str, token: BearerToken) -> Result<Self, ConnectError> {
-        let parsed = parse_endpoint(endpoint)?;
+    /// Connects to `endpoint`, presenting `token` on every call; an
+    /// `https://` endpoint is reached over TLS as `tls` says.
+    pub async fn connect_with(
+        endpoint: &str,
+        token: BearerToken,
+        tls: &ClientTls,
+    ) -> Result<Self, ConnectError> {
+        let parsed = parse_secure_endpoint(endpoint, tls)?;
         let channel = parsed
             .connect()
             .await

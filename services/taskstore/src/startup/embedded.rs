@@ -35,6 +35,8 @@ pub(super) fn workers(
                 concurrency: settings.concurrency,
                 shutdown_grace: settings.shutdown_grace,
                 token: token.clone(),
+                // Plaintext on loopback: `serve` refuses TLS with embedded workers.
+                tls: Default::default(),
             };
             register(
                 Worker::new(config),

@@ -321,8 +321,12 @@ impl Service {
         let (store, health) = (self.backends.dispatch.clone(), self.queue_health.clone());
         match (&queue.location, &self.in_process) {
             (QueueLocation::RabbitMq(url), _) => {
-                let connect =
-                    RabbitPublisher::connector(url.clone(), queue.topology.clone(), queue.fault);
+                let connect = RabbitPublisher::connector(
+                    url.clone(),
+                    queue.broker_tls.clone(),
+                    queue.topology.clone(),
+                    queue.fault,
+                );
                 relay::spawn(store, connect, queue.poll_interval, health, stop)
             }
             (QueueLocation::InProcess, Some(in_process)) => {

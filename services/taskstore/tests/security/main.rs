@@ -7,6 +7,7 @@ mod common;
 
 mod jwt;
 mod limits;
+mod mtls;
 mod probe;
 mod roles;
 
