@@ -25,7 +25,8 @@ fn all() -> Scope {
 async fn dispatched(store: &PgTaskStore) -> TaskId {
     let task = NewTask {
         task_id: None,
-        ttl: None,
+        ttl: Default::default(),
+        poll_interval: None,
         request_id: RequestId::parse("1").expect("id"),
         request: JsonObject::parse(r#"{"method":"tools/call","params":{"name":"echo"}}"#)
             .expect("json"),
@@ -174,7 +175,8 @@ async fn replicas_share_the_cursor_key() {
 fn common_task() -> taskstore::domain::NewTask {
     taskstore::domain::NewTask {
         task_id: None,
-        ttl: None,
+        ttl: Default::default(),
+        poll_interval: None,
         request_id: taskstore::domain::RequestId::parse("\"r\"").expect("id"),
         request: taskstore::domain::JsonObject::parse("{}").expect("json"),
         dispatch: None,

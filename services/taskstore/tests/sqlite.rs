@@ -19,7 +19,8 @@ use taskstore_proto::jobs::JobMessage;
 fn task(dispatch: bool) -> NewTask {
     NewTask {
         task_id: None,
-        ttl: None,
+        ttl: Default::default(),
+        poll_interval: None,
         request_id: RequestId::parse("1").expect("id"),
         request: JsonObject::parse(r#"{"method":"tools/call","params":{"name":"echo"}}"#)
             .expect("json"),

@@ -396,6 +396,8 @@ pub fn dispatch_request(
         "params": { "name": tool, "arguments": arguments },
     });
     pb::CreateTaskRequest {
+        no_expiry: false,
+        poll_interval: None,
         task_id: None,
         session_id: None,
         ttl: None,

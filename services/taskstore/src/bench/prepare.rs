@@ -32,6 +32,8 @@ pub(crate) fn create_request(tool: Option<&str>, index: u64) -> pb::CreateTaskRe
             tool: None,
             max_attempts: None,
         }),
+        no_expiry: false,
+        poll_interval: None,
     }
 }
 

@@ -70,7 +70,8 @@ pub(super) fn new_task(flags: CreateArgs) -> Result<NewTask, ClientError> {
                 TaskId::parse(raw).map_err(|err| ClientError::Usage(format!("--task-id {err}")))
             })
             .transpose()?,
-        ttl: flags.ttl.as_deref().map(ttl_arg).transpose()?,
+        ttl: flags.ttl.as_deref().map(ttl_arg).transpose()?.into(),
+        poll_interval: None,
         request_id: RequestId::parse(request_id.to_string())
             .map_err(|err| ClientError::Usage(format!("--request-id {err}")))?,
         request,

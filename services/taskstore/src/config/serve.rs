@@ -11,7 +11,7 @@ use super::tenant_limits;
 use super::values::{Limit, ListenAddress};
 use super::{DEFAULT_AMQP_URL, DatabaseArgs, Mode};
 use crate::auth::AuthMethod;
-use crate::domain::{AdmissionPolicy, ExecutionPolicy, TenantId, Ttl, TtlPolicy};
+use crate::domain::{AdmissionPolicy, ExecutionPolicy, PollPolicy, TenantId, Ttl, TtlPolicy};
 use crate::durations::parse_duration;
 use crate::grpc::InputLimits;
 use crate::settings::{
@@ -55,6 +55,9 @@ pub struct ServeArgs {
     /// Poll interval advised to clients.
     #[arg(long, env = "TASKSTORE_POLL_INTERVAL", default_value = "1s", value_parser = parse_duration)]
     pub poll_interval: Duration,
+    /// Shortest poll interval granted to a task that asks for one.
+    #[arg(long, env = "TASKSTORE_MIN_POLL_INTERVAL", default_value = "100ms", value_parser = parse_duration)]
+    pub min_poll_interval: Duration,
     /// ListTasks page size when the request gives none.
     #[arg(long, env = "TASKSTORE_DEFAULT_PAGE_SIZE", default_value_t = 100)]
     pub default_page_size: u32,
@@ -304,7 +307,10 @@ impl ServeArgs {
                 default: ttl(self.default_ttl)?,
                 max: ttl(self.max_ttl)?,
             },
-            poll_interval: self.poll_interval,
+            poll: PollPolicy {
+                default: self.poll_interval,
+                min: self.min_poll_interval,
+            },
             paging: PagePolicy {
                 default_size: self.default_page_size,
                 max_size: self.max_page_size,

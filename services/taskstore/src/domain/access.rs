@@ -206,6 +206,8 @@ mod tests {
             (Role::Worker, store, "CreateTask", false),
             (Role::Worker, store, "ListTasks", false),
             (Role::Worker, store, "CancelTask", false),
+            (Role::Worker, store, "DeleteTask", false),
+            (Role::Client, store, "DeleteTask", true),
             (Role::Worker, execution, "ClaimTask", true),
             (Role::Worker, operations, "GetStatus", false),
             (Role::Admin, store, "CleanupExpired", true),

@@ -8,6 +8,7 @@ mod fleet;
 mod ids;
 mod json;
 mod limits;
+mod poll;
 mod status;
 mod task;
 mod ttl;
@@ -25,9 +26,10 @@ pub use fleet::{
 pub use ids::{InvalidId, SessionId, TaskId, TenantId};
 pub use json::{InvalidJson, JsonObject, RequestId};
 pub use limits::{Admission, AdmissionPolicy, Rate, TokenBucket};
+pub use poll::{MAX_POLL_INTERVAL, PollPolicy};
 pub use status::{ResultStatus, TaskStatus, UnknownStatus};
 pub use task::{
     NewResult, NewTask, PageRequest, Scope, StatusUpdate, Task, TaskFilter, TaskPage, TaskResult,
     TraceContext, tool_of,
 };
-pub use ttl::{InvalidTtl, Ttl, TtlPolicy};
+pub use ttl::{InvalidTtl, Ttl, TtlPolicy, TtlRequest};

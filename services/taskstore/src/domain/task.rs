@@ -9,7 +9,7 @@ use super::execution::{DispatchRequest, LeaseToken, ToolName};
 use super::ids::{SessionId, TaskId, TenantId};
 use super::json::{JsonObject, RequestId};
 use super::status::{ResultStatus, TaskStatus};
-use super::ttl::Ttl;
+use super::ttl::{Ttl, TtlRequest};
 
 /// Who is asking: every operation acts within one tenant and, when a session
 /// is named, sees only that session's tasks.
@@ -77,8 +77,10 @@ fn duration_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S:
 pub struct NewTask {
     /// A caller-chosen id; `None` generates one.
     pub task_id: Option<TaskId>,
-    /// The requested ttl; `None` asks for the store's default.
-    pub ttl: Option<Ttl>,
+    /// The requested retention.
+    pub ttl: TtlRequest,
+    /// The requested poll interval; `None` asks for the store's default.
+    pub poll_interval: Option<Duration>,
     pub request_id: RequestId,
     pub request: JsonObject,
     /// Run the task on a worker (`None`: the caller runs it).

@@ -46,9 +46,27 @@ impl Ttl {
     }
 }
 
-/// How the actual ttl of a new task is chosen: `requested ?? default`,
-/// capped at `max`. `None` means unlimited everywhere, so with a maximum but
-/// no default a task that asks for nothing gets the maximum.
+/// The retention a new task asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TtlRequest {
+    /// Nothing asked: the server's default.
+    #[default]
+    ServerDefault,
+    /// Keep it until it is deleted (MCP's `ttl: null`).
+    Unlimited,
+    Of(Ttl),
+}
+
+impl From<Option<Ttl>> for TtlRequest {
+    fn from(ttl: Option<Ttl>) -> Self {
+        ttl.map_or(Self::ServerDefault, Self::Of)
+    }
+}
+
+/// How the actual ttl of a new task is chosen: the requested one, else the
+/// default, capped at `max`. `None` means unlimited everywhere, so with a
+/// maximum but no default a task that asks for nothing gets the maximum,
+/// and one that asks for no expiry gets it only where there is no maximum.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TtlPolicy {
     pub default: Option<Ttl>,
@@ -56,8 +74,13 @@ pub struct TtlPolicy {
 }
 
 impl TtlPolicy {
-    pub fn effective(&self, requested: Option<Ttl>) -> Option<Ttl> {
-        match (requested.or(self.default), self.max) {
+    pub fn effective(&self, requested: impl Into<TtlRequest>) -> Option<Ttl> {
+        let wanted = match requested.into() {
+            TtlRequest::ServerDefault => self.default,
+            TtlRequest::Unlimited => None,
+            TtlRequest::Of(ttl) => Some(ttl),
+        };
+        match (wanted, self.max) {
             (Some(ttl), Some(max)) => Some(ttl.min(max)),
             (None, Some(max)) => Some(max),
             (ttl, None) => ttl,
@@ -100,5 +123,20 @@ mod tests {
             max: Some(ttl(100)),
         };
         assert_eq!(max_only.effective(None), Some(ttl(100)));
+    }
+
+    #[test]
+    fn no_expiry_is_granted_only_without_a_maximum() {
+        let open = TtlPolicy {
+            default: Some(ttl(10)),
+            max: None,
+        };
+        assert_eq!(open.effective(TtlRequest::Unlimited), None);
+        assert_eq!(open.effective(TtlRequest::ServerDefault), Some(ttl(10)));
+        let capped = TtlPolicy {
+            default: Some(ttl(10)),
+            max: Some(ttl(100)),
+        };
+        assert_eq!(capped.effective(TtlRequest::Unlimited), Some(ttl(100)));
     }
 }

@@ -19,7 +19,7 @@ use super::pb::task_store_client::TaskStoreClient;
 use super::status::store_error_from_status;
 use crate::domain::{
     JsonObject, NewResult, NewTask, PageRequest, Scope, StatusUpdate, Task, TaskId, TaskPage,
-    TaskResult, TaskStatus,
+    TaskResult, TaskStatus, TtlRequest,
 };
 use crate::error::StoreError;
 use crate::store::{TaskStore, TaskWatch};
@@ -171,9 +171,12 @@ impl TaskStore for GrpcTaskStore {
         let message = pb::CreateTaskRequest {
             task_id: task.task_id.map(|id| id.to_string()),
             session_id: session_of(scope)?,
-            ttl: task
-                .ttl
-                .map(|ttl| super::convert::duration(ttl.as_duration())),
+            ttl: match task.ttl {
+                TtlRequest::Of(ttl) => Some(super::convert::duration(ttl.as_duration())),
+                TtlRequest::ServerDefault | TtlRequest::Unlimited => None,
+            },
+            no_expiry: task.ttl == TtlRequest::Unlimited,
+            poll_interval: task.poll_interval.map(super::convert::duration),
             request_id_json: task.request_id.as_str().to_owned(),
             request_json: task.request.into_string(),
             dispatch: task.dispatch.map(|d| pb::Dispatch {
@@ -336,6 +339,17 @@ impl TaskStore for GrpcTaskStore {
             Err(status) => Err(store_error_from_status(status)),
             Ok(result) => result,
         }
+    }
+
+    async fn delete_task(&self, scope: &Scope, task_id: &TaskId) -> Result<(), StoreError> {
+        self.client()
+            .delete_task(pb::DeleteTaskRequest {
+                task_id: task_id.to_string(),
+                session_id: session_of(scope)?,
+            })
+            .await
+            .map_err(store_error_from_status)?;
+        Ok(())
     }
 
     async fn cleanup_expired(&self) -> Result<u64, StoreError> {

@@ -2,9 +2,9 @@
 //! is parsed here. A refused field is INVALID_ARGUMENT naming the field.
 
 use crate::domain::{
-    DispatchRequest, JsonObject, LeaseToken, NewResult, NewTask, PageRequest, RequestId,
-    ResultStatus, Scope, SessionId, StatusUpdate, TaskFilter, TaskId, TaskStatus, TenantId,
-    ToolName, TraceContext, Ttl,
+    DispatchRequest, JsonObject, LeaseToken, MAX_POLL_INTERVAL, NewResult, NewTask, PageRequest,
+    RequestId, ResultStatus, Scope, SessionId, StatusUpdate, TaskFilter, TaskId, TaskStatus,
+    TenantId, ToolName, TraceContext, Ttl, TtlRequest,
 };
 use crate::error::StoreError;
 
@@ -37,7 +37,8 @@ impl<'a> Edge<'a> {
     ) -> Result<(Scope, NewTask), StoreError> {
         let scope = self.scope(req.session_id.as_deref())?;
         let task_id = req.task_id.as_deref().map(task_id).transpose()?;
-        let ttl = req.ttl.map(ttl).transpose()?;
+        let ttl = ttl_request(req.ttl, req.no_expiry)?;
+        let poll_interval = req.poll_interval.map(poll_interval).transpose()?;
         let request_id = RequestId::parse(req.request_id_json)
             .map_err(|err| StoreError::invalid("request_id_json", err))?;
         let request = self.json_object("request_json", req.request_json)?;
@@ -47,6 +48,7 @@ impl<'a> Edge<'a> {
             NewTask {
                 task_id,
                 ttl,
+                poll_interval,
                 request_id,
                 request,
                 dispatch,
@@ -214,14 +216,49 @@ fn status(field: &str, raw: i32) -> Result<TaskStatus, StoreError> {
 }
 
 fn ttl(duration: prost_types::Duration) -> Result<Ttl, StoreError> {
-    let invalid = |reason: &str| StoreError::invalid("ttl", reason);
+    Ttl::from_duration(non_negative_duration("ttl", duration)?)
+        .map_err(|err| StoreError::invalid("ttl", err))
+}
+
+/// The retention CreateTask asks for: a ttl, no expiry, or the default.
+fn ttl_request(
+    ttl_field: Option<prost_types::Duration>,
+    no_expiry: bool,
+) -> Result<TtlRequest, StoreError> {
+    match (ttl_field, no_expiry) {
+        (Some(_), true) => Err(StoreError::invalid(
+            "no_expiry",
+            "cannot be set together with ttl",
+        )),
+        (Some(duration), false) => Ok(TtlRequest::Of(ttl(duration)?)),
+        (None, true) => Ok(TtlRequest::Unlimited),
+        (None, false) => Ok(TtlRequest::ServerDefault),
+    }
+}
+
+/// A requested poll interval: at least 1 ms (the store's policy bounds it).
+fn poll_interval(duration: prost_types::Duration) -> Result<std::time::Duration, StoreError> {
+    let interval = non_negative_duration("poll_interval", duration)?;
+    if interval < std::time::Duration::from_millis(1) {
+        return Err(StoreError::invalid(
+            "poll_interval",
+            "must be at least 1 ms",
+        ));
+    }
+    Ok(interval.min(MAX_POLL_INTERVAL))
+}
+
+fn non_negative_duration(
+    field: &str,
+    duration: prost_types::Duration,
+) -> Result<std::time::Duration, StoreError> {
+    let invalid = |reason: &str| StoreError::invalid(field, reason);
     if duration.seconds < 0 || duration.nanos < 0 || duration.nanos >= 1_000_000_000 {
         return Err(invalid("must be a positive, normalized duration"));
     }
     let seconds = u64::try_from(duration.seconds).map_err(|_| invalid("is out of range"))?;
     let nanos = u32::try_from(duration.nanos).map_err(|_| invalid("is out of range"))?;
-    Ttl::from_duration(std::time::Duration::new(seconds, nanos))
-        .map_err(|err| StoreError::invalid("ttl", err))
+    Ok(std::time::Duration::new(seconds, nanos))
 }
 
 fn too_long(field: &str, limit: usize) -> StoreError {

@@ -263,6 +263,18 @@ impl TaskStoreRpc for TaskStoreService {
         Ok(Response::new(task.into()))
     }
 
+    async fn delete_task(
+        &self,
+        request: Request<pb::DeleteTaskRequest>,
+    ) -> Result<Response<pb::DeleteTaskResponse>, Status> {
+        let edge = self.edge(&request)?;
+        let req = request.into_inner();
+        let (scope, task_id) = self.lookup(&edge, &req.task_id, req.session_id.as_deref())?;
+        self.store.delete_task(&scope, &task_id).await?;
+        tracing::info!(task_id = %task_id, "task deleted on request");
+        Ok(Response::new(pb::DeleteTaskResponse {}))
+    }
+
     async fn cleanup_expired(
         &self,
         _request: Request<pb::CleanupExpiredRequest>,

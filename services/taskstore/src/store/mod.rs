@@ -15,8 +15,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::domain::{
-    ExecutionPolicy, NewResult, NewTask, PageRequest, Scope, StatusUpdate, Task, TaskId, TaskPage,
-    TaskResult, TaskStatus, TenantId, TtlPolicy,
+    ExecutionPolicy, NewResult, NewTask, PageRequest, PollPolicy, Scope, StatusUpdate, Task,
+    TaskId, TaskPage, TaskResult, TaskStatus, TenantId, TtlPolicy,
 };
 use crate::error::StoreError;
 
@@ -60,6 +60,11 @@ pub trait TaskStore: Send + Sync + 'static {
 
     /// Cancels a non-terminal task; a terminal one comes back unchanged.
     async fn cancel_task(&self, scope: &Scope, task_id: &TaskId) -> Result<Task, StoreError>;
+
+    /// Deletes a task with its result at once, whatever its status. A
+    /// running attempt is not stopped: its worker's next report finds no
+    /// task. NOT_FOUND as for every other operation.
+    async fn delete_task(&self, scope: &Scope, task_id: &TaskId) -> Result<(), StoreError>;
 
     /// Deletes expired tasks of every tenant; returns how many.
     async fn cleanup_expired(&self) -> Result<u64, StoreError>;
@@ -122,7 +127,7 @@ impl PagePolicy {
 pub struct StoreConfig {
     pub ttl: TtlPolicy,
     /// The advisory poll interval handed to clients with every task.
-    pub poll_interval: Duration,
+    pub poll: PollPolicy,
     pub paging: PagePolicy,
     /// The quotas of tenants without their own.
     pub quotas: Quotas,
@@ -139,7 +144,7 @@ impl Default for StoreConfig {
     fn default() -> Self {
         Self {
             ttl: TtlPolicy::default(),
-            poll_interval: Duration::from_secs(1),
+            poll: PollPolicy::default(),
             paging: PagePolicy::default(),
             quotas: Quotas::default(),
             tenant_quotas: BTreeMap::new(),
@@ -171,8 +176,13 @@ impl StoreConfig {
                 "the default ttl exceeds the maximum ttl".into(),
             ));
         }
-        if self.poll_interval.is_zero() {
+        if self.poll.default.is_zero() || self.poll.min.is_zero() {
             return Err(InvalidConfig("the poll interval must be positive".into()));
+        }
+        if self.poll.default < self.poll.min {
+            return Err(InvalidConfig(
+                "the poll interval is below the minimum poll interval".into(),
+            ));
         }
         if self.paging.default_size == 0 || self.paging.default_size > self.paging.max_size {
             return Err(InvalidConfig(

@@ -19,7 +19,8 @@ async fn list_pages_through_250_tasks_both_ways() {
             &taskstore::domain::Scope::tenant_wide(),
             taskstore::domain::NewTask {
                 task_id: Some(taskstore::domain::TaskId::parse(&format!("t{n:03}")).expect("id")),
-                ttl: None,
+                ttl: Default::default(),
+                poll_interval: None,
                 request_id: taskstore::domain::RequestId::parse("1").expect("id"),
                 request: taskstore::domain::JsonObject::parse(
                     r#"{"method":"tools/call","params":{"name":"echo"}}"#,

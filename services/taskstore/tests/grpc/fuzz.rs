@@ -123,6 +123,8 @@ fn mutate(rng: &mut Rng, valid: &[u8]) -> Vec<u8> {
 fn valid_requests() -> Vec<(&'static str, bool, Vec<u8>)> {
     let id = || "fuzzed-task".to_owned();
     let create = pb::CreateTaskRequest {
+        no_expiry: false,
+        poll_interval: None,
         task_id: Some(id()),
         session_id: Some("s".into()),
         ttl: Some(prost_types::Duration {
@@ -205,6 +207,15 @@ fn valid_requests() -> Vec<(&'static str, bool, Vec<u8>)> {
             leak(store, "CancelTask"),
             false,
             pb::CancelTaskRequest {
+                task_id: id(),
+                session_id: None,
+            }
+            .encode_to_vec(),
+        ),
+        (
+            leak(store, "DeleteTask"),
+            false,
+            pb::DeleteTaskRequest {
                 task_id: id(),
                 session_id: None,
             }

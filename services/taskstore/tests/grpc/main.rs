@@ -39,6 +39,8 @@ pub(crate) async fn server(
 
 pub(crate) fn create_request() -> pb::CreateTaskRequest {
     pb::CreateTaskRequest {
+        no_expiry: false,
+        poll_interval: None,
         task_id: None,
         session_id: None,
         ttl: None,

@@ -171,6 +171,8 @@ pub fn create(
     dispatch: bool,
 ) -> pb::CreateTaskRequest {
     pb::CreateTaskRequest {
+        no_expiry: false,
+        poll_interval: None,
         task_id: task_id.map(str::to_owned),
         session_id: session.map(str::to_owned),
         ttl: None,

@@ -145,6 +145,18 @@ async fn calls(
                 .await
                 .map(|r| format!("{r:?}")),
         ));
+        let delete = pb::DeleteTaskRequest {
+            task_id: id.into(),
+            session_id: session.clone(),
+        };
+        out.push((
+            wrap("DeleteTask"),
+            intruder
+                .store
+                .delete_task(req!(delete))
+                .await
+                .map(|r| format!("{r:?}")),
+        ));
         let list = pb::ListTasksRequest {
             cursor: Some(cursor.to_owned()),
             page_size: None,

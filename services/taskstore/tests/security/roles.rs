@@ -103,6 +103,16 @@ async fn every_rpc(who: &mut Identity) -> Vec<(&'static str, Result<(), Status>)
                 .map(|_| ()),
         ),
         (
+            "DeleteTask",
+            who.store
+                .delete_task(pb::DeleteTaskRequest {
+                    task_id: id(),
+                    session_id: None,
+                })
+                .await
+                .map(|_| ()),
+        ),
+        (
             "CleanupExpired",
             who.store
                 .cleanup_expired(pb::CleanupExpiredRequest {})
@@ -251,6 +261,7 @@ async fn each_role_calls_what_it_may_and_nothing_else(kind: Kind) {
                 "ListTasks",
                 "WatchTask",
                 "CancelTask",
+                "DeleteTask",
                 "ListTools",
             ],
         ),
@@ -282,6 +293,7 @@ async fn each_role_calls_what_it_may_and_nothing_else(kind: Kind) {
                 "ListTasks",
                 "WatchTask",
                 "CancelTask",
+                "DeleteTask",
                 "ListTools",
             ],
         ),
@@ -297,6 +309,7 @@ async fn each_role_calls_what_it_may_and_nothing_else(kind: Kind) {
                 "ListTasks",
                 "WatchTask",
                 "CancelTask",
+                "DeleteTask",
                 "ListTools",
                 "CleanupExpired",
                 "GetStatus",

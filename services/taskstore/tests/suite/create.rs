@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use taskstore::StoreError;
-use taskstore::domain::{TaskStatus, TtlPolicy};
+use taskstore::domain::{PollPolicy, TaskStatus, TtlPolicy, TtlRequest};
 use taskstore::store::StoreConfig;
 
 use super::*;
@@ -16,7 +16,10 @@ pub async fn starts_working_with_a_generated_id(backend: &dyn Backend) {
             default: Some(ttl(60_000)),
             max: None,
         },
-        poll_interval: Duration::from_millis(2500),
+        poll: PollPolicy {
+            default: Duration::from_millis(2500),
+            min: Duration::from_millis(100),
+        },
         ..StoreConfig::default()
     };
     let store = backend.store(config).await;
@@ -123,7 +126,7 @@ pub async fn reuses_the_id_of_an_expired_task(backend: &dyn Backend) {
         .create_task(
             &all(),
             NewTask {
-                ttl: Some(ttl(100)),
+                ttl: Some(ttl(100)).into(),
                 ..task_with_id("recycled")
             },
         )
@@ -147,4 +150,69 @@ pub async fn reuses_the_id_of_an_expired_task(backend: &dyn Backend) {
     assert_eq!(new.status_message, None);
     assert!(new.created_at > old.created_at);
     assert_eq!(new.ttl, None);
+}
+
+pub async fn no_expiry_is_granted_only_without_a_maximum(backend: &dyn Backend) {
+    let forever = NewTask {
+        ttl: TtlRequest::Unlimited,
+        ..new_task()
+    };
+    let open = backend
+        .store(StoreConfig {
+            ttl: TtlPolicy {
+                default: Some(ttl(60_000)),
+                max: None,
+            },
+            ..StoreConfig::default()
+        })
+        .await;
+    let kept = open
+        .create_task(&all(), forever.clone())
+        .await
+        .expect("create");
+    assert_eq!(kept.ttl, None, "kept until deleted");
+    assert_eq!(
+        open.get_task(&all(), &kept.task_id).await.expect("get").ttl,
+        None
+    );
+
+    let capped = backend
+        .store(StoreConfig {
+            ttl: TtlPolicy {
+                default: Some(ttl(60_000)),
+                max: Some(ttl(120_000)),
+            },
+            ..StoreConfig::default()
+        })
+        .await;
+    let bounded = capped.create_task(&all(), forever).await.expect("create");
+    assert_eq!(bounded.ttl, Some(ttl(120_000)), "the maximum instead");
+}
+
+pub async fn a_requested_poll_interval_is_granted_within_bounds(backend: &dyn Backend) {
+    let store = backend
+        .store(StoreConfig {
+            poll: PollPolicy {
+                default: Duration::from_secs(2),
+                min: Duration::from_millis(500),
+            },
+            ..StoreConfig::default()
+        })
+        .await;
+    let granted = |requested: Option<u64>| {
+        let store = store.clone();
+        async move {
+            let task = NewTask {
+                poll_interval: requested.map(Duration::from_millis),
+                ..new_task()
+            };
+            let created = store.create_task(&all(), task).await.expect("create");
+            let read = store.get_task(&all(), &created.task_id).await.expect("get");
+            assert_eq!(read.poll_interval, created.poll_interval, "kept as granted");
+            created.poll_interval.as_millis()
+        }
+    };
+    assert_eq!(granted(None).await, 2000);
+    assert_eq!(granted(Some(750)).await, 750);
+    assert_eq!(granted(Some(5)).await, 500, "never below the minimum");
 }

@@ -4,6 +4,7 @@
 
 pub mod concurrency;
 pub mod create;
+pub mod deletion;
 pub mod execution;
 pub mod expiry;
 pub mod isolation;
@@ -33,6 +34,12 @@ macro_rules! conformance_suite {
             create::caller_supplied_ids_are_unique,
             create::binds_the_session,
             create::reuses_the_id_of_an_expired_task,
+            create::no_expiry_is_granted_only_without_a_maximum,
+            create::a_requested_poll_interval_is_granted_within_bounds,
+            deletion::deletes_a_task_whatever_its_status,
+            deletion::deletes_only_what_the_caller_sees,
+            deletion::a_watcher_learns_that_its_task_was_deleted,
+            deletion::a_deleted_task_leaves_no_job_to_run,
             lifecycle::status_moves_along_the_lifecycle,
             lifecycle::terminal_tasks_refuse_updates_and_change_nothing,
             lifecycle::stores_and_returns_results_verbatim,
@@ -162,7 +169,8 @@ pub fn ttl(ms: u64) -> Ttl {
 pub fn new_task() -> NewTask {
     NewTask {
         task_id: None,
-        ttl: None,
+        ttl: Default::default(),
+        poll_interval: None,
         request_id: RequestId::parse("7").expect("valid id"),
         request: JsonObject::parse(
             r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hi"}}}"#,
@@ -175,7 +183,7 @@ pub fn new_task() -> NewTask {
 
 pub fn task_with_ttl(ms: u64) -> NewTask {
     NewTask {
-        ttl: Some(ttl(ms)),
+        ttl: Some(ttl(ms)).into(),
         ..new_task()
     }
 }

@@ -1,8 +1,10 @@
-//! The in-process engine's housekeeping: expired tasks deleted, and after a
-//! restart, waiting tasks given the jobs that died with the old process.
+//! The in-process engine's deletions and housekeeping: a task deleted on
+//! request, expired tasks deleted, and after a restart, waiting tasks given
+//! the jobs that died with the old process.
 
-use super::MemoryTaskStore;
 use super::state::{Key, State};
+use super::{MemoryTaskStore, key, visible};
+use crate::domain::{Scope, TaskId};
 use crate::error::StoreError;
 
 impl MemoryTaskStore {
@@ -38,6 +40,27 @@ impl MemoryTaskStore {
             self.inner.outbox.notify_one();
         }
         Ok(orphans.len() as u64)
+    }
+
+    /// Deletes a visible task with its result and its waiting jobs; watchers
+    /// are told, and find it gone.
+    pub(super) async fn delete_visible(
+        &self,
+        scope: &Scope,
+        task_id: &TaskId,
+    ) -> Result<(), StoreError> {
+        let key = key(scope.tenant.as_str(), task_id);
+        {
+            let mut state = self.lock().await;
+            let now = state.now();
+            visible(&mut state, scope, &key, now)?;
+            state.tasks.remove(&key);
+            state.touch(&key);
+            state.remove_jobs(|job| job.key == key);
+            self.commit(&mut state).await?;
+        }
+        self.changed(&key, None);
+        Ok(())
     }
 
     pub(super) async fn delete_expired(&self) -> Result<u64, StoreError> {

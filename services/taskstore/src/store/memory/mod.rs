@@ -279,7 +279,7 @@ impl TaskStore for MemoryTaskStore {
                     created_at: now,
                     last_updated_at: now,
                     ttl,
-                    poll_interval: config.poll_interval,
+                    poll_interval: config.poll.granted(task.poll_interval),
                     session_id: scope.session.clone(),
                     tool,
                 },
@@ -417,6 +417,10 @@ impl TaskStore for MemoryTaskStore {
             Err(StoreError::FailedPrecondition(_)) => self.get_task(scope, task_id).await,
             other => other,
         }
+    }
+
+    async fn delete_task(&self, scope: &Scope, task_id: &TaskId) -> Result<(), StoreError> {
+        self.delete_visible(scope, task_id).await
     }
 
     async fn cleanup_expired(&self) -> Result<u64, StoreError> {

@@ -22,7 +22,8 @@ impl PgTaskStore {
             .ttl
             .effective(task.ttl)
             .map(|ttl| ttl.as_millis_i64());
-        let poll_ms = i64::try_from(self.config.poll_interval.as_millis()).unwrap_or(i64::MAX);
+        let poll = self.config.poll.granted(task.poll_interval);
+        let poll_ms = i64::try_from(poll.as_millis()).unwrap_or(i64::MAX);
         let attempts = match &task.dispatch {
             Some(dispatch) => {
                 let attempts = self.config.dispatch_attempts(dispatch.max_attempts)?;

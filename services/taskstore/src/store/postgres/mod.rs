@@ -349,6 +349,28 @@ impl TaskStore for PgTaskStore {
         wait_for_result(self, &self.changes, scope, task_id, timeout).await
     }
 
+    async fn delete_task(&self, scope: &Scope, task_id: &TaskId) -> Result<(), StoreError> {
+        // One statement: the task, its waiting jobs, and the notification
+        // that wakes its watchers (the change trigger fires on updates only).
+        const SQL: &str = concat!(
+            "WITH gone AS (DELETE FROM tasks WHERE ",
+            visible_task!(),
+            " RETURNING tenant_id, task_id),
+             jobs AS (DELETE FROM dispatch_outbox o USING gone g
+                      WHERE o.tenant_id = g.tenant_id AND o.task_id = g.task_id)
+             SELECT 1 FROM gone CROSS JOIN LATERAL
+                 pg_notify('taskstore_task_changed', gone.tenant_id || ' ' || gone.task_id) AS n"
+        );
+        let deleted = sqlx::query(SQL)
+            .bind(scope.tenant.as_str())
+            .bind(task_id.as_str())
+            .bind(scope.session.as_ref().map(|s| s.as_str()))
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(store_error)?;
+        deleted.map(|_| ()).ok_or(StoreError::NotFound)
+    }
+
     async fn cleanup_expired(&self) -> Result<u64, StoreError> {
         let mut total = 0;
         loop {
