@@ -1,6 +1,6 @@
 //! The `taskstore` binary: the service (`serve`, `dev`, `migrate`), a load
 //! generator (`bench`), and a client for people (`create`, `get`, `list`,
-//! `watch`, `update`, `complete`, `result`, `cancel`, `cleanup`, `status`).
+//! `watch`, `update`, `complete`, `result`, `cancel`, `delete`, `cleanup`, `status`).
 //! `taskstore --help` lists every command; each command's `--help` lists its
 //! flags and their environment variables.
 

@@ -164,6 +164,14 @@ pub enum ClientCommand {
         client: ClientArgs,
         task_id: String,
     },
+    /// Delete a task and its result now, whatever its status (a running
+    /// attempt is not stopped: cancel first to stop it).
+    #[command(after_help = EXIT_STATUSES)]
+    Delete {
+        #[command(flatten)]
+        client: ClientArgs,
+        task_id: String,
+    },
     /// Delete expired tasks now.
     #[command(after_help = EXIT_STATUSES)]
     Cleanup {
@@ -230,6 +238,7 @@ impl ClientCommand {
             | ClientCommand::Complete { client, .. }
             | ClientCommand::Result { client, .. }
             | ClientCommand::Cancel { client, .. }
+            | ClientCommand::Delete { client, .. }
             | ClientCommand::Cleanup { client }
             | ClientCommand::Status { client, .. } => client,
         }

@@ -120,6 +120,16 @@ pub(super) async fn run(
             let store = connection.store().await?;
             result(store, &scope, &id, wait.then_some(timeout), out).await
         }
+        ClientCommand::Delete { task_id, .. } => {
+            let id = task_id_arg(&task_id)?;
+            let store = connection.store().await?;
+            store
+                .delete_task(&scope, &id)
+                .await
+                .map_err(ClientError::about(&id))?;
+            out.task_deleted(&id)?;
+            Ok(Exit::Done)
+        }
         ClientCommand::Cleanup { .. } => {
             let store = connection.store().await?;
             out.deleted(store.cleanup_expired().await?)?;

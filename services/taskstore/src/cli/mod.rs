@@ -1,5 +1,5 @@
 //! The client commands of `taskstore` (create, get, list, watch, update,
-//! complete, result, cancel, cleanup, status): a person's way into a running
+//! complete, result, cancel, delete, cleanup, status): a person's way into a running
 //! service. They use [`GrpcTaskStore`], the same client the conformance
 //! suite exercises. Each command parses its flags before it connects, so a
 //! usage error is reported as one even when the service is down.

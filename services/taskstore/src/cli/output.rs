@@ -8,7 +8,7 @@ use std::io::Write;
 use serde::Serialize;
 use serde_json::json;
 
-use crate::domain::{Task, TaskPage, TaskResult};
+use crate::domain::{Task, TaskId, TaskPage, TaskResult};
 
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Output {
@@ -127,6 +127,13 @@ impl Output {
             return print_json(&json!({ "deleted": deleted }));
         }
         writeln!(std::io::stdout().lock(), "deleted {deleted} expired tasks")
+    }
+
+    pub(super) fn task_deleted(&self, task_id: &TaskId) -> std::io::Result<()> {
+        if self.json {
+            return print_json(&json!({ "taskId": task_id.as_str(), "deleted": true }));
+        }
+        writeln!(std::io::stdout().lock(), "deleted task {task_id}")
     }
 }
 

@@ -86,6 +86,18 @@ async fn serve_answers_every_client_command_and_stops_cleanly_on_sigterm() {
     assert_eq!(other["taskId"], "mine");
     let cancelled = client(&service, &["cancel", "mine", "--json"]).json();
     assert_eq!(cancelled["status"], "cancelled");
+    let deleted = client(&service, &["delete", "mine", "--json"]).json();
+    assert_eq!(
+        deleted,
+        serde_json::json!({"taskId": "mine", "deleted": true})
+    );
+    let gone = client(&service, &["get", "mine"]);
+    assert_eq!(
+        gone.code(),
+        5,
+        "a deleted task is not found: {}",
+        gone.stderr
+    );
 
     let listed = client(&service, &["list", "--all", "--page-size", "1", "--json"]).json();
     assert_eq!(listed["tasks"][0]["taskId"], id.as_str());
