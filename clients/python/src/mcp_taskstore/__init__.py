@@ -1,0 +1,43 @@
+"""Python client of mcp-taskstore: a durable TaskStore for the MCP SDK and a typed gRPC client."""
+
+from mcp_taskstore.channel import ClientOptions
+from mcp_taskstore.client import TaskStoreClient
+from mcp_taskstore.errors import (
+    AlreadyExistsError,
+    DeadlineExceededError,
+    FailedPreconditionError,
+    InvalidArgumentError,
+    NotFoundError,
+    PermissionDeniedError,
+    ResourceExhaustedError,
+    TaskStoreError,
+    UnauthenticatedError,
+    UnavailableError,
+)
+from mcp_taskstore.models import Dispatch, ServedTool, TaskInfo, TaskPage, TaskResult, TaskStatus, TlsConfig
+from mcp_taskstore.server_handlers import enable_durable_tasks
+from mcp_taskstore.store import GrpcTaskStore
+
+__all__ = [
+    "AlreadyExistsError",
+    "ClientOptions",
+    "DeadlineExceededError",
+    "Dispatch",
+    "FailedPreconditionError",
+    "GrpcTaskStore",
+    "InvalidArgumentError",
+    "NotFoundError",
+    "PermissionDeniedError",
+    "ResourceExhaustedError",
+    "ServedTool",
+    "TaskInfo",
+    "TaskPage",
+    "TaskResult",
+    "TaskStatus",
+    "TaskStoreClient",
+    "TaskStoreError",
+    "TlsConfig",
+    "UnauthenticatedError",
+    "UnavailableError",
+    "enable_durable_tasks",
+]

@@ -1,0 +1,57 @@
+"""Conversions between protobuf messages and the models of this package."""
+
+from __future__ import annotations
+
+from datetime import timedelta, timezone
+from typing import cast
+
+from google.protobuf import duration_pb2
+
+from mcp_taskstore._proto import task_store_pb2 as pb
+from mcp_taskstore.models import ServedTool, TaskInfo, TaskPage, TaskResult, TaskStatus
+
+
+def duration(value: timedelta) -> duration_pb2.Duration:
+    d = duration_pb2.Duration()
+    d.FromTimedelta(value)
+    return d
+
+
+def status_to_proto(status: TaskStatus) -> pb.TaskStatus:
+    # Same numbers on both sides (TaskStatus mirrors the proto enum).
+    return cast(pb.TaskStatus, int(status))
+
+
+def task_from_proto(msg: pb.Task) -> TaskInfo:
+    return TaskInfo(
+        task_id=msg.task_id,
+        status=TaskStatus(msg.status),
+        status_message=msg.status_message if msg.HasField("status_message") else None,
+        created_at=msg.created_at.ToDatetime(tzinfo=timezone.utc),
+        last_updated_at=msg.last_updated_at.ToDatetime(tzinfo=timezone.utc),
+        ttl=msg.ttl.ToTimedelta() if msg.HasField("ttl") else None,
+        poll_interval=msg.poll_interval.ToTimedelta() if msg.HasField("poll_interval") else None,
+        session_id=msg.session_id if msg.HasField("session_id") else None,
+        tool=msg.tool if msg.HasField("tool") else None,
+    )
+
+
+def result_from_proto(msg: pb.GetTaskResultResponse) -> TaskResult:
+    return TaskResult(status=TaskStatus(msg.status), result_json=msg.result_json, task=task_from_proto(msg.task))
+
+
+def page_from_proto(msg: pb.ListTasksResponse) -> TaskPage:
+    return TaskPage(
+        tasks=[task_from_proto(t) for t in msg.tasks],
+        next_cursor=msg.next_cursor if msg.HasField("next_cursor") else None,
+    )
+
+
+def tool_from_proto(msg: pb.ServedTool) -> ServedTool:
+    return ServedTool(
+        name=msg.name,
+        workers=msg.workers,
+        slots=msg.slots,
+        busy=msg.busy,
+        last_seen_at=msg.last_seen_at.ToDatetime(tzinfo=timezone.utc) if msg.HasField("last_seen_at") else None,
+    )

@@ -1,0 +1,101 @@
+"""Plain Python views of the service's messages, independent of protobuf."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+
+class TaskStatus(enum.IntEnum):
+    """Mirror of ``mcp.tasks.v1.TaskStatus``; values equal the proto numbers."""
+
+    WORKING = 1
+    INPUT_REQUIRED = 2
+    COMPLETED = 3
+    FAILED = 4
+    CANCELLED = 5
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in (TaskStatus.COMPLETED, TaskStatus.FAILED, TaskStatus.CANCELLED)
+
+    @property
+    def mcp_name(self) -> str:
+        """The MCP spelling (``working``, ``input_required``, ...)."""
+        return self.name.lower()
+
+    @classmethod
+    def from_mcp(cls, name: str) -> TaskStatus:
+        try:
+            return cls[name.upper()]
+        except KeyError:
+            raise ValueError(f"unknown MCP task status {name!r}") from None
+
+
+@dataclass(frozen=True)
+class TaskInfo:
+    """A task as the service reports it."""
+
+    task_id: str
+    status: TaskStatus
+    status_message: str | None
+    created_at: datetime
+    last_updated_at: datetime
+    # None: kept until deleted.
+    ttl: timedelta | None
+    poll_interval: timedelta | None
+    session_id: str | None = None
+    tool: str | None = None
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """A terminal task's stored result (GetTaskResult)."""
+
+    status: TaskStatus
+    result_json: str
+    task: TaskInfo
+
+    def result(self) -> Any:
+        """The result decoded from JSON."""
+        import json
+
+        return json.loads(self.result_json)
+
+
+@dataclass(frozen=True)
+class TaskPage:
+    """One page of ListTasks; ``next_cursor`` is None on the last page."""
+
+    tasks: list[TaskInfo]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class ServedTool:
+    """A tool that workers serve now (ListTools)."""
+
+    name: str
+    workers: int
+    slots: int
+    busy: int
+    last_seen_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Dispatch:
+    """Run the task on a worker. ``tool`` unset: the request's ``params.name``."""
+
+    tool: str | None = None
+    max_attempts: int | None = None
+
+
+@dataclass(frozen=True)
+class TlsConfig:
+    """PEM material for TLS; ``cert``+``key`` together enable mutual TLS."""
+
+    ca: bytes | None = None
+    cert: bytes | None = None
+    key: bytes | None = None

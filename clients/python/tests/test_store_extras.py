@@ -1,0 +1,42 @@
+"""GrpcTaskStore behaviour beyond the SDK's interface: scope and waiting."""
+
+from __future__ import annotations
+
+import uuid
+
+import anyio
+import pytest
+from mcp.types import TaskMetadata
+
+from mcp_taskstore import GrpcTaskStore
+
+import services
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_each_store_sees_only_its_session(service: services.Service) -> None:
+    mine = GrpcTaskStore(service.endpoint, session_id=f"a-{uuid.uuid4().hex}")
+    theirs = GrpcTaskStore(service.endpoint, session_id=f"b-{uuid.uuid4().hex}")
+    task = await mine.create_task(TaskMetadata(ttl=60_000))
+    assert await theirs.get_task(task.taskId) is None
+    assert (await theirs.list_tasks())[0] == []
+    assert await theirs.delete_task(task.taskId) is False
+    with pytest.raises(ValueError, match="not found"):
+        await theirs.update_task(task.taskId, status="cancelled")
+    assert (await mine.get_task(task.taskId)) is not None
+    await mine.close()
+    await theirs.close()
+
+
+async def test_change_before_the_watch_starts_is_not_missed(service: services.Service) -> None:
+    # The SDK reads the task, then waits; a change in between must count.
+    store = GrpcTaskStore(service.endpoint, session_id=f"w-{uuid.uuid4().hex}")
+    writer = GrpcTaskStore(service.endpoint, session_id=store.session_id)
+    task = await store.create_task(TaskMetadata(ttl=60_000))
+    assert (await store.get_task(task.taskId)) is not None
+    await writer.update_task(task.taskId, status_message="moved on")
+    with anyio.fail_after(5):
+        await store.wait_for_update(task.taskId)
+    await store.close()
+    await writer.close()

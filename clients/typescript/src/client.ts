@@ -1,0 +1,260 @@
+// A typed, promise-based client of the whole mcp.tasks.v1.TaskStore API, for
+// services that talk to taskstore without the MCP SDK (and the transport
+// under GrpcTaskStore).
+import * as grpc from '@grpc/grpc-js';
+import { resolveChannel, type ConnectionOptions } from './channel.js';
+import {
+  msToDuration,
+  statusToWire,
+  taskFromWire,
+  timestampToIso,
+  type StoredTask,
+  type TaskStatus,
+} from './convert.js';
+import { fromServiceError } from './errors.js';
+import { taskStoreServiceClient } from './proto.js';
+import type {
+  WireCleanupExpiredResponse,
+  WireCreateTaskRequest,
+  WireGetTaskResultResponse,
+  WireListTasksResponse,
+  WireListToolsResponse,
+  WireTask,
+} from './wire.js';
+
+export interface ClientOptions extends ConnectionOptions {
+  /** Deadline of every call that does not wait, in ms (default 10 s). */
+  timeoutMs?: number;
+  /** Deadline of a waiting GetTaskResult, in ms (default 10 min, the service's default longest wait). */
+  waitTimeoutMs?: number;
+}
+
+/** Per-call options. */
+export interface CallOptions {
+  /** Overrides the client's deadline for this call (ms). */
+  timeoutMs?: number;
+  /** Aborts the call. */
+  signal?: AbortSignal;
+}
+
+export interface SessionCallOptions extends CallOptions {
+  /** Restricts the call to this session's tasks (another session's task is NOT_FOUND). */
+  sessionId?: string;
+}
+
+export type RequestId = string | number;
+
+export interface CreateTaskParams {
+  /** A caller-chosen id (1-128 printable ASCII, no spaces); unset: the service generates one. */
+  taskId?: string;
+  sessionId?: string;
+  /** Retention in ms; `null`: keep until deleted (granted only without a server max ttl); unset: server default. */
+  ttl?: number | null;
+  /** Suggested poll interval in ms; the service clamps it to its bounds. */
+  pollInterval?: number;
+  /** The JSON-RPC id of the request that made the task. */
+  requestId: RequestId;
+  /** The JSON-RPC request that made the task (e.g. a `tools/call`), as an object. */
+  request: object;
+  /** Run the task on a worker of the fleet instead of reporting progress yourself. */
+  dispatch?: { tool?: string; maxAttempts?: number };
+}
+
+export interface UpdateStatusParams {
+  taskId: string;
+  status: TaskStatus;
+  /** Unset clears the message. */
+  statusMessage?: string;
+  sessionId?: string;
+  leaseToken?: string;
+}
+
+export interface StoreResultParams {
+  taskId: string;
+  status: 'completed' | 'failed';
+  /** The result object (for a tool call, the CallToolResult). */
+  result: object;
+  statusMessage?: string;
+  sessionId?: string;
+  leaseToken?: string;
+}
+
+export interface TaskResult<R = unknown> {
+  status: 'completed' | 'failed';
+  result: R;
+  task: StoredTask;
+}
+
+export interface ListTasksParams extends SessionCallOptions {
+  cursor?: string;
+  pageSize?: number;
+  statuses?: TaskStatus[];
+  tool?: string;
+}
+
+export interface ServedTool {
+  name: string;
+  workers: number;
+  slots: number;
+  busy: number;
+  lastSeenAt: string;
+}
+
+type Unary = (req: unknown, md: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res: unknown) => void) => grpc.ClientUnaryCall;
+
+export class TaskStoreClient {
+  private readonly client: grpc.Client;
+  private readonly token: string | undefined;
+  private readonly timeoutMs: number;
+  private readonly waitTimeoutMs: number;
+
+  constructor(options: ClientOptions) {
+    const { address, credentials, options: channelOptions } = resolveChannel(options);
+    const Ctor = taskStoreServiceClient();
+    this.client = new Ctor(address, credentials, channelOptions);
+    this.token = options.token;
+    this.timeoutMs = options.timeoutMs ?? 10_000;
+    this.waitTimeoutMs = options.waitTimeoutMs ?? 600_000;
+  }
+
+  /** Closes the channel; calls in flight fail with CANCELLED. */
+  close(): void {
+    this.client.close();
+  }
+
+  async createTask(params: CreateTaskParams, opts?: CallOptions): Promise<StoredTask> {
+    const req: WireCreateTaskRequest = {
+      requestIdJson: JSON.stringify(params.requestId),
+      requestJson: JSON.stringify(params.request),
+    };
+    if (params.taskId !== undefined) req.taskId = params.taskId;
+    if (params.sessionId !== undefined) req.sessionId = params.sessionId;
+    if (params.ttl === null) req.noExpiry = true;
+    else if (params.ttl !== undefined) req.ttl = msToDuration(params.ttl);
+    if (params.pollInterval !== undefined) req.pollInterval = msToDuration(params.pollInterval);
+    if (params.dispatch) req.dispatch = { ...params.dispatch };
+    return taskFromWire(await this.unary<WireTask>('createTask', 'CreateTask', req, opts));
+  }
+
+  async getTask(taskId: string, opts?: SessionCallOptions): Promise<StoredTask> {
+    return taskFromWire(await this.unary<WireTask>('getTask', 'GetTask', ref(taskId, opts), opts));
+  }
+
+  async updateTaskStatus(params: UpdateStatusParams, opts?: CallOptions): Promise<StoredTask> {
+    const req = { ...ref(params.taskId, params), status: statusToWire(params.status), ...optional(params, 'statusMessage', 'leaseToken') };
+    return taskFromWire(await this.unary<WireTask>('updateTaskStatus', 'UpdateTaskStatus', req, opts));
+  }
+
+  async storeTaskResult(params: StoreResultParams, opts?: CallOptions): Promise<StoredTask> {
+    const req = {
+      ...ref(params.taskId, params),
+      status: statusToWire(params.status),
+      resultJson: JSON.stringify(params.result),
+      ...optional(params, 'statusMessage', 'leaseToken'),
+    };
+    return taskFromWire(await this.unary<WireTask>('storeTaskResult', 'StoreTaskResult', req, opts));
+  }
+
+  /**
+   * The stored result of a terminal task. With `wait`, blocks until the task
+   * is terminal (deadline: `waitTimeoutMs` unless `timeoutMs` is given).
+   */
+  async getTaskResult<R = unknown>(taskId: string, opts?: SessionCallOptions & { wait?: boolean }): Promise<TaskResult<R>> {
+    const wait = opts?.wait === true;
+    const callOpts = { ...opts, timeoutMs: opts?.timeoutMs ?? (wait ? this.waitTimeoutMs : this.timeoutMs) };
+    const res = await this.unary<WireGetTaskResultResponse>('getTaskResult', 'GetTaskResult', { ...ref(taskId, opts), wait }, callOpts);
+    const task = taskFromWire(res.task!);
+    return { status: task.status as 'completed' | 'failed', result: JSON.parse(res.resultJson) as R, task };
+  }
+
+  async listTasks(params?: ListTasksParams): Promise<{ tasks: StoredTask[]; nextCursor?: string }> {
+    const req = {
+      ...optional(params ?? {}, 'cursor', 'sessionId', 'pageSize', 'tool'),
+      statuses: (params?.statuses ?? []).map(statusToWire),
+    };
+    const res = await this.unary<WireListTasksResponse>('listTasks', 'ListTasks', req, params);
+    const out: { tasks: StoredTask[]; nextCursor?: string } = { tasks: res.tasks.map(taskFromWire) };
+    if (res.nextCursor) out.nextCursor = res.nextCursor;
+    return out;
+  }
+
+  /**
+   * Yields the task as it is now and after every change until it is terminal.
+   * No deadline unless `timeoutMs` is given; stop early with `signal` or by
+   * leaving the loop.
+   */
+  async *watchTask(taskId: string, opts?: SessionCallOptions): AsyncGenerator<StoredTask, void, undefined> {
+    const callOpts: grpc.CallOptions = {};
+    if (opts?.timeoutMs !== undefined) callOpts.deadline = Date.now() + opts.timeoutMs;
+    const method = (this.client as unknown as Record<string, (req: unknown, md: grpc.Metadata, o: grpc.CallOptions) => grpc.ClientReadableStream<WireTask>>).watchTask!;
+    const call = method.call(this.client, ref(taskId, opts), this.metadata(), callOpts);
+    const onAbort = () => call.cancel();
+    opts?.signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      for await (const t of call as AsyncIterable<WireTask>) yield taskFromWire(t);
+    } catch (err) {
+      throw fromServiceError(err, 'WatchTask');
+    } finally {
+      opts?.signal?.removeEventListener('abort', onAbort);
+      call.cancel(); // no-op once the stream ended; frees it when the caller broke out early
+    }
+  }
+
+  /** Cancels a task; a terminal task comes back unchanged. */
+  async cancelTask(taskId: string, opts?: SessionCallOptions): Promise<StoredTask> {
+    return taskFromWire(await this.unary<WireTask>('cancelTask', 'CancelTask', ref(taskId, opts), opts));
+  }
+
+  /** Deletes a task and its result, whatever its status. */
+  async deleteTask(taskId: string, opts?: SessionCallOptions): Promise<void> {
+    await this.unary<unknown>('deleteTask', 'DeleteTask', ref(taskId, opts), opts);
+  }
+
+  /** Deletes expired tasks now; returns how many. */
+  async cleanupExpired(opts?: CallOptions): Promise<number> {
+    const res = await this.unary<WireCleanupExpiredResponse>('cleanupExpired', 'CleanupExpired', {}, opts);
+    return Number(res.deleted);
+  }
+
+  /** The tools the worker fleet serves now. */
+  async listTools(opts?: CallOptions): Promise<ServedTool[]> {
+    const res = await this.unary<WireListToolsResponse>('listTools', 'ListTools', {}, opts);
+    return res.tools.map((t) => ({ name: t.name, workers: t.workers, slots: t.slots, busy: t.busy, lastSeenAt: timestampToIso(t.lastSeenAt) }));
+  }
+
+  private metadata(): grpc.Metadata {
+    const md = new grpc.Metadata();
+    if (this.token) md.set('authorization', `Bearer ${this.token}`);
+    return md;
+  }
+
+  private unary<T>(method: string, rpc: string, req: unknown, opts?: CallOptions): Promise<T> {
+    const fn = (this.client as unknown as Record<string, Unary>)[method]!;
+    const deadline = Date.now() + (opts?.timeoutMs ?? this.timeoutMs);
+    return new Promise<T>((resolve, reject) => {
+      if (opts?.signal?.aborted) {
+        reject(fromServiceError({ code: grpc.status.CANCELLED, details: 'aborted before the call' }, rpc));
+        return;
+      }
+      const call = fn.call(this.client, req, this.metadata(), { deadline }, (err, res) => {
+        opts?.signal?.removeEventListener('abort', onAbort);
+        if (err) reject(fromServiceError(err, rpc));
+        else resolve(res as T);
+      });
+      const onAbort = () => call.cancel();
+      opts?.signal?.addEventListener('abort', onAbort, { once: true });
+    });
+  }
+}
+
+function ref(taskId: string, opts?: { sessionId?: string | undefined }): { taskId: string; sessionId?: string } {
+  return opts?.sessionId !== undefined ? { taskId, sessionId: opts.sessionId } : { taskId };
+}
+
+// Copies only the keys that are set: proto3 `optional` fields must be absent,
+// not empty, when unset.
+function optional<T extends object, K extends keyof T>(src: T, ...keys: K[]): Partial<Pick<T, K>> {
+  const out: Partial<Pick<T, K>> = {};
+  for (const k of keys) if (src[k] !== undefined) out[k] = src[k];
+  return out;
+}

@@ -1,0 +1,17 @@
+export { GrpcTaskStore, toMcpTask, type GrpcTaskStoreOptions } from './task-store.js';
+export {
+  TaskStoreClient,
+  type CallOptions,
+  type ClientOptions,
+  type CreateTaskParams,
+  type ListTasksParams,
+  type RequestId,
+  type ServedTool,
+  type SessionCallOptions,
+  type StoreResultParams,
+  type TaskResult,
+  type UpdateStatusParams,
+} from './client.js';
+export type { ConnectionOptions, TlsOptions } from './channel.js';
+export { isTerminalStatus, type StoredTask, type TaskStatus } from './convert.js';
+export { TaskStoreError, isFailedPrecondition, isNotFound } from './errors.js';

@@ -1,0 +1,104 @@
+// The messages of mcp.tasks.v1 as grpc-js hands them over with the loader
+// options of src/proto.ts (camelCase, enums as names, int64 as number).
+// Hand-written because the service is small and this avoids a codegen step;
+// test/unit.test.ts checks the field names against the .proto files.
+
+export type WireStatus =
+  | 'TASK_STATUS_UNSPECIFIED'
+  | 'TASK_STATUS_WORKING'
+  | 'TASK_STATUS_INPUT_REQUIRED'
+  | 'TASK_STATUS_COMPLETED'
+  | 'TASK_STATUS_FAILED'
+  | 'TASK_STATUS_CANCELLED';
+
+export interface WireDuration {
+  seconds: number;
+  nanos: number;
+}
+
+export type WireTimestamp = WireDuration;
+
+export interface WireTask {
+  taskId: string;
+  status: WireStatus;
+  statusMessage?: string;
+  createdAt: WireTimestamp | null;
+  lastUpdatedAt: WireTimestamp | null;
+  ttl: WireDuration | null;
+  pollInterval: WireDuration | null;
+  sessionId?: string;
+  tool?: string;
+}
+
+export interface WireDispatch {
+  tool?: string;
+  maxAttempts?: number;
+}
+
+export interface WireCreateTaskRequest {
+  taskId?: string;
+  sessionId?: string;
+  ttl?: WireDuration;
+  requestIdJson: string;
+  requestJson: string;
+  dispatch?: WireDispatch;
+  noExpiry?: boolean;
+  pollInterval?: WireDuration;
+}
+
+export interface WireTaskRef {
+  taskId: string;
+  sessionId?: string;
+}
+
+export interface WireUpdateTaskStatusRequest extends WireTaskRef {
+  status: WireStatus;
+  statusMessage?: string;
+  leaseToken?: string;
+}
+
+export interface WireStoreTaskResultRequest extends WireTaskRef {
+  status: WireStatus;
+  resultJson: string;
+  statusMessage?: string;
+  leaseToken?: string;
+}
+
+export interface WireGetTaskResultRequest extends WireTaskRef {
+  wait?: boolean;
+}
+
+export interface WireGetTaskResultResponse {
+  status: WireStatus;
+  resultJson: string;
+  task: WireTask | null;
+}
+
+export interface WireListTasksRequest {
+  cursor?: string;
+  sessionId?: string;
+  pageSize?: number;
+  statuses?: WireStatus[];
+  tool?: string;
+}
+
+export interface WireListTasksResponse {
+  tasks: WireTask[];
+  nextCursor?: string;
+}
+
+export interface WireServedTool {
+  name: string;
+  workers: number;
+  slots: number;
+  busy: number;
+  lastSeenAt: WireTimestamp | null;
+}
+
+export interface WireListToolsResponse {
+  tools: WireServedTool[];
+}
+
+export interface WireCleanupExpiredResponse {
+  deleted: number;
+}

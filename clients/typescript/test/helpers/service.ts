@@ -1,0 +1,205 @@
+// Starts the real taskstore service for a test file: `dev` (SQLite file,
+// embedded workers) or `serve` (a fresh PostgreSQL database, RabbitMQ, and
+// taskworker processes). Everything it starts is stopped by `stop()`.
+import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
+import { existsSync, rmSync } from 'node:fs';
+import { connect } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { TaskStoreClient } from '@mcp-taskstore/client';
+
+export type Backend = 'dev' | 'serve';
+
+/** The backends to test: env TASKSTORE_TEST_BACKENDS (comma list), default both. */
+export function backends(): Backend[] {
+  const list = (process.env['TASKSTORE_TEST_BACKENDS'] ?? 'dev,serve').split(',').map((s) => s.trim()).filter(Boolean);
+  for (const b of list) if (b !== 'dev' && b !== 'serve') throw new Error(`TASKSTORE_TEST_BACKENDS: unknown backend ${b}`);
+  return list as Backend[];
+}
+
+// build-test/test/helpers -> package root -> repo root
+const PKG_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
+const REPO_ROOT = resolve(PKG_ROOT, '..', '..');
+
+export function binary(env: string, name: string): string {
+  const path = process.env[env] ?? join(REPO_ROOT, 'target', 'debug', name);
+  if (!existsSync(path)) throw new Error(`${name} binary not found at ${path}: run \`cargo build --workspace\` or set ${env}`);
+  return path;
+}
+
+export interface ServiceConfig {
+  /** Extra flags for `taskstore serve|dev`. */
+  args?: string[];
+  /** Tools the serve-mode worker fleet serves. */
+  workerTools?: string;
+}
+
+export interface RunningService {
+  backend: Backend;
+  /** http://HOST:PORT */
+  endpoint: string;
+  /** Stops the workers, the service, and drops its database or file. */
+  stop(): Promise<void>;
+}
+
+let counter = 0;
+function unique(): string {
+  return `ts_${process.pid}_${Date.now().toString(36)}_${counter++}`;
+}
+
+export async function startService(backend: Backend, config: ServiceConfig = {}): Promise<RunningService> {
+  return backend === 'dev' ? startDev(config) : startServe(config);
+}
+
+async function startDev(config: ServiceConfig): Promise<RunningService> {
+  const db = join(tmpdir(), `${unique()}.db`);
+  const proc = spawnLogged(binary('TASKSTORE_BIN', 'taskstore'), [
+    '--log-format', 'json', 'dev', '--listen', '127.0.0.1:0', '--database-url', `sqlite://${db}`,
+    '--shutdown-grace', '1s', ...(config.args ?? []),
+  ]);
+  const addr = await listeningAddr(proc, 'taskstore dev');
+  return {
+    backend: 'dev',
+    endpoint: `http://${addr}`,
+    async stop() {
+      await stopProcess(proc);
+      for (const suffix of ['', '-wal', '-shm', '-journal']) rmSync(db + suffix, { force: true });
+    },
+  };
+}
+
+async function startServe(config: ServiceConfig): Promise<RunningService> {
+  const pgBase = new URL(process.env['DATABASE_URL'] ?? 'postgres://postgres@127.0.0.1:5432/postgres');
+  const amqpUrl = process.env['AMQP_URL'] ?? 'amqp://guest:guest@127.0.0.1:5672/%2f';
+  await reachable('PostgreSQL', pgBase.hostname, Number(pgBase.port || 5432), 'DATABASE_URL');
+  const amqp = new URL(amqpUrl);
+  await reachable('RabbitMQ', amqp.hostname, Number(amqp.port || 5672), 'AMQP_URL');
+
+  const name = unique();
+  const admin = new URL(pgBase);
+  admin.pathname = '/postgres';
+  psql(admin.href, `CREATE DATABASE ${name}`);
+  const dbUrl = new URL(pgBase);
+  dbUrl.pathname = `/${name}`;
+
+  const procs: ChildProcess[] = [];
+  const stopAll = async () => {
+    // Workers first, so none reports to a service that is going away.
+    for (const p of procs.reverse()) await stopProcess(p);
+    psql(admin.href, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+  };
+  try {
+    const svc = spawnLogged(binary('TASKSTORE_BIN', 'taskstore'), [
+      '--log-format', 'json', 'serve', '--auth', 'none', '--listen', '127.0.0.1:0',
+      '--database-url', dbUrl.href, '--amqp-url', amqpUrl, '--queue-prefix', name,
+      '--shutdown-grace', '1s', ...(config.args ?? []),
+    ]);
+    procs.push(svc);
+    const addr = await listeningAddr(svc, 'taskstore serve');
+    const worker = spawnLogged(binary('TASKWORKER_BIN', 'taskworker'), [
+      '--log-format', 'json', '--endpoint', `http://${addr}`, '--amqp-url', amqpUrl, '--queue-prefix', name,
+      '--tools', config.workerTools ?? 'echo,sleep', '--shutdown-grace', '1s',
+    ]);
+    procs.push(worker);
+    await fleetReady(`http://${addr}`, (config.workerTools ?? 'echo,sleep').split(','));
+    return { backend: 'serve', endpoint: `http://${addr}`, stop: stopAll };
+  } catch (err) {
+    await stopAll();
+    throw err;
+  }
+}
+
+// Waits until the workers have reported in, so the first dispatched job of
+// a test does not also measure the fleet's start-up.
+async function fleetReady(endpoint: string, tools: string[], timeoutMs = 30_000): Promise<void> {
+  const client = new TaskStoreClient({ endpoint });
+  try {
+    const until = Date.now() + timeoutMs;
+    for (;;) {
+      const served = new Set((await client.listTools()).map((t) => t.name));
+      if (tools.every((t) => served.has(t))) return;
+      if (Date.now() > until) throw new Error(`taskworker did not report ${tools.join(',')} within ${timeoutMs} ms`);
+      await sleep(200);
+    }
+  } finally {
+    client.close();
+  }
+}
+
+function psql(url: string, sql: string): void {
+  execFileSync('psql', [url, '-v', 'ON_ERROR_STOP=1', '-q', '-c', sql], { stdio: ['ignore', 'ignore', 'pipe'] });
+}
+
+function reachable(what: string, host: string, port: number, env: string): Promise<void> {
+  return new Promise((ok, fail) => {
+    const sock = connect({ host, port, timeout: 3000 });
+    const bad = (why: string) => {
+      sock.destroy();
+      fail(new Error(`${what} is not reachable at ${host}:${port} (${why}); start it or point ${env} elsewhere`));
+    };
+    sock.once('connect', () => { sock.end(); ok(); });
+    sock.once('timeout', () => bad('timeout'));
+    sock.once('error', (e) => bad(e.message));
+  });
+}
+
+// Keeps the last lines of a child's stderr, to explain a failure, and echoes
+// them when TASKSTORE_TEST_LOGS is set.
+export function spawnLogged(cmd: string, args: string[]): ChildProcess & { logTail: string[] } {
+  const proc = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'] }) as ChildProcess & { logTail: string[] };
+  proc.logTail = [];
+  let partial = '';
+  proc.stderr!.setEncoding('utf8');
+  proc.stderr!.on('data', (chunk: string) => {
+    const lines = (partial + chunk).split('\n');
+    partial = lines.pop()!;
+    for (const line of lines) {
+      proc.logTail.push(line);
+      if (proc.logTail.length > 50) proc.logTail.shift();
+      if (process.env['TASKSTORE_TEST_LOGS']) process.stderr.write(`[${cmd.split('/').pop()}] ${line}\n`);
+      proc.emit('logline', line);
+    }
+  });
+  return proc;
+}
+
+/** Waits for the JSON log line `"message":"listening"` and returns its addr. */
+export function listeningAddr(proc: ChildProcess & { logTail: string[] }, what: string, timeoutMs = 60_000): Promise<string> {
+  return new Promise((ok, fail) => {
+    const timer = setTimeout(() => done(new Error(`${what} did not log "listening" within ${timeoutMs} ms:\n${proc.logTail.join('\n')}`)), timeoutMs);
+    const onLine = (line: string) => {
+      try {
+        const rec = JSON.parse(line) as { message?: string; addr?: string };
+        if (rec.message === 'listening' && rec.addr) done(null, rec.addr);
+      } catch {
+        // not JSON: ignore
+      }
+    };
+    const onExit = (code: number | null) => done(new Error(`${what} exited (${code}) before listening:\n${proc.logTail.join('\n')}`));
+    function done(err: Error | null, addr?: string) {
+      clearTimeout(timer);
+      proc.off('logline', onLine);
+      proc.off('exit', onExit);
+      if (err) fail(err);
+      else ok(addr!);
+    }
+    proc.on('logline', onLine);
+    proc.once('exit', onExit);
+  });
+}
+
+/** SIGTERM, then SIGKILL after 5 s; resolves once the process is gone. */
+export function stopProcess(proc: ChildProcess, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+  if (proc.exitCode !== null || proc.signalCode !== null) return Promise.resolve();
+  return new Promise((ok) => {
+    const killer = setTimeout(() => proc.kill('SIGKILL'), 5000);
+    proc.once('exit', () => {
+      clearTimeout(killer);
+      ok();
+    });
+    proc.kill(signal);
+  });
+}
+
+export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
