@@ -17,7 +17,8 @@ cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; w
 trap cleanup EXIT
 
 start_service() { # extra serve flags...
-  "$bin/taskstore" serve --auth none --database-url "$url" --listen "127.0.0.1:$port" --cleanup-interval off \
+  "$bin/taskstore" serve --auth none --database-url "$url" --listen "127.0.0.1:$port" \
+    --cleanup-interval "${cleanup_interval:-off}" \
     --db-max-connections 20 --log-level warn "$@" &
   pids+=($!)
   for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return; sleep 0.1; done

@@ -4,6 +4,7 @@
 # concurrency, then the ratios.
 #
 #   benches/run.sh [clients] [seconds]        (defaults: 64 clients, 10 s)
+#   QUEUE_TYPE=classic benches/run.sh ...     (e2e on classic queues; default quorum)
 #
 # Needs PostgreSQL (127.0.0.1:5432, user postgres) and RabbitMQ (guest) as in
 # the README, pgbench, and python3. Uses (and empties) the database
@@ -49,10 +50,12 @@ peak=$(awk '/^VmHWM/{print $2}' "/proc/$service/status")
 echo "service RSS $((rss / 1024)) MiB (peak $((peak / 1024)) MiB; target 150), update→watcher p99 $(figure "$out/watch.json" watch_delivery p99_ms) ms"
 stop_service
 
-echo "== e2e with two taskworker processes, $clients clients, ${seconds}s"
-start_service --amqp-url amqp://guest:guest@127.0.0.1:5672/%2f --queue-prefix bench
+queue_type=${QUEUE_TYPE:-quorum}
+echo "== e2e with two taskworker processes, $clients clients, ${seconds}s, $queue_type queues"
+start_service --amqp-url amqp://guest:guest@127.0.0.1:5672/%2f --queue-prefix "bench-$queue_type"
 for n in 1 2; do
-  "$bin/taskworker" --endpoint "$endpoint" --queue-prefix bench --tools noop --concurrency 32 --worker-id "bench-$n" --log-level warn &
+  "$bin/taskworker" --endpoint "$endpoint" --queue-prefix "bench-$queue_type" --queue-type "$queue_type" \
+    --tools noop --concurrency 32 --worker-id "bench-$n" --log-level warn &
   pids+=($!)
 done
 sleep 2

@@ -15,12 +15,45 @@ pub const DEFAULT_PREFIX: &str = "taskstore";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Topology {
     prefix: String,
+    queue_type: QueueType,
+}
+
+/// What kind of queue holds a tool's jobs. Every worker of a deployment must
+/// declare the same kind: RabbitMQ refuses to redeclare a queue as another.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum QueueType {
+    /// Replicated (Raft) across the broker's nodes: a job survives the loss
+    /// of a node. The default: it loses nothing.
+    #[default]
+    Quorum,
+    /// One node's queue (version 2 storage), persistent messages: a job
+    /// survives a broker restart, but not the loss of that node's disk, and
+    /// the queue is unavailable while its node is down.
+    Classic,
+}
+
+impl QueueType {
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        match raw {
+            "quorum" => Ok(Self::Quorum),
+            "classic" => Ok(Self::Classic),
+            other => Err(format!("unknown queue type {other:?}: quorum or classic")),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Quorum => "quorum",
+            Self::Classic => "classic",
+        }
+    }
 }
 
 impl Default for Topology {
     fn default() -> Self {
         Self {
             prefix: DEFAULT_PREFIX.to_owned(),
+            queue_type: QueueType::default(),
         }
     }
 }
@@ -30,7 +63,17 @@ impl Topology {
     pub fn new(prefix: &str) -> Option<Self> {
         is_valid_tool_name(prefix).then(|| Self {
             prefix: prefix.to_owned(),
+            queue_type: QueueType::default(),
         })
+    }
+
+    /// The same names, with tool queues of `queue_type`.
+    pub fn with_queue_type(self, queue_type: QueueType) -> Self {
+        Self { queue_type, ..self }
+    }
+
+    pub fn queue_type(&self) -> QueueType {
+        self.queue_type
     }
 
     /// The durable direct exchange jobs are published to, routed by tool.
@@ -38,7 +81,7 @@ impl Topology {
         format!("{}.jobs", self.prefix)
     }
 
-    /// The durable quorum queue that holds the jobs of one tool. Every
+    /// The durable queue that holds the jobs of one tool. Every
     /// worker that serves the tool consumes from it, so they share the work.
     pub fn tool_queue(&self, tool: &str) -> String {
         format!("{}.tool.{tool}", self.prefix)

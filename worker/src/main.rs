@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::Parser;
 use taskstore_proto::credentials::BearerToken;
 use taskstore_proto::endpoint::ClientTls;
-use taskstore_proto::jobs::Topology;
+use taskstore_proto::jobs::{QueueType, Topology};
 use taskstore_telemetry::{LogFormat, Telemetry, metrics};
 use taskworker::tools::register;
 use taskworker::{JobSource, Worker, WorkerConfig};
@@ -78,6 +78,11 @@ struct Args {
     /// Prefix of the RabbitMQ exchange and queue names (the service's --queue-prefix).
     #[arg(long, env = "TASKWORKER_QUEUE_PREFIX", default_value = "taskstore")]
     queue_prefix: String,
+    /// The kind of tool queue to declare: `quorum` (replicated; survives the
+    /// loss of a broker node) or `classic` (one node's; survives a restart,
+    /// not the node's loss). Every worker of a prefix must say the same.
+    #[arg(long, env = "TASKWORKER_QUEUE_TYPE", default_value = "quorum", value_parser = QueueType::parse)]
+    queue_type: QueueType,
     /// Attempts run at once.
     #[arg(long, env = "TASKWORKER_CONCURRENCY", default_value_t = 4)]
     concurrency: usize,
@@ -173,7 +178,8 @@ async fn run(args: Args) -> Result<(), String> {
                 args.amqp_client_key.as_deref(),
             )?,
             topology: Topology::new(&args.queue_prefix)
-                .ok_or("--queue-prefix must be 1 to 128 of A-Z a-z 0-9 _ - . /")?,
+                .ok_or("--queue-prefix must be 1 to 128 of A-Z a-z 0-9 _ - . /")?
+                .with_queue_type(args.queue_type),
         },
         worker_id,
         concurrency: args.concurrency,

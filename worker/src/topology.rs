@@ -8,7 +8,7 @@ use lapin::Channel;
 use lapin::ExchangeKind;
 use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable};
-use taskstore_proto::jobs::Topology;
+use taskstore_proto::jobs::{QueueType, Topology};
 
 /// The durable direct exchange jobs are published to, routed by tool name.
 pub async fn declare_exchange(channel: &Channel, topology: &Topology) -> Result<(), lapin::Error> {
@@ -25,10 +25,11 @@ pub async fn declare_exchange(channel: &Channel, topology: &Topology) -> Result<
         .await
 }
 
-/// The durable quorum queue of `tool`, bound to the exchange (declared
-/// too); returns the queue's name. Quorum queues keep a job through the loss
-/// of a broker node; every worker of the tool consumes from the one queue,
-/// so they share the work.
+/// The durable queue of `tool`, bound to the exchange (declared too);
+/// returns the queue's name. Quorum queues (the default) keep a job through
+/// the loss of a broker node; classic ones only through a restart (see
+/// [`QueueType`]). Every worker of the tool consumes from the one queue, so
+/// they share the work.
 pub async fn declare_tool_queue(
     channel: &Channel,
     topology: &Topology,
@@ -39,8 +40,12 @@ pub async fn declare_tool_queue(
     let mut arguments = FieldTable::default();
     arguments.insert(
         "x-queue-type".into(),
-        AMQPValue::LongString("quorum".into()),
+        AMQPValue::LongString(topology.queue_type().as_str().into()),
     );
+    if topology.queue_type() == QueueType::Classic {
+        // Version 2 storage: fewer writes per message than version 1.
+        arguments.insert("x-queue-version".into(), AMQPValue::LongInt(2));
+    }
     channel
         .queue_declare(
             queue.as_str().into(),

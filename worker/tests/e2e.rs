@@ -321,3 +321,48 @@ async fn command_tools_map_exit_codes_and_output() {
     let _ = std::fs::remove_dir_all(&dir);
     env.cleanup(&["structured", "broken", "missing"]).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workers_can_declare_classic_queues() {
+    let mut env = Env::new().await;
+    env.start_service(&[]);
+    let _worker = env.start_worker("worker-classic", "echo", None, &["--queue-type", "classic"]);
+    env.wait_for_consumers("echo", 1).await;
+    let mut client = env.client().await;
+    let echo = dispatch(&mut client, "echo", json!({"text": "classic"}), None).await;
+    let done = result(&mut client, &echo, Duration::from_secs(30)).await;
+    assert_eq!(
+        (done.status(), text_of(&done.result_json).as_str()),
+        (pb::TaskStatus::Completed, "classic")
+    );
+
+    // The queue is a classic one: the broker refuses to call it quorum.
+    let connection =
+        lapin::Connection::connect(&common::amqp_url(), lapin::ConnectionProperties::default())
+            .await
+            .expect("connect to RabbitMQ");
+    let channel = connection.create_channel().await.expect("channel");
+    let mut quorum = lapin::types::FieldTable::default();
+    quorum.insert(
+        "x-queue-type".into(),
+        lapin::types::AMQPValue::LongString("quorum".into()),
+    );
+    let queue = format!("{}.tool.echo", env.prefix);
+    let redeclared = channel
+        .queue_declare(
+            queue.as_str().into(),
+            lapin::options::QueueDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            quorum,
+        )
+        .await;
+    let refusal = redeclared.expect_err("a classic queue is not a quorum queue");
+    assert!(
+        refusal.to_string().contains("PRECONDITION_FAILED"),
+        "{refusal}"
+    );
+    let _ = connection.close(200, "done".into()).await;
+    env.cleanup(&["echo"]).await;
+}

@@ -12,3 +12,4 @@ mod harness;
 mod listing;
 mod migrations;
 mod operator;
+mod vacuum;

@@ -65,3 +65,26 @@ pub(super) async fn shared_cursor_key(
         StoreError::Internal("corrupt cursor key".to_owned())
     })
 }
+
+/// Warns when autovacuum is off: the task and outbox tables change with every
+/// step of every task, and without VACUUM they bloat until every statement
+/// slows down (docs/operations.md, "Vacuum"). A failed check is not fatal.
+pub(super) async fn warn_when_autovacuum_is_off(pool: &PgPool) {
+    let enabled = sqlx::query_scalar::<_, bool>(
+        "SELECT current_setting('autovacuum') = 'on'
+            AND NOT EXISTS (SELECT 1 FROM pg_class
+                            WHERE relname IN ('tasks', 'dispatch_outbox')
+                              AND relkind = 'r'
+                              AND pg_table_is_visible(oid)
+                              AND 'autovacuum_enabled=false' = ANY(coalesce(reloptions, '{}')))",
+    )
+    .fetch_one(pool)
+    .await;
+    match enabled {
+        Ok(true) => {}
+        Ok(false) => tracing::warn!(
+            "autovacuum is off for the task tables: under sustained load they bloat and every statement slows down; turn it on, or VACUUM tasks and dispatch_outbox regularly (docs/operations.md)"
+        ),
+        Err(err) => tracing::debug!(error = %err, "could not check autovacuum"),
+    }
+}

@@ -36,7 +36,11 @@ impl PgTaskStore {
         let mut tx = self.pool().begin().await.map_err(store_error)?;
         let expired = sqlx::query_as::<_, HeldRow>(concat!(
             "SELECT tenant_id, task_id, status, attempt, max_attempts, lease_owner FROM tasks",
-            " WHERE lease_expires_at < now() AND status IN ('working', 'input_required') AND ",
+            // `max_attempts IS NOT NULL` and the statuses match the partial
+            // index of open dispatched tasks (migration 0007): the lease's
+            // expiry is deliberately not indexed, so claims stay HOT updates.
+            " WHERE max_attempts IS NOT NULL AND status IN ('working', 'input_required')",
+            " AND lease_expires_at < now() AND ",
             live!(),
             " ORDER BY lease_expires_at LIMIT $1 FOR UPDATE SKIP LOCKED"
         ))

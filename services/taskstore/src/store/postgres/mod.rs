@@ -115,6 +115,7 @@ impl PgTaskStore {
             .validate()
             .map_err(|err| StoreError::InvalidArgument(err.to_string()))?;
         let cursors = CursorCodec::new(connect::shared_cursor_key(&pool).await?);
+        connect::warn_when_autovacuum_is_off(&pool).await;
         let changes = ChangeFeed::default();
         let outbox = Arc::new(Notify::new());
         let stop = CancellationToken::new();
