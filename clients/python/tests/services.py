@@ -20,6 +20,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
+import pika
+from pika.exceptions import ChannelClosedByBroker
+
 REPO = Path(__file__).resolve().parents[3]
 
 
@@ -47,6 +50,28 @@ def _require_tcp(url: str, default_port: int, what: str) -> None:
             return
     except OSError as error:
         raise RuntimeError(f"{what} is not reachable at {host}:{port} ({error}); start it (see .ci/run)") from None
+
+
+def delete_amqp_topology(prefix: str, tools: list[str]) -> None:
+    """Delete what ``serve`` and its workers declared under ``prefix``: the
+    quorum queue of each tool (``<prefix>.tool.<tool>``) and the exchange
+    (``<prefix>.jobs``). Names that are already gone are fine."""
+    names = [("queue", f"{prefix}.tool.{tool}") for tool in tools] + [("exchange", f"{prefix}.jobs")]
+    connection = pika.BlockingConnection(pika.URLParameters(AMQP_URL))
+    try:
+        channel = connection.channel()
+        for kind, name in names:
+            try:
+                if kind == "queue":
+                    channel.queue_delete(queue=name)
+                else:
+                    channel.exchange_delete(exchange=name)
+            except ChannelClosedByBroker as error:
+                if error.reply_code != 404:  # NOT_FOUND: already gone
+                    raise
+                channel = connection.channel()  # the broker closed the channel
+    finally:
+        connection.close()
 
 
 def _with_database(url: str, name: str) -> str:
@@ -126,8 +151,15 @@ class Service:
     def stop(self) -> None:
         for process in reversed(self.processes):
             process.stop()
+        # Every cleanup runs even if one fails; the first failure is raised.
+        failure: BaseException | None = None
         for cleanup in reversed(self.cleanups):
-            cleanup()  # type: ignore[operator]
+            try:
+                cleanup()  # type: ignore[operator]
+            except Exception as error:
+                failure = failure or error
+        if failure is not None:
+            raise failure
 
 
 # The tests ask for `ttl: None` tasks; the server grants them only without a max ttl.
@@ -186,6 +218,9 @@ def start_serve(worker_tools: str = "echo,sleep,fail") -> Service:
     prefix = f"py-{unique}"
     service = Service("serve", "", [])
     service.cleanups.append(lambda: _psql(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)'))
+    # Runs after the processes stopped (so no worker redeclares its queue).
+    tools = [tool for tool in worker_tools.split(",") if tool]
+    service.cleanups.append(lambda: delete_amqp_topology(prefix, tools))
     try:
         args = [
             taskstore_bin(), "--log-format", "json", "serve",

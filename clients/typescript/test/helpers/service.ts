@@ -1,12 +1,15 @@
 // Starts the real taskstore service for a test file: `dev` (SQLite file,
 // embedded workers) or `serve` (a fresh PostgreSQL database, RabbitMQ, and
-// taskworker processes). Everything it starts is stopped by `stop()`.
+// taskworker processes). Everything it starts is stopped by `stop()`, which
+// also drops what it left behind: the database, or the RabbitMQ queues and
+// exchange of its queue prefix.
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { existsSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { connect as amqpConnect } from 'amqplib';
 import { TaskStoreClient } from '@mcp-taskstore/client';
 
 export type Backend = 'dev' | 'serve';
@@ -39,7 +42,7 @@ export interface RunningService {
   backend: Backend;
   /** http://HOST:PORT */
   endpoint: string;
-  /** Stops the workers, the service, and drops its database or file. */
+  /** Stops the workers, the service, and drops its database or file (and its RabbitMQ queues and exchange). */
   stop(): Promise<void>;
 }
 
@@ -83,11 +86,16 @@ async function startServe(config: ServiceConfig): Promise<RunningService> {
   const dbUrl = new URL(pgBase);
   dbUrl.pathname = `/${name}`;
 
+  const tools = (config.workerTools ?? 'echo,sleep').split(',').map((t) => t.trim()).filter(Boolean);
   const procs: ChildProcess[] = [];
   const stopAll = async () => {
     // Workers first, so none reports to a service that is going away.
     for (const p of procs.reverse()) await stopProcess(p);
-    psql(admin.href, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    try {
+      psql(admin.href, `DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    } finally {
+      await deleteTopology(amqpUrl, name, tools);
+    }
   };
   try {
     const svc = spawnLogged(binary('TASKSTORE_BIN', 'taskstore'), [
@@ -99,10 +107,10 @@ async function startServe(config: ServiceConfig): Promise<RunningService> {
     const addr = await listeningAddr(svc, 'taskstore serve');
     const worker = spawnLogged(binary('TASKWORKER_BIN', 'taskworker'), [
       '--log-format', 'json', '--endpoint', `http://${addr}`, '--amqp-url', amqpUrl, '--queue-prefix', name,
-      '--tools', config.workerTools ?? 'echo,sleep', '--shutdown-grace', '1s',
+      '--tools', tools.join(','), '--shutdown-grace', '1s',
     ]);
     procs.push(worker);
-    await fleetReady(`http://${addr}`, (config.workerTools ?? 'echo,sleep').split(','));
+    await fleetReady(`http://${addr}`, tools);
     return { backend: 'serve', endpoint: `http://${addr}`, stop: stopAll };
   } catch (err) {
     await stopAll();
@@ -124,6 +132,41 @@ async function fleetReady(endpoint: string, tools: string[], timeoutMs = 30_000)
     }
   } finally {
     client.close();
+  }
+}
+
+// Deletes the RabbitMQ topology of a queue prefix: the quorum queue of each
+// tool the workers served (only workers declare queues) and the jobs
+// exchange. Best effort: a queue or exchange already gone, or a broker that
+// went away, only warns, so cleanup never fails a test run.
+async function deleteTopology(amqpUrl: string, prefix: string, tools: string[]): Promise<void> {
+  const names = [...tools.map((t) => ({ kind: 'queue', name: `${prefix}.tool.${t}` })), { kind: 'exchange', name: `${prefix}.jobs` }];
+  let conn;
+  try {
+    conn = await amqpConnect(amqpUrl);
+  } catch (err) {
+    process.emitWarning(`could not connect to RabbitMQ to delete the queues of ${prefix}: ${(err as Error).message}`);
+    return;
+  }
+  conn.on('error', () => {}); // reported by the calls that fail
+  try {
+    for (const { kind, name } of names) {
+      // A channel per deletion: a failed one (404) closes its channel.
+      const ch = await conn.createChannel();
+      ch.on('error', () => {});
+      try {
+        if (kind === 'queue') await ch.deleteQueue(name);
+        else await ch.deleteExchange(name);
+      } catch (err) {
+        if ((err as { code?: number }).code !== 404) process.emitWarning(`could not delete the RabbitMQ ${kind} ${name}: ${(err as Error).message}`);
+      } finally {
+        await ch.close().catch(() => {});
+      }
+    }
+  } catch (err) {
+    process.emitWarning(`could not delete the RabbitMQ queues of ${prefix}: ${(err as Error).message}`);
+  } finally {
+    await conn.close().catch(() => {});
   }
 }
 
