@@ -207,3 +207,32 @@ pub async fn concurrent_creates_of_one_id_have_one_winner(backend: &dyn Backend)
     );
     assert_eq!(list_all(&store, &all(), 100).await.len(), 61);
 }
+
+/// Progress reports racing on one task all land (none is mistaken for a
+/// refusal because another change of the task was applied beside it), and
+/// a result racing them ends the task once.
+pub async fn concurrent_progress_reports_on_one_task_all_land(backend: &dyn Backend) {
+    let store = backend.store(StoreConfig::default()).await;
+    let task = create(&store, &all()).await;
+    let mut reports = tokio::task::JoinSet::new();
+    for n in 0..20 {
+        let (store, id) = (store.clone(), task.task_id.clone());
+        reports.spawn(async move {
+            store
+                .update_status(
+                    &all(),
+                    &id,
+                    status(TaskStatus::Working, Some(&format!("step {n}"))),
+                )
+                .await
+        });
+    }
+    for outcome in reports.join_all().await {
+        outcome.expect("every progress report lands");
+    }
+    let done = store
+        .store_result(&all(), &task.task_id, completed(r#"{"content":[]}"#))
+        .await
+        .expect("the result lands after them");
+    assert_eq!(done.status, TaskStatus::Completed);
+}

@@ -15,6 +15,45 @@ use super::*;
 use crate::assert_err;
 use crate::common::{Backend, Stores};
 
+/// Claims that arrive together (and may be decided together) each get
+/// their own lease, attempt and running message; one task claimed twice
+/// among them goes to one claimer.
+pub async fn concurrent_claims_each_get_their_own_lease(backend: &dyn Backend) {
+    let Stores {
+        store, execution, ..
+    } = backend.stores(with_policy(short_leases())).await;
+    let mut ids = Vec::new();
+    for _ in 0..40 {
+        ids.push(dispatched(&store, None).await);
+    }
+    let mut claims = tokio::task::JoinSet::new();
+    for (n, id) in ids.iter().chain(ids.iter().take(10)).enumerate() {
+        let (execution, id) = (execution.clone(), id.clone());
+        claims.spawn(async move {
+            let worker = format!("worker-{n}");
+            let claim = execution.claim(&tenant(), &id, 1, &worker).await;
+            (id, worker, claim)
+        });
+    }
+    let outcomes = claims.join_all().await;
+    let won: Vec<_> = outcomes
+        .iter()
+        .filter_map(|(id, worker, claim)| claim.as_ref().ok().map(|c| (id, worker, c)))
+        .collect();
+    assert_eq!(won.len(), 40, "one claim per task wins");
+    let tokens: std::collections::HashSet<_> = won.iter().map(|(_, _, c)| &c.lease_token).collect();
+    assert_eq!(tokens.len(), 40, "every lease is its own");
+    for (id, worker, claim) in won {
+        assert_eq!(claim.attempt, 1);
+        let task = store.get_task(&all(), id).await.expect("get");
+        assert_eq!(
+            task.status_message.as_deref(),
+            Some(format!("running on {worker} (attempt 1 of 3)").as_str()),
+            "the message names the winner"
+        );
+    }
+}
+
 pub async fn exactly_one_of_many_claims_wins(backend: &dyn Backend) {
     let Stores {
         store, execution, ..

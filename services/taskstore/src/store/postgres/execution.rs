@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use sqlx::{Postgres, Transaction};
 
 use super::PgTaskStore;
+use super::claim_batch::{ClaimRequest, PendingClaim};
 use super::error::store_error;
 use super::rows::stored_json;
 use crate::domain::{
@@ -19,15 +20,6 @@ use crate::domain::{
 };
 use crate::error::StoreError;
 use crate::store::execution::ExecutionStore;
-
-#[derive(sqlx::FromRow)]
-struct ClaimedRow {
-    attempt: i32,
-    max_attempts: i32,
-    tool: String,
-    request_json: String,
-    waited_ms: f64,
-}
 
 /// A claimed task, locked for the end of its attempt.
 #[derive(sqlx::FromRow)]
@@ -168,29 +160,22 @@ impl ExecutionStore for PgTaskStore {
         let lease_duration = self.config.execution.lease_duration;
         let generation = i64::try_from(generation)
             .map_err(|_| StoreError::invalid("generation", "is out of range"))?;
-        // One statement decides the claim. Its status message is the words
-        // of `domain::running_message`, written here because only this
-        // statement knows the attempt number.
-        let claimed = sqlx::query_as::<_, ClaimedRow>(concat!(
-            "UPDATE tasks SET attempt = attempt + 1, lease_token = $4, lease_owner = $5,",
-            " lease_expires_at = now() + $6 * interval '1 millisecond',",
-            " status_message = 'running on ' || $5 || ' (attempt ' || (attempt + 1) || ' of ' || max_attempts || ')',",
-            " last_updated_at = GREATEST(now(), last_updated_at + interval '1 microsecond')",
-            " WHERE tenant_id = $1 AND task_id = $2 AND dispatch_generation = $3",
-            " AND status IN ('working', 'input_required') AND max_attempts IS NOT NULL AND lease_token IS NULL AND ",
-            live!(),
-            " RETURNING attempt, max_attempts, tool, request_json,",
-            " (extract(epoch FROM now() - created_at) * 1000)::float8 AS waited_ms"
-        ))
-        .bind(tenant.as_str())
-        .bind(task_id.as_str())
-        .bind(generation)
-        .bind(lease_token.as_str())
-        .bind(worker)
-        .bind(millis(lease_duration))
-        .fetch_optional(self.pool())
-        .await
-        .map_err(store_error)?;
+        // The claim is decided in a batch with the others waiting now
+        // (`claim_batch`): one statement, one commit for all of them.
+        let (reply, claimed) = tokio::sync::oneshot::channel();
+        let pending = PendingClaim {
+            request: ClaimRequest {
+                tenant: tenant.as_str().to_owned(),
+                task_id: task_id.as_str().to_owned(),
+                generation,
+                lease_token: lease_token.as_str().to_owned(),
+                worker: worker.to_owned(),
+            },
+            reply,
+        };
+        let stopped = || StoreError::Unavailable("the store is shutting down".into());
+        self.claims.send(pending).await.map_err(|_| stopped())?;
+        let claimed = claimed.await.map_err(|_| stopped())??;
 
         if let Some(row) = claimed {
             return Ok(Claim {

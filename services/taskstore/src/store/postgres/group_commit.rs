@@ -52,29 +52,10 @@ struct CreatedRow {
 
 /// Starts the writer; it ends when every sender is dropped.
 pub(super) fn spawn(pool: PgPool) -> mpsc::Sender<PendingCreate> {
-    let (sender, mut receiver) = mpsc::channel::<PendingCreate>(MAX_BATCH * 4);
-    tokio::spawn(async move {
-        let mut carried: Vec<PendingCreate> = Vec::new();
-        loop {
-            let mut batch = std::mem::take(&mut carried);
-            if batch.is_empty() {
-                match receiver.recv().await {
-                    Some(first) => batch.push(first),
-                    None => return,
-                }
-            }
-            while batch.len() < MAX_BATCH {
-                match receiver.try_recv() {
-                    Ok(next) => batch.push(next),
-                    Err(_) => break,
-                }
-            }
-            let (now, later) = split_repeated_ids(batch);
-            carried = later;
-            insert_batch(&pool, now).await;
-        }
-    });
-    sender
+    super::batch_writer::spawn(MAX_BATCH, split_repeated_ids, move |batch| {
+        let pool = pool.clone();
+        async move { insert_batch(&pool, batch).await }
+    })
 }
 
 /// One row per id per statement (PostgreSQL refuses an upsert that touches a

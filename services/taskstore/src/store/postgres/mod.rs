@@ -86,6 +86,8 @@ macro_rules! visible_task {
 }
 
 // Declared after the SQL macros above, which they use.
+mod batch_writer;
+mod claim_batch;
 mod connect;
 mod create;
 mod dispatch;
@@ -93,6 +95,7 @@ mod execution;
 mod group_commit;
 mod listing;
 mod operations;
+mod transition_batch;
 
 /// The PostgreSQL [`TaskStore`].
 #[derive(Debug, Clone)]
@@ -106,6 +109,9 @@ pub struct PgTaskStore {
     _listener: Arc<DropGuard>,
     /// Creates without quotas go through the group-commit writer.
     creates: tokio::sync::mpsc::Sender<group_commit::PendingCreate>,
+    /// Claims go through theirs, and status changes and results theirs.
+    claims: tokio::sync::mpsc::Sender<claim_batch::PendingClaim>,
+    changes_writer: tokio::sync::mpsc::Sender<transition_batch::PendingChange>,
 }
 
 impl PgTaskStore {
@@ -121,6 +127,11 @@ impl PgTaskStore {
         let stop = CancellationToken::new();
         listener::spawn(pool.clone(), changes.clone(), outbox.clone(), stop.clone());
         let creates = group_commit::spawn(pool.clone());
+        let claims = claim_batch::spawn(
+            pool.clone(),
+            execution::millis(config.execution.lease_duration),
+        );
+        let changes_writer = transition_batch::spawn(pool.clone());
         Ok(Self {
             pool,
             config,
@@ -129,6 +140,8 @@ impl PgTaskStore {
             outbox,
             _listener: Arc::new(stop.drop_guard()),
             creates,
+            claims,
+            changes_writer,
         })
     }
 
@@ -179,29 +192,28 @@ impl PgTaskStore {
         result: Option<&str>,
         fence: Option<&LeaseToken>,
     ) -> Result<Option<TaskRow>, StoreError> {
-        let transitioned = sqlx::query_as::<_, TaskRow>(concat!(
-            "UPDATE tasks SET status = $4, status_message = $5, result_json = $6,",
-            " last_updated_at = GREATEST(now(), last_updated_at + interval '1 microsecond'),",
-            " expires_at = CASE WHEN $7 THEN GREATEST(expires_at, now() + ttl_ms * interval '1 millisecond')",
-            "                   ELSE expires_at END",
-            " WHERE ",
-            visible_task!(),
-            " AND status IN ('working', 'input_required')",
-            " AND ($8::text IS NULL OR lease_token = $8)",
-            " RETURNING ",
-            task_columns!()
-        ))
-        .bind(scope.tenant.as_str())
-        .bind(task_id.as_str())
-        .bind(scope.session.as_ref().map(|s| s.as_str()))
-        .bind(status.as_str())
-        .bind(message)
-        .bind(result)
-        .bind(status.is_terminal())
-        .bind(fence.map(LeaseToken::as_str))
-        .fetch_optional(&self.pool)
-        .await
-        .map_err(store_error)?;
+        // Decided in a batch with the other changes waiting now
+        // (`transition_batch`): one statement, one commit for all of them.
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        let pending = transition_batch::PendingChange {
+            change: transition_batch::Change {
+                tenant: scope.tenant.as_str().to_owned(),
+                task_id: task_id.as_str().to_owned(),
+                session: scope.session.as_ref().map(|s| s.as_str().to_owned()),
+                status: status.as_str(),
+                terminal: status.is_terminal(),
+                message: message.map(str::to_owned),
+                result: result.map(str::to_owned),
+                fence: fence.map(|f| f.as_str().to_owned()),
+            },
+            reply,
+        };
+        let stopped = || StoreError::Unavailable("the store is shutting down".into());
+        self.changes_writer
+            .send(pending)
+            .await
+            .map_err(|_| stopped())?;
+        let transitioned = answer.await.map_err(|_| stopped())??;
         if transitioned.is_some() {
             crate::metrics::task_finished(status);
         }

@@ -1,0 +1,50 @@
+//! One writer task that gathers what callers have queued and handles it as
+//! one batch (one statement, one commit), then answers each caller. Under
+//! load many operations share a commit and a round trip; at rest a batch is
+//! one operation, at the cost of one hop through a channel. Used by creates
+//! (`group_commit`) and claims (`claim_batch`).
+
+use std::future::Future;
+
+use tokio::sync::mpsc;
+
+/// Starts a writer for items of type `P`, at most `max_batch` per batch.
+/// `split` sets apart items that must wait for the next batch (they are
+/// handled first then); `run` handles a batch and answers its callers. The
+/// writer ends when every sender is dropped.
+pub(super) fn spawn<P, S, R, F>(max_batch: usize, split: S, mut run: R) -> mpsc::Sender<P>
+where
+    P: Send + 'static,
+    S: Fn(Vec<P>) -> (Vec<P>, Vec<P>) + Send + 'static,
+    R: FnMut(Vec<P>) -> F + Send + 'static,
+    F: Future<Output = ()> + Send,
+{
+    let (sender, mut receiver) = mpsc::channel::<P>(max_batch * 4);
+    tokio::spawn(async move {
+        let mut carried: Vec<P> = Vec::new();
+        loop {
+            let mut batch = std::mem::take(&mut carried);
+            if batch.is_empty() {
+                match receiver.recv().await {
+                    Some(first) => batch.push(first),
+                    None => return,
+                }
+            }
+            while batch.len() < max_batch {
+                match receiver.try_recv() {
+                    Ok(next) => batch.push(next),
+                    Err(_) => break,
+                }
+            }
+            let (now, later) = split(batch);
+            carried = later;
+            run(now).await;
+        }
+    });
+    sender
+}
+
+/// For writers whose batches take any mix of items.
+pub(super) fn nothing_waits<P>(batch: Vec<P>) -> (Vec<P>, Vec<P>) {
+    (batch, Vec::new())
+}

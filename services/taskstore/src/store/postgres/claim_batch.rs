@@ -1,0 +1,112 @@
+//! Group commit for ClaimTask: the claims that arrive together (many
+//! workers, many free slots) are decided by one UPDATE over all of them and
+//! committed together. Each claim still gets its own lease token and attempt
+//! number and is fenced exactly as a single claim is (generation, status, no
+//! live lease); of several claims of one task in a batch, one wins.
+
+use std::collections::HashMap;
+
+use sqlx::PgPool;
+use tokio::sync::{mpsc, oneshot};
+
+use super::batch_writer;
+use super::error::store_error;
+use crate::error::StoreError;
+
+/// Most claims per statement.
+const MAX_BATCH: usize = 256;
+
+/// One claim: its task, the job's generation, and the lease it would take.
+#[derive(Debug, Clone)]
+pub(super) struct ClaimRequest {
+    pub tenant: String,
+    pub task_id: String,
+    pub generation: i64,
+    pub lease_token: String,
+    pub worker: String,
+}
+
+/// What a successful claim read from the task.
+#[derive(Debug, sqlx::FromRow)]
+pub(super) struct ClaimedRow {
+    pub lease_token: String,
+    pub attempt: i32,
+    pub max_attempts: i32,
+    pub tool: String,
+    pub request_json: String,
+    pub waited_ms: f64,
+}
+
+/// A claim waiting for its batch; `None` in the reply means it was refused.
+#[derive(Debug)]
+pub(super) struct PendingClaim {
+    pub request: ClaimRequest,
+    pub reply: oneshot::Sender<Result<Option<ClaimedRow>, StoreError>>,
+}
+
+/// Starts the writer; leases last `lease_ms`.
+pub(super) fn spawn(pool: PgPool, lease_ms: i64) -> mpsc::Sender<PendingClaim> {
+    batch_writer::spawn(MAX_BATCH, batch_writer::nothing_waits, move |batch| {
+        let pool = pool.clone();
+        async move { claim_batch(&pool, lease_ms, batch).await }
+    })
+}
+
+async fn claim_batch(pool: &PgPool, lease_ms: i64, batch: Vec<PendingClaim>) {
+    let requests: Vec<ClaimRequest> = batch.iter().map(|p| p.request.clone()).collect();
+    match claim_rows(pool, lease_ms, &requests).await {
+        Ok(mut claimed) => {
+            for pending in batch {
+                let row = claimed.remove(&pending.request.lease_token);
+                let _ = pending.reply.send(Ok(row));
+            }
+        }
+        Err(err) => {
+            let err = store_error(err);
+            for pending in batch {
+                let _ = pending.reply.send(Err(err.clone()));
+            }
+        }
+    }
+}
+
+/// Claims what can be claimed in one statement; the claims that won, by
+/// their lease token. The status message is the words of
+/// `domain::running_message`, written here because only this statement
+/// knows the attempt number.
+async fn claim_rows(
+    pool: &PgPool,
+    lease_ms: i64,
+    requests: &[ClaimRequest],
+) -> Result<HashMap<String, ClaimedRow>, sqlx::Error> {
+    let column = |f: fn(&ClaimRequest) -> String| requests.iter().map(f).collect::<Vec<_>>();
+    let generations: Vec<i64> = requests.iter().map(|r| r.generation).collect();
+    let claimed = sqlx::query_as::<_, ClaimedRow>(concat!(
+        "UPDATE tasks t SET attempt = t.attempt + 1, lease_token = c.lease_token,",
+        " lease_owner = c.worker,",
+        " lease_expires_at = now() + $6 * interval '1 millisecond',",
+        " status_message = 'running on ' || c.worker || ' (attempt ' || (t.attempt + 1)",
+        "   || ' of ' || t.max_attempts || ')',",
+        " last_updated_at = GREATEST(now(), t.last_updated_at + interval '1 microsecond')",
+        " FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[])",
+        "   AS c(tenant_id, task_id, generation, lease_token, worker)",
+        " WHERE t.tenant_id = c.tenant_id AND t.task_id = c.task_id",
+        " AND t.dispatch_generation = c.generation",
+        " AND t.status IN ('working', 'input_required') AND t.max_attempts IS NOT NULL",
+        " AND t.lease_token IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())",
+        " RETURNING c.lease_token, t.attempt, t.max_attempts, t.tool, t.request_json,",
+        " (extract(epoch FROM now() - t.created_at) * 1000)::float8 AS waited_ms"
+    ))
+    .bind(column(|r| r.tenant.clone()))
+    .bind(column(|r| r.task_id.clone()))
+    .bind(&generations)
+    .bind(column(|r| r.lease_token.clone()))
+    .bind(column(|r| r.worker.clone()))
+    .bind(lease_ms)
+    .fetch_all(pool)
+    .await?;
+    Ok(claimed
+        .into_iter()
+        .map(|row| (row.lease_token.clone(), row))
+        .collect())
+}

@@ -1,0 +1,118 @@
+//! Group commit for status changes and results (UpdateTaskStatus,
+//! StoreTaskResult, CancelTask): the ones that arrive together are applied by
+//! one UPDATE and committed together, each under exactly the conditions of a
+//! single change (visible in its scope, not terminal, its lease if fenced).
+//! Two changes of one task never share a statement: the later one waits for
+//! the next batch, so it sees the first one's outcome as it would alone.
+
+use std::collections::{HashMap, HashSet};
+
+use sqlx::PgPool;
+use tokio::sync::{mpsc, oneshot};
+
+use super::batch_writer;
+use super::error::store_error;
+use super::rows::{TaskRow, task_columns};
+use crate::error::StoreError;
+
+/// Most changes per statement.
+const MAX_BATCH: usize = 256;
+
+/// One change: the task (in its scope), its new status and message, the
+/// result for a terminal one, and the lease that must still be the task's.
+#[derive(Debug, Clone)]
+pub(super) struct Change {
+    pub tenant: String,
+    pub task_id: String,
+    pub session: Option<String>,
+    pub status: &'static str,
+    pub terminal: bool,
+    pub message: Option<String>,
+    pub result: Option<String>,
+    pub fence: Option<String>,
+}
+
+/// A change waiting for its batch; `None` in the reply means it changed
+/// nothing (the caller asks why).
+#[derive(Debug)]
+pub(super) struct PendingChange {
+    pub change: Change,
+    pub reply: oneshot::Sender<Result<Option<TaskRow>, StoreError>>,
+}
+
+#[derive(sqlx::FromRow)]
+struct ChangedRow {
+    n: i64,
+    #[sqlx(flatten)]
+    task: TaskRow,
+}
+
+/// Starts the writer; it ends when every sender is dropped.
+pub(super) fn spawn(pool: PgPool) -> mpsc::Sender<PendingChange> {
+    batch_writer::spawn(MAX_BATCH, one_change_per_task, move |batch| {
+        let pool = pool.clone();
+        async move { apply_batch(&pool, batch).await }
+    })
+}
+
+fn one_change_per_task(batch: Vec<PendingChange>) -> (Vec<PendingChange>, Vec<PendingChange>) {
+    let mut seen = HashSet::new();
+    batch
+        .into_iter()
+        .partition(|p| seen.insert((p.change.tenant.clone(), p.change.task_id.clone())))
+}
+
+async fn apply_batch(pool: &PgPool, batch: Vec<PendingChange>) {
+    let changes: Vec<Change> = batch.iter().map(|p| p.change.clone()).collect();
+    match apply(pool, &changes).await {
+        Ok(mut changed) => {
+            for (n, pending) in (1_i64..).zip(batch) {
+                let _ = pending.reply.send(Ok(changed.remove(&n)));
+            }
+        }
+        Err(err) => {
+            let err = store_error(err);
+            for pending in batch {
+                let _ = pending.reply.send(Err(err.clone()));
+            }
+        }
+    }
+}
+
+/// Applies what can be applied in one statement; the rows changed, by the
+/// change's position (from 1). Reaching a terminal status re-arms the expiry
+/// to at least `ttl` from now.
+async fn apply(pool: &PgPool, changes: &[Change]) -> Result<HashMap<i64, TaskRow>, sqlx::Error> {
+    let text = |f: fn(&Change) -> Option<String>| changes.iter().map(f).collect::<Vec<_>>();
+    let terminal: Vec<bool> = changes.iter().map(|c| c.terminal).collect();
+    let changed = sqlx::query_as::<_, ChangedRow>(concat!(
+        "UPDATE tasks SET status = c.new_status, status_message = c.new_message,",
+        " result_json = c.new_result,",
+        " last_updated_at = GREATEST(now(), last_updated_at + interval '1 microsecond'),",
+        " expires_at = CASE WHEN c.terminal",
+        "   THEN GREATEST(expires_at, now() + ttl_ms * interval '1 millisecond')",
+        "   ELSE expires_at END",
+        " FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],",
+        "             $7::bool[], $8::text[]) WITH ORDINALITY",
+        "   AS c(c_tenant, c_task, c_session, new_status, new_message, new_result, terminal,",
+        "        fence, n)",
+        " WHERE tenant_id = c.c_tenant AND task_id = c.c_task",
+        " AND (c.c_session IS NULL OR session_id = c.c_session)",
+        " AND (expires_at IS NULL OR expires_at > now())",
+        " AND status IN ('working', 'input_required')",
+        " AND (c.fence IS NULL OR lease_token = c.fence)",
+        " RETURNING c.n, ",
+        task_columns!()
+    ))
+    .bind(text(|c| Some(c.tenant.clone())))
+    .bind(text(|c| Some(c.task_id.clone())))
+    .bind(text(|c| c.session.clone()))
+    .bind(text(|c| Some(c.status.to_owned())))
+    .bind(text(|c| c.message.clone()))
+    .bind(text(|c| c.result.clone()))
+    .bind(&terminal)
+    .bind(text(|c| c.fence.clone()))
+    .fetch_all(pool)
+    .await?;
+    Ok(changed.into_iter().map(|row| (row.n, row.task)).collect())
+}
