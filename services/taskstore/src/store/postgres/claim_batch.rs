@@ -70,41 +70,66 @@ async fn claim_batch(pool: &PgPool, lease_ms: i64, batch: Vec<PendingClaim>) {
     }
 }
 
+/// The statement, over a source `c` of claims.
+macro_rules! claim_sql {
+    ($source:expr) => {
+        concat!(
+            "UPDATE tasks t SET attempt = t.attempt + 1, lease_token = c.lease_token,",
+            " lease_owner = c.worker,",
+            " lease_expires_at = now() + $6 * interval '1 millisecond',",
+            " status_message = 'running on ' || c.worker || ' (attempt ' || (t.attempt + 1)",
+            "   || ' of ' || t.max_attempts || ')',",
+            " last_updated_at = GREATEST(now(), t.last_updated_at + interval '1 microsecond')",
+            " FROM ",
+            $source,
+            "   AS c(tenant_id, task_id, generation, lease_token, worker)",
+            " WHERE t.tenant_id = c.tenant_id AND t.task_id = c.task_id",
+            " AND t.dispatch_generation = c.generation",
+            " AND t.status IN ('working', 'input_required') AND t.max_attempts IS NOT NULL",
+            " AND t.lease_token IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())",
+            " RETURNING c.lease_token, t.attempt, t.max_attempts, t.tool, t.request_json,",
+            " (extract(epoch FROM now() - t.created_at) * 1000)::float8 AS waited_ms"
+        )
+    };
+}
+
 /// Claims what can be claimed in one statement; the claims that won, by
 /// their lease token. The status message is the words of
 /// `domain::running_message`, written here because only this statement
-/// knows the attempt number.
+/// knows the attempt number. A batch of one binds plain values (planned
+/// several times faster than a join over arrays).
 async fn claim_rows(
     pool: &PgPool,
     lease_ms: i64,
     requests: &[ClaimRequest],
 ) -> Result<HashMap<String, ClaimedRow>, sqlx::Error> {
-    let column = |f: fn(&ClaimRequest) -> String| requests.iter().map(f).collect::<Vec<_>>();
-    let generations: Vec<i64> = requests.iter().map(|r| r.generation).collect();
-    let claimed = sqlx::query_as::<_, ClaimedRow>(concat!(
-        "UPDATE tasks t SET attempt = t.attempt + 1, lease_token = c.lease_token,",
-        " lease_owner = c.worker,",
-        " lease_expires_at = now() + $6 * interval '1 millisecond',",
-        " status_message = 'running on ' || c.worker || ' (attempt ' || (t.attempt + 1)",
-        "   || ' of ' || t.max_attempts || ')',",
-        " last_updated_at = GREATEST(now(), t.last_updated_at + interval '1 microsecond')",
-        " FROM unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[])",
-        "   AS c(tenant_id, task_id, generation, lease_token, worker)",
-        " WHERE t.tenant_id = c.tenant_id AND t.task_id = c.task_id",
-        " AND t.dispatch_generation = c.generation",
-        " AND t.status IN ('working', 'input_required') AND t.max_attempts IS NOT NULL",
-        " AND t.lease_token IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())",
-        " RETURNING c.lease_token, t.attempt, t.max_attempts, t.tool, t.request_json,",
-        " (extract(epoch FROM now() - t.created_at) * 1000)::float8 AS waited_ms"
-    ))
-    .bind(column(|r| r.tenant.clone()))
-    .bind(column(|r| r.task_id.clone()))
-    .bind(&generations)
-    .bind(column(|r| r.lease_token.clone()))
-    .bind(column(|r| r.worker.clone()))
-    .bind(lease_ms)
-    .fetch_all(pool)
-    .await?;
+    let claimed = if let [one] = requests {
+        sqlx::query_as::<_, ClaimedRow>(claim_sql!(
+            "(VALUES ($1::text, $2::text, $3::bigint, $4::text, $5::text))"
+        ))
+        .bind(&one.tenant)
+        .bind(&one.task_id)
+        .bind(one.generation)
+        .bind(&one.lease_token)
+        .bind(&one.worker)
+        .bind(lease_ms)
+        .fetch_all(pool)
+        .await?
+    } else {
+        let column = |f: fn(&ClaimRequest) -> String| requests.iter().map(f).collect::<Vec<_>>();
+        let generations: Vec<i64> = requests.iter().map(|r| r.generation).collect();
+        sqlx::query_as::<_, ClaimedRow>(claim_sql!(
+            "unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[])"
+        ))
+        .bind(column(|r| r.tenant.clone()))
+        .bind(column(|r| r.task_id.clone()))
+        .bind(&generations)
+        .bind(column(|r| r.lease_token.clone()))
+        .bind(column(|r| r.worker.clone()))
+        .bind(lease_ms)
+        .fetch_all(pool)
+        .await?
+    };
     Ok(claimed
         .into_iter()
         .map(|row| (row.lease_token.clone(), row))

@@ -79,40 +79,67 @@ async fn apply_batch(pool: &PgPool, batch: Vec<PendingChange>) {
     }
 }
 
+/// The statement, over a source `c` of changes numbered `n`.
+macro_rules! apply_sql {
+    ($source:expr) => {
+        concat!(
+            "UPDATE tasks SET status = c.new_status, status_message = c.new_message,",
+            " result_json = c.new_result,",
+            " last_updated_at = GREATEST(now(), last_updated_at + interval '1 microsecond'),",
+            " expires_at = CASE WHEN c.terminal",
+            "   THEN GREATEST(expires_at, now() + ttl_ms * interval '1 millisecond')",
+            "   ELSE expires_at END",
+            " FROM ",
+            $source,
+            "   AS c(c_tenant, c_task, c_session, new_status, new_message, new_result, terminal,",
+            "        fence, n)",
+            " WHERE tenant_id = c.c_tenant AND task_id = c.c_task",
+            " AND (c.c_session IS NULL OR session_id = c.c_session)",
+            " AND (expires_at IS NULL OR expires_at > now())",
+            " AND status IN ('working', 'input_required')",
+            " AND (c.fence IS NULL OR lease_token = c.fence)",
+            " RETURNING c.n, ",
+            task_columns!()
+        )
+    };
+}
+
 /// Applies what can be applied in one statement; the rows changed, by the
 /// change's position (from 1). Reaching a terminal status re-arms the expiry
-/// to at least `ttl` from now.
+/// to at least `ttl` from now. A batch of one (the usual case at low load)
+/// binds plain values: PostgreSQL plans that several times faster than a
+/// join over arrays.
 async fn apply(pool: &PgPool, changes: &[Change]) -> Result<HashMap<i64, TaskRow>, sqlx::Error> {
-    let text = |f: fn(&Change) -> Option<String>| changes.iter().map(f).collect::<Vec<_>>();
-    let terminal: Vec<bool> = changes.iter().map(|c| c.terminal).collect();
-    let changed = sqlx::query_as::<_, ChangedRow>(concat!(
-        "UPDATE tasks SET status = c.new_status, status_message = c.new_message,",
-        " result_json = c.new_result,",
-        " last_updated_at = GREATEST(now(), last_updated_at + interval '1 microsecond'),",
-        " expires_at = CASE WHEN c.terminal",
-        "   THEN GREATEST(expires_at, now() + ttl_ms * interval '1 millisecond')",
-        "   ELSE expires_at END",
-        " FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],",
-        "             $7::bool[], $8::text[]) WITH ORDINALITY",
-        "   AS c(c_tenant, c_task, c_session, new_status, new_message, new_result, terminal,",
-        "        fence, n)",
-        " WHERE tenant_id = c.c_tenant AND task_id = c.c_task",
-        " AND (c.c_session IS NULL OR session_id = c.c_session)",
-        " AND (expires_at IS NULL OR expires_at > now())",
-        " AND status IN ('working', 'input_required')",
-        " AND (c.fence IS NULL OR lease_token = c.fence)",
-        " RETURNING c.n, ",
-        task_columns!()
-    ))
-    .bind(text(|c| Some(c.tenant.clone())))
-    .bind(text(|c| Some(c.task_id.clone())))
-    .bind(text(|c| c.session.clone()))
-    .bind(text(|c| Some(c.status.to_owned())))
-    .bind(text(|c| c.message.clone()))
-    .bind(text(|c| c.result.clone()))
-    .bind(&terminal)
-    .bind(text(|c| c.fence.clone()))
-    .fetch_all(pool)
-    .await?;
+    let changed = if let [one] = changes {
+        sqlx::query_as::<_, ChangedRow>(apply_sql!(
+            "(VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::bool, $8::text, 1::bigint))"
+        ))
+        .bind(&one.tenant)
+        .bind(&one.task_id)
+        .bind(&one.session)
+        .bind(one.status)
+        .bind(&one.message)
+        .bind(&one.result)
+        .bind(one.terminal)
+        .bind(&one.fence)
+        .fetch_all(pool)
+        .await?
+    } else {
+        let text = |f: fn(&Change) -> Option<String>| changes.iter().map(f).collect::<Vec<_>>();
+        let terminal: Vec<bool> = changes.iter().map(|c| c.terminal).collect();
+        sqlx::query_as::<_, ChangedRow>(apply_sql!(
+            "unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bool[], $8::text[]) WITH ORDINALITY"
+        ))
+        .bind(text(|c| Some(c.tenant.clone())))
+        .bind(text(|c| Some(c.task_id.clone())))
+        .bind(text(|c| c.session.clone()))
+        .bind(text(|c| Some(c.status.to_owned())))
+        .bind(text(|c| c.message.clone()))
+        .bind(text(|c| c.result.clone()))
+        .bind(&terminal)
+        .bind(text(|c| c.fence.clone()))
+        .fetch_all(pool)
+        .await?
+    };
     Ok(changed.into_iter().map(|row| (row.n, row.task)).collect())
 }
