@@ -4,9 +4,46 @@
 //! one operation, at the cost of one hop through a channel. Used by creates
 //! (`group_commit`) and claims (`claim_batch`).
 
+use std::collections::HashMap;
 use std::future::Future;
+use std::hash::Hash;
 
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
+
+use super::error::store_error;
+use crate::error::StoreError;
+
+/// One caller's request in a batch, and where its answer goes: the row its
+/// request made or changed, `None` when it changed nothing (the caller
+/// finds out why), or the batch's error.
+#[derive(Debug)]
+pub(super) struct Pending<Q, R> {
+    pub request: Q,
+    pub reply: oneshot::Sender<Result<Option<R>, StoreError>>,
+}
+
+/// Answers every caller of a batch from its statement's outcome: each the
+/// row under its request's `key`, or all the same error.
+pub(super) fn answer<Q, R, K: Eq + Hash>(
+    batch: Vec<Pending<Q, R>>,
+    outcome: Result<HashMap<K, R>, sqlx::Error>,
+    key: impl Fn(Q) -> K,
+) {
+    match outcome {
+        Ok(mut rows) => {
+            for pending in batch {
+                let row = rows.remove(&key(pending.request));
+                let _ = pending.reply.send(Ok(row));
+            }
+        }
+        Err(err) => {
+            let err = store_error(err);
+            for pending in batch {
+                let _ = pending.reply.send(Err(err.clone()));
+            }
+        }
+    }
+}
 
 /// Starts a writer for items of type `P`, at most `max_batch` per batch.
 /// `split` sets apart items that must wait for the next batch (they are

@@ -7,11 +7,9 @@
 use std::collections::HashMap;
 
 use sqlx::PgPool;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use super::batch_writer;
-use super::error::store_error;
-use crate::error::StoreError;
 
 /// Most claims per statement.
 const MAX_BATCH: usize = 256;
@@ -37,12 +35,8 @@ pub(super) struct ClaimedRow {
     pub waited_ms: f64,
 }
 
-/// A claim waiting for its batch; `None` in the reply means it was refused.
-#[derive(Debug)]
-pub(super) struct PendingClaim {
-    pub request: ClaimRequest,
-    pub reply: oneshot::Sender<Result<Option<ClaimedRow>, StoreError>>,
-}
+/// A claim waiting for its batch; no row in the reply when it was refused.
+pub(super) type PendingClaim = batch_writer::Pending<ClaimRequest, ClaimedRow>;
 
 /// Starts the writer; leases last `lease_ms`.
 pub(super) fn spawn(pool: PgPool, lease_ms: i64) -> mpsc::Sender<PendingClaim> {
@@ -54,20 +48,8 @@ pub(super) fn spawn(pool: PgPool, lease_ms: i64) -> mpsc::Sender<PendingClaim> {
 
 async fn claim_batch(pool: &PgPool, lease_ms: i64, batch: Vec<PendingClaim>) {
     let requests: Vec<ClaimRequest> = batch.iter().map(|p| p.request.clone()).collect();
-    match claim_rows(pool, lease_ms, &requests).await {
-        Ok(mut claimed) => {
-            for pending in batch {
-                let row = claimed.remove(&pending.request.lease_token);
-                let _ = pending.reply.send(Ok(row));
-            }
-        }
-        Err(err) => {
-            let err = store_error(err);
-            for pending in batch {
-                let _ = pending.reply.send(Err(err.clone()));
-            }
-        }
-    }
+    let outcome = claim_rows(pool, lease_ms, &requests).await;
+    batch_writer::answer(batch, outcome, |request| request.lease_token);
 }
 
 /// The statement, over a source `c` of claims.

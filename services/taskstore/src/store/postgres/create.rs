@@ -57,7 +57,7 @@ impl PgTaskStore {
         } else {
             let (reply, answer) = tokio::sync::oneshot::channel();
             let pending = group_commit::PendingCreate {
-                row: new_row,
+                request: new_row,
                 reply,
             };
             let stopped = || StoreError::Unavailable("the store is shutting down".into());

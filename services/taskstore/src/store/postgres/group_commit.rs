@@ -8,11 +8,9 @@
 use std::collections::HashMap;
 
 use sqlx::PgPool;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
-use super::error::store_error;
 use super::rows::{TaskRow, task_columns};
-use crate::error::StoreError;
 
 /// Most creates per statement.
 const MAX_BATCH: usize = 512;
@@ -35,13 +33,9 @@ pub(super) struct NewRow {
     pub trace_context: Option<String>,
 }
 
-/// One create waiting for its batch.
-#[derive(Debug)]
-pub(super) struct PendingCreate {
-    pub row: NewRow,
-    /// `None` when a live task already has the id.
-    pub reply: oneshot::Sender<Result<Option<TaskRow>, StoreError>>,
-}
+/// One create waiting for its batch; no row in the reply when a live task
+/// already has the id.
+pub(super) type PendingCreate = super::batch_writer::Pending<NewRow, TaskRow>;
 
 #[derive(sqlx::FromRow)]
 struct CreatedRow {
@@ -65,25 +59,13 @@ fn split_repeated_ids(batch: Vec<PendingCreate>) -> (Vec<PendingCreate>, Vec<Pen
     let mut seen = std::collections::HashSet::new();
     batch
         .into_iter()
-        .partition(|p| seen.insert((p.row.tenant.clone(), p.row.task_id.clone())))
+        .partition(|p| seen.insert((p.request.tenant.clone(), p.request.task_id.clone())))
 }
 
 async fn insert_batch(pool: &PgPool, batch: Vec<PendingCreate>) {
-    let rows: Vec<NewRow> = batch.iter().map(|p| p.row.clone()).collect();
-    match insert_rows(pool, &rows).await {
-        Ok(mut created) => {
-            for pending in batch {
-                let row = created.remove(&(pending.row.tenant, pending.row.task_id));
-                let _ = pending.reply.send(Ok(row));
-            }
-        }
-        Err(err) => {
-            let err = store_error(err);
-            for pending in batch {
-                let _ = pending.reply.send(Err(err.clone()));
-            }
-        }
-    }
+    let rows: Vec<NewRow> = batch.iter().map(|p| p.request.clone()).collect();
+    let outcome = insert_rows(pool, &rows).await;
+    super::batch_writer::answer(batch, outcome, |row| (row.tenant, row.task_id));
 }
 
 /// Inserts tasks (and the outbox jobs of dispatched ones) in one statement;
@@ -161,7 +143,7 @@ mod tests {
     use super::*;
 
     fn pending(tenant: &str, id: &str) -> PendingCreate {
-        let (reply, _) = oneshot::channel();
+        let (reply, _) = tokio::sync::oneshot::channel();
         let row = NewRow {
             tenant: tenant.into(),
             task_id: id.into(),
@@ -174,7 +156,10 @@ mod tests {
             max_attempts: None,
             trace_context: None,
         };
-        PendingCreate { row, reply }
+        PendingCreate {
+            request: row,
+            reply,
+        }
     }
 
     #[test]
@@ -189,7 +174,7 @@ mod tests {
         let (now, later) = split_repeated_ids(batch);
         let keys = |v: &[PendingCreate]| {
             v.iter()
-                .map(|p| format!("{}/{}", p.row.tenant, p.row.task_id))
+                .map(|p| format!("{}/{}", p.request.tenant, p.request.task_id))
                 .collect::<Vec<_>>()
         };
         assert_eq!(keys(&now), ["a/x", "a/y", "b/x"]);

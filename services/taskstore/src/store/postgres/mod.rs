@@ -196,7 +196,7 @@ impl PgTaskStore {
         // (`transition_batch`): one statement, one commit for all of them.
         let (reply, answer) = tokio::sync::oneshot::channel();
         let pending = transition_batch::PendingChange {
-            change: transition_batch::Change {
+            request: transition_batch::Change {
                 tenant: scope.tenant.as_str().to_owned(),
                 task_id: task_id.as_str().to_owned(),
                 session: scope.session.as_ref().map(|s| s.as_str().to_owned()),

@@ -8,12 +8,10 @@
 use std::collections::{HashMap, HashSet};
 
 use sqlx::PgPool;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 
 use super::batch_writer;
-use super::error::store_error;
 use super::rows::{TaskRow, task_columns};
-use crate::error::StoreError;
 
 /// Most changes per statement.
 const MAX_BATCH: usize = 256;
@@ -32,17 +30,13 @@ pub(super) struct Change {
     pub fence: Option<String>,
 }
 
-/// A change waiting for its batch; `None` in the reply means it changed
+/// A change waiting for its batch; no row in the reply when it changed
 /// nothing (the caller asks why).
-#[derive(Debug)]
-pub(super) struct PendingChange {
-    pub change: Change,
-    pub reply: oneshot::Sender<Result<Option<TaskRow>, StoreError>>,
-}
+pub(super) type PendingChange = batch_writer::Pending<Change, TaskRow>;
 
 #[derive(sqlx::FromRow)]
 struct ChangedRow {
-    n: i64,
+    tenant_id: String,
     #[sqlx(flatten)]
     task: TaskRow,
 }
@@ -59,27 +53,16 @@ fn one_change_per_task(batch: Vec<PendingChange>) -> (Vec<PendingChange>, Vec<Pe
     let mut seen = HashSet::new();
     batch
         .into_iter()
-        .partition(|p| seen.insert((p.change.tenant.clone(), p.change.task_id.clone())))
+        .partition(|p| seen.insert((p.request.tenant.clone(), p.request.task_id.clone())))
 }
 
 async fn apply_batch(pool: &PgPool, batch: Vec<PendingChange>) {
-    let changes: Vec<Change> = batch.iter().map(|p| p.change.clone()).collect();
-    match apply(pool, &changes).await {
-        Ok(mut changed) => {
-            for (n, pending) in (1_i64..).zip(batch) {
-                let _ = pending.reply.send(Ok(changed.remove(&n)));
-            }
-        }
-        Err(err) => {
-            let err = store_error(err);
-            for pending in batch {
-                let _ = pending.reply.send(Err(err.clone()));
-            }
-        }
-    }
+    let changes: Vec<Change> = batch.iter().map(|p| p.request.clone()).collect();
+    let outcome = apply(pool, &changes).await;
+    batch_writer::answer(batch, outcome, |change| (change.tenant, change.task_id));
 }
 
-/// The statement, over a source `c` of changes numbered `n`.
+/// The statement, over a source `c` of changes.
 macro_rules! apply_sql {
     ($source:expr) => {
         concat!(
@@ -92,27 +75,30 @@ macro_rules! apply_sql {
             " FROM ",
             $source,
             "   AS c(c_tenant, c_task, c_session, new_status, new_message, new_result, terminal,",
-            "        fence, n)",
+            "        fence)",
             " WHERE tenant_id = c.c_tenant AND task_id = c.c_task",
             " AND (c.c_session IS NULL OR session_id = c.c_session)",
             " AND (expires_at IS NULL OR expires_at > now())",
             " AND status IN ('working', 'input_required')",
             " AND (c.fence IS NULL OR lease_token = c.fence)",
-            " RETURNING c.n, ",
+            " RETURNING tenant_id, ",
             task_columns!()
         )
     };
 }
 
-/// Applies what can be applied in one statement; the rows changed, by the
-/// change's position (from 1). Reaching a terminal status re-arms the expiry
+/// Applies what can be applied in one statement; the rows changed, by
+/// (tenant, task id): a batch holds one change per task. Reaching a terminal status re-arms the expiry
 /// to at least `ttl` from now. A batch of one (the usual case at low load)
 /// binds plain values: PostgreSQL plans that several times faster than a
 /// join over arrays.
-async fn apply(pool: &PgPool, changes: &[Change]) -> Result<HashMap<i64, TaskRow>, sqlx::Error> {
+async fn apply(
+    pool: &PgPool,
+    changes: &[Change],
+) -> Result<HashMap<(String, String), TaskRow>, sqlx::Error> {
     let changed = if let [one] = changes {
         sqlx::query_as::<_, ChangedRow>(apply_sql!(
-            "(VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::bool, $8::text, 1::bigint))"
+            "(VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::bool, $8::text))"
         ))
         .bind(&one.tenant)
         .bind(&one.task_id)
@@ -128,7 +114,7 @@ async fn apply(pool: &PgPool, changes: &[Change]) -> Result<HashMap<i64, TaskRow
         let text = |f: fn(&Change) -> Option<String>| changes.iter().map(f).collect::<Vec<_>>();
         let terminal: Vec<bool> = changes.iter().map(|c| c.terminal).collect();
         sqlx::query_as::<_, ChangedRow>(apply_sql!(
-            "unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bool[], $8::text[]) WITH ORDINALITY"
+            "unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bool[], $8::text[])"
         ))
         .bind(text(|c| Some(c.tenant.clone())))
         .bind(text(|c| Some(c.task_id.clone())))
@@ -141,5 +127,8 @@ async fn apply(pool: &PgPool, changes: &[Change]) -> Result<HashMap<i64, TaskRow
         .fetch_all(pool)
         .await?
     };
-    Ok(changed.into_iter().map(|row| (row.n, row.task)).collect())
+    Ok(changed
+        .into_iter()
+        .map(|row| ((row.tenant_id, row.task.task_id().to_owned()), row.task))
+        .collect())
 }
