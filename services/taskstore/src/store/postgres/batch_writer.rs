@@ -22,6 +22,21 @@ pub(super) struct Pending<Q, R> {
     pub reply: oneshot::Sender<Result<Option<R>, StoreError>>,
 }
 
+/// Queues `request` with the writer behind `writer` and waits for its
+/// answer (UNAVAILABLE once the store is shutting down).
+pub(super) async fn submit<Q, R>(
+    writer: &mpsc::Sender<Pending<Q, R>>,
+    request: Q,
+) -> Result<Option<R>, StoreError> {
+    let stopped = || StoreError::Unavailable("the store is shutting down".into());
+    let (reply, answer) = oneshot::channel();
+    writer
+        .send(Pending { request, reply })
+        .await
+        .map_err(|_| stopped())?;
+    answer.await.map_err(|_| stopped())?
+}
+
 /// Answers every caller of a batch from its statement's outcome: each the
 /// row under its request's `key`, or all the same error.
 pub(super) fn answer<Q, R, K: Eq + Hash>(

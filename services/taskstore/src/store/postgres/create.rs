@@ -55,14 +55,7 @@ impl PgTaskStore {
             tx.commit().await.map_err(store_error)?;
             created.into_values().next()
         } else {
-            let (reply, answer) = tokio::sync::oneshot::channel();
-            let pending = group_commit::PendingCreate {
-                request: new_row,
-                reply,
-            };
-            let stopped = || StoreError::Unavailable("the store is shutting down".into());
-            self.creates.send(pending).await.map_err(|_| stopped())?;
-            answer.await.map_err(|_| stopped())??
+            super::batch_writer::submit(&self.creates, new_row).await?
         };
         row.ok_or_else(|| StoreError::AlreadyExists(task_id.to_string()))
     }

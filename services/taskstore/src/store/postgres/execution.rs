@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use sqlx::{Postgres, Transaction};
 
 use super::PgTaskStore;
-use super::claim_batch::{ClaimRequest, PendingClaim};
+use super::claim_batch::ClaimRequest;
 use super::error::store_error;
 use super::rows::stored_json;
 use crate::domain::{
@@ -162,20 +162,14 @@ impl ExecutionStore for PgTaskStore {
             .map_err(|_| StoreError::invalid("generation", "is out of range"))?;
         // The claim is decided in a batch with the others waiting now
         // (`claim_batch`): one statement, one commit for all of them.
-        let (reply, claimed) = tokio::sync::oneshot::channel();
-        let pending = PendingClaim {
-            request: ClaimRequest {
-                tenant: tenant.as_str().to_owned(),
-                task_id: task_id.as_str().to_owned(),
-                generation,
-                lease_token: lease_token.as_str().to_owned(),
-                worker: worker.to_owned(),
-            },
-            reply,
+        let request = ClaimRequest {
+            tenant: tenant.as_str().to_owned(),
+            task_id: task_id.as_str().to_owned(),
+            generation,
+            lease_token: lease_token.as_str().to_owned(),
+            worker: worker.to_owned(),
         };
-        let stopped = || StoreError::Unavailable("the store is shutting down".into());
-        self.claims.send(pending).await.map_err(|_| stopped())?;
-        let claimed = claimed.await.map_err(|_| stopped())??;
+        let claimed = super::batch_writer::submit(&self.claims, request).await?;
 
         if let Some(row) = claimed {
             return Ok(Claim {

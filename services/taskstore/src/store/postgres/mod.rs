@@ -194,26 +194,17 @@ impl PgTaskStore {
     ) -> Result<Option<TaskRow>, StoreError> {
         // Decided in a batch with the other changes waiting now
         // (`transition_batch`): one statement, one commit for all of them.
-        let (reply, answer) = tokio::sync::oneshot::channel();
-        let pending = transition_batch::PendingChange {
-            request: transition_batch::Change {
-                tenant: scope.tenant.as_str().to_owned(),
-                task_id: task_id.as_str().to_owned(),
-                session: scope.session.as_ref().map(|s| s.as_str().to_owned()),
-                status: status.as_str(),
-                terminal: status.is_terminal(),
-                message: message.map(str::to_owned),
-                result: result.map(str::to_owned),
-                fence: fence.map(|f| f.as_str().to_owned()),
-            },
-            reply,
+        let change = transition_batch::Change {
+            tenant: scope.tenant.as_str().to_owned(),
+            task_id: task_id.as_str().to_owned(),
+            session: scope.session.as_ref().map(|s| s.as_str().to_owned()),
+            status: status.as_str(),
+            terminal: status.is_terminal(),
+            message: message.map(str::to_owned),
+            result: result.map(str::to_owned),
+            fence: fence.map(|f| f.as_str().to_owned()),
         };
-        let stopped = || StoreError::Unavailable("the store is shutting down".into());
-        self.changes_writer
-            .send(pending)
-            .await
-            .map_err(|_| stopped())?;
-        let transitioned = answer.await.map_err(|_| stopped())??;
+        let transitioned = batch_writer::submit(&self.changes_writer, change).await?;
         if transitioned.is_some() {
             crate::metrics::task_finished(status);
         }
