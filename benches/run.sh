@@ -53,16 +53,28 @@ stop_service
 queue_type=${QUEUE_TYPE:-quorum}
 echo "== e2e with two taskworker processes, $clients clients, ${seconds}s, $queue_type queues"
 start_service --amqp-url amqp://guest:guest@127.0.0.1:5672/%2f --queue-prefix "bench-$queue_type"
+service=${pids[-1]}
+workers=()
 for n in 1 2; do
   "$bin/taskworker" --endpoint "$endpoint" --queue-prefix "bench-$queue_type" --queue-type "$queue_type" \
-    --tools noop --concurrency 32 --worker-id "bench-$n" --log-level warn &
+    --tools noop,sleep --concurrency 32 --worker-id "bench-$n" --log-level warn &
   pids+=($!)
+  workers+=($!)
 done
 sleep 2
+python3 benches/cpu.py snapshot "$out/cpu.json"
 "$bin/taskstore" bench --endpoint "$endpoint" --scenario e2e --clients "$clients" --duration "${seconds}s" > "$out/e2e.json"
 full=$(figure "$out/e2e.json" create_to_result per_second)
 echo "full speed: $full tasks/s, create→worker-start p99 $(figure "$out/e2e.json" create_to_worker_start p99_ms) ms"
+python3 benches/cpu.py report "$out/cpu.json" "$(figure "$out/e2e.json" create_to_result count)" \
+  taskstore="$service" taskworkers="$(IFS=,; echo "${workers[*]}")"
 half=$(python3 -c "print(float('$full') / 2)")
 "$bin/taskstore" bench --endpoint "$endpoint" --scenario e2e --clients "$clients" --duration "${seconds}s" --rate "$half" > "$out/e2e-half.json"
 echo "at half ($half/s): create→worker-start p99 $(figure "$out/e2e-half.json" create_to_worker_start p99_ms) ms, create→result p99 $(figure "$out/e2e-half.json" create_to_result p99_ms) ms"
+slow_clients=128   # twice the 64 worker slots, so that a slot never waits for a client
+"$bin/taskstore" bench --endpoint "$endpoint" --scenario e2e --clients "$slow_clients" --duration "${seconds}s" \
+  --tool sleep --sleep-ms 50..500 > "$out/e2e-slow.json"
+utilisation=$(python3 -c "import json,sys; r=json.load(open(sys.argv[1])); t=r['operations']['tool_run']
+print(f\"{100 * t['count'] * t['mean_ms'] / (r['elapsed_s'] * 1000 * 64):.1f}\")" "$out/e2e-slow.json")
+echo "slow tools (50–500 ms), $slow_clients clients: $(figure "$out/e2e-slow.json" create_to_result per_second) tasks/s, worker slot utilisation $utilisation% of 64 slots"
 echo "reports: $out"

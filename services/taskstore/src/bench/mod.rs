@@ -82,6 +82,38 @@ pub struct BenchArgs {
     /// `poll`: the poll interval (default: the one the service advises).
     #[arg(long, value_parser = crate::durations::parse_duration)]
     pub poll_interval: Option<Duration>,
+    /// `e2e` with `--tool sleep`: each task sleeps a duration spread evenly
+    /// over this range of milliseconds, e.g. `50..500` (a mix of slow
+    /// tools); the report's `tool_run` is what the tools were asked to run.
+    #[arg(long, value_parser = MsRange::parse)]
+    pub sleep_ms: Option<MsRange>,
+}
+
+/// A range of milliseconds, `LO..HI` (both included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MsRange {
+    pub lo: u64,
+    pub hi: u64,
+}
+
+impl MsRange {
+    fn parse(raw: &str) -> Result<Self, String> {
+        let bad = || format!("{raw:?} is not a range of milliseconds such as 50..500");
+        let (lo, hi) = raw.split_once("..").ok_or_else(bad)?;
+        let (lo, hi) = (
+            lo.trim().parse().map_err(|_| bad())?,
+            hi.trim().parse().map_err(|_| bad())?,
+        );
+        if lo > hi {
+            return Err(bad());
+        }
+        Ok(Self { lo, hi })
+    }
+
+    /// Task `index`'s duration: consecutive tasks spread over the range.
+    pub fn for_task(self, index: u64) -> u64 {
+        self.lo + index.wrapping_mul(7919) % (self.hi - self.lo + 1)
+    }
 }
 
 /// The JSON report.

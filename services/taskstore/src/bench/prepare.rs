@@ -18,9 +18,17 @@ pub(crate) struct Prepared {
 }
 
 pub(crate) fn create_request(tool: Option<&str>, index: u64) -> pb::CreateTaskRequest {
+    create_request_with(tool, index, serde_json::json!({ "n": index }))
+}
+
+pub(crate) fn create_request_with(
+    tool: Option<&str>,
+    index: u64,
+    arguments: serde_json::Value,
+) -> pb::CreateTaskRequest {
     let request = serde_json::json!({
         "jsonrpc": "2.0", "id": index, "method": "tools/call",
-        "params": { "name": tool.unwrap_or("bench"), "arguments": { "n": index } },
+        "params": { "name": tool.unwrap_or("bench"), "arguments": arguments },
     });
     pb::CreateTaskRequest {
         task_id: None,

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use taskstore_proto::v1 as pb;
 
-use super::prepare::{Prepared, create_request};
+use super::prepare::{Prepared, create_request, create_request_with};
 use super::stats::{Recorded, samples};
 use super::walk::{Walk, unix_micros};
 use super::{BenchError, Scenario, Shared};
@@ -144,10 +144,15 @@ async fn e2e(shared: &Shared, index: usize, recorded: &mut Recorded) -> Result<(
             tokio::time::sleep_until(next.into()).await;
             next += gap;
         }
+        let sleep_ms = shared.args.sleep_ms.map(|range| range.for_task(n));
+        let arguments = match sleep_ms {
+            Some(ms) => serde_json::json!({ "ms": ms }),
+            None => serde_json::json!({ "n": n }),
+        };
         let sent_us = unix_micros();
         let begun = Instant::now();
         let task = client
-            .create_task(create_request(Some(&shared.args.tool), n))
+            .create_task(create_request_with(Some(&shared.args.tool), n, arguments))
             .await?
             .into_inner();
         samples(recorded, "create").record(begun.elapsed());
@@ -170,6 +175,9 @@ async fn e2e(shared: &Shared, index: usize, recorded: &mut Recorded) -> Result<(
         if let Some(started_us) = started_us {
             samples(recorded, "create_to_worker_start")
                 .record_micros(started_us.saturating_sub(sent_us));
+        }
+        if let Some(ms) = sleep_ms {
+            samples(recorded, "tool_run").record_micros(ms * 1000);
         }
         shared.count_one();
         n += shared.args.clients as u64;

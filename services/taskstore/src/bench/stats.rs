@@ -29,8 +29,14 @@ impl Samples {
             let index = ((self.0.len() as f64 - 1.0) * q).round() as usize;
             self.0.get(index).copied().unwrap_or(0) as f64 / 1000.0
         };
+        let mean_ms = if self.0.is_empty() {
+            0.0
+        } else {
+            self.0.iter().map(|&us| us as f64).sum::<f64>() / self.0.len() as f64 / 1000.0
+        };
         Summary {
             count: self.0.len() as u64,
+            mean_ms,
             per_second: self.0.len() as f64 / elapsed.as_secs_f64().max(1e-9),
             p50_ms: at(0.50),
             p95_ms: at(0.95),
@@ -44,6 +50,7 @@ impl Samples {
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
     pub count: u64,
+    pub mean_ms: f64,
     pub per_second: f64,
     pub p50_ms: f64,
     pub p95_ms: f64,

@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""CPU time per task, by process group, between two snapshots of /proc.
+
+    cpu.py snapshot FILE                    # before the measured run
+    cpu.py report FILE TASKS GROUP=PID,...  # after it: one line per group
+
+Groups named on the command line are those processes; `postgres` and
+`rabbitmq` are every process of those users (backends come and go); `other`
+is the rest of the machine's busy time (the load generator, kernel threads),
+from /proc/stat. A process that exited between the snapshots is lost from
+its group and lands in `other`.
+"""
+
+import json
+import os
+import sys
+
+TICK_MS = 1000.0 / os.sysconf("SC_CLK_TCK")
+USERS = ("postgres", "rabbitmq")
+
+
+def process_ticks():
+    """{pid: [user name, utime + stime]} for every process."""
+    names = {}
+    with open("/etc/passwd") as passwd:
+        for line in passwd:
+            fields = line.split(":")
+            names[fields[2]] = fields[0]
+    ticks = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+            uid = os.stat(f"/proc/{pid}").st_uid
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        ticks[pid] = [names.get(str(uid), str(uid)), int(fields[11]) + int(fields[12])]
+    return ticks
+
+
+def busy_ticks():
+    """All CPUs' non-idle time since boot."""
+    with open("/proc/stat") as stat:
+        cpu = [int(v) for v in stat.readline().split()[1:]]
+    idle = cpu[3] + cpu[4]
+    return sum(cpu[:8]) - idle
+
+
+def snapshot(path):
+    with open(path, "w") as out:
+        json.dump({"processes": process_ticks(), "busy": busy_ticks()}, out)
+
+
+def report(path, tasks, groups):
+    with open(path) as before_file:
+        before = json.load(before_file)
+    now = process_ticks()
+
+    def used(pid):
+        if pid not in now:
+            return 0
+        return now[pid][1] - before["processes"].get(pid, [None, 0])[1]
+
+    named = {}
+    for group in groups:
+        name, pids = group.split("=", 1)
+        named[name] = [pid for pid in pids.split(",") if pid]
+    claimed = {pid for pids in named.values() for pid in pids}
+    for user in USERS:
+        named[user] = [pid for pid, (owner, _) in now.items() if owner == user and pid not in claimed]
+    per_group = {name: sum(used(pid) for pid in pids) for name, pids in named.items()}
+    total = busy_ticks() - before["busy"]
+    per_group["other"] = max(0, total - sum(per_group.values()))
+    per_task = lambda ticks: ticks * TICK_MS / max(tasks, 1)
+    parts = ", ".join(f"{name} {per_task(ticks):.3f} ms" for name, ticks in per_group.items())
+    print(f"cpu per task: {parts}, total {per_task(total):.3f} ms ({tasks} tasks)")
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "snapshot":
+        snapshot(sys.argv[2])
+    else:
+        report(sys.argv[2], int(float(sys.argv[3])), sys.argv[4:])
