@@ -7,7 +7,8 @@
 Groups named on the command line are those processes; `postgres` and
 `rabbitmq` are every process of those users (backends come and go); `other`
 is the rest of the machine's busy time (the load generator, kernel threads),
-from /proc/stat. A process that exited between the snapshots is lost from
+from /proc/stat; time the hypervisor gave to other machines (steal) is
+reported apart, not counted. A process that exited between the snapshots is lost from
 its group and lands in `other`.
 """
 
@@ -41,11 +42,11 @@ def process_ticks():
 
 
 def busy_ticks():
-    """All CPUs' non-idle time since boot."""
+    """All CPUs' busy time since boot (user, nice, system, irq, softirq), and
+    the time the hypervisor gave to others (steal)."""
     with open("/proc/stat") as stat:
         cpu = [int(v) for v in stat.readline().split()[1:]]
-    idle = cpu[3] + cpu[4]
-    return sum(cpu[:8]) - idle
+    return cpu[0] + cpu[1] + cpu[2] + cpu[5] + cpu[6], cpu[7]
 
 
 def snapshot(path):
@@ -71,11 +72,13 @@ def report(path, tasks, groups):
     for user in USERS:
         named[user] = [pid for pid, (owner, _) in now.items() if owner == user and pid not in claimed]
     per_group = {name: sum(used(pid) for pid in pids) for name, pids in named.items()}
-    total = busy_ticks() - before["busy"]
+    busy, steal = busy_ticks()
+    total = busy - before["busy"][0]
     per_group["other"] = max(0, total - sum(per_group.values()))
     per_task = lambda ticks: ticks * TICK_MS / max(tasks, 1)
     parts = ", ".join(f"{name} {per_task(ticks):.3f} ms" for name, ticks in per_group.items())
-    print(f"cpu per task: {parts}, total {per_task(total):.3f} ms ({tasks} tasks)")
+    stolen = (steal - before["busy"][1]) * TICK_MS / 1000
+    print(f"cpu per task: {parts}, total {per_task(total):.3f} ms ({tasks} tasks; {stolen:.1f} s stolen by the hypervisor)")
 
 
 if __name__ == "__main__":

@@ -21,8 +21,8 @@ slots=64
 . benches/lib.sh
 first_port=$port
 
-run() { # replicas workers
-  local n_replicas=$1 n_workers=$2
+run() { # name replicas workers
+  local name=$1 n_replicas=$2 n_workers=$3
   empty_tables
   local endpoints=() services=() worker_pids=()
   for r in $(seq 0 $((n_replicas - 1))); do
@@ -66,9 +66,9 @@ run() { # replicas workers
       'claimed more than once', count(*) FILTER (WHERE attempt > 1),
       'jobs left in the outbox', (SELECT count(*) FROM dispatch_outbox) FROM tasks"
   stop_service
-  echo "$total" > "$out/rate-$n_replicas"
+  echo "$total" > "$out/rate-$name"
 }
 
-run 1 2
-run "$replicas" "$workers"
-echo "ratio ($replicas replicas, $workers workers : 1 replica, 2 workers): $(ratio "$(cat "$out/rate-$replicas")" "$(cat "$out/rate-1")")"
+run baseline 1 2
+run scaled "$replicas" "$workers"
+echo "ratio ($replicas replicas, $workers workers : 1 replica, 2 workers): $(ratio "$(cat "$out/rate-scaled")" "$(cat "$out/rate-baseline")")"

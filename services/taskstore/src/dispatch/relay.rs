@@ -1,7 +1,8 @@
 //! The outbox relay: publishes committed jobs to the queue, then deletes
-//! them. It wakes at once when a job is written (in-process signal and
-//! LISTEN/NOTIFY from other replicas) and also polls, so nothing waits on a
-//! lost notification. While the queue is down the outbox keeps every job and
+//! them. It wakes at once when this replica writes a job (in-process
+//! signal) and polls for everything else that is due: jobs of a replica that
+//! crashed after its commit or cannot reach the queue, and retries whose
+//! delay is over (migration 0008 says why other replicas are not notified). While the queue is down the outbox keeps every job and
 //! the relay reconnects with backoff; it logs each change of the queue's
 //! state once (not every retry) and records it in [`QueueHealth`].
 

@@ -107,6 +107,12 @@ impl DispatchStore for PgTaskStore {
         .fetch_all(&mut *tx)
         .await
         .map_err(store_error)?;
+        if due.is_empty() {
+            // The common wake-up with nothing to do (another replica's relay,
+            // or this one's, took the jobs first): no delete, no commit.
+            tx.rollback().await.map_err(store_error)?;
+            return Ok(0);
+        }
 
         let (stale, live): (Vec<&OutboxRow>, Vec<&OutboxRow>) =
             due.iter().partition(|job| job.stale);

@@ -1,25 +1,23 @@
-//! The change feed over PostgreSQL LISTEN/NOTIFY: triggers (migration 0002)
-//! notify on every task change and every outbox insert; one listening
-//! connection per replica turns them into in-process events.
+//! The change feed over PostgreSQL LISTEN/NOTIFY: a trigger (migrations
+//! 0002, 0003) notifies on every task change; one listening connection per
+//! replica turns the notifications into in-process events. (Outbox inserts
+//! no longer notify: migration 0008.)
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use sqlx::PgPool;
 use sqlx::postgres::{PgListener, PgNotification};
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::store::changes::{ChangeFeed, TaskChange};
 
 const TASK_CHANNEL: &str = "taskstore_task_changed";
-const OUTBOX_CHANNEL: &str = "taskstore_outbox";
 const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(5);
 
 /// Listens until `stop` fires, reconnecting with backoff. After every
 /// (re)connection it tells everyone to re-read (`Resync`), because
 /// notifications sent while it was away are lost.
-pub(super) fn spawn(pool: PgPool, feed: ChangeFeed, outbox: Arc<Notify>, stop: CancellationToken) {
+pub(super) fn spawn(pool: PgPool, feed: ChangeFeed, stop: CancellationToken) {
     tokio::spawn(async move {
         let mut delay = Duration::from_millis(100);
         loop {
@@ -45,14 +43,13 @@ pub(super) fn spawn(pool: PgPool, feed: ChangeFeed, outbox: Arc<Notify>, stop: C
             };
             delay = Duration::from_millis(100);
             feed.publish(TaskChange::Resync);
-            outbox.notify_one();
             loop {
                 let received = tokio::select! {
                     () = stop.cancelled() => return,
                     received = listener.try_recv() => received,
                 };
                 match received {
-                    Ok(Some(notification)) => route(&notification, &feed, &outbox),
+                    Ok(Some(notification)) => route(&notification, &feed),
                     Ok(None) => {
                         tracing::warn!("change feed connection lost; reconnecting");
                         break;
@@ -70,11 +67,11 @@ pub(super) fn spawn(pool: PgPool, feed: ChangeFeed, outbox: Arc<Notify>, stop: C
 
 async fn connect(pool: &PgPool) -> Result<PgListener, sqlx::Error> {
     let mut listener = PgListener::connect_with(pool).await?;
-    listener.listen_all([TASK_CHANNEL, OUTBOX_CHANNEL]).await?;
+    listener.listen(TASK_CHANNEL).await?;
     Ok(listener)
 }
 
-fn route(notification: &PgNotification, feed: &ChangeFeed, outbox: &Notify) {
+fn route(notification: &PgNotification, feed: &ChangeFeed) {
     match notification.channel() {
         TASK_CHANNEL => match parse_task_change(notification.payload()) {
             Some(change) => feed.publish(change),
@@ -83,7 +80,6 @@ fn route(notification: &PgNotification, feed: &ChangeFeed, outbox: &Notify) {
                 "malformed task change notification"
             ),
         },
-        OUTBOX_CHANNEL => outbox.notify_one(),
         other => tracing::debug!(channel = other, "ignoring notification"),
     }
 }

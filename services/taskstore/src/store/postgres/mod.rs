@@ -125,7 +125,7 @@ impl PgTaskStore {
         let changes = ChangeFeed::default();
         let outbox = Arc::new(Notify::new());
         let stop = CancellationToken::new();
-        listener::spawn(pool.clone(), changes.clone(), outbox.clone(), stop.clone());
+        listener::spawn(pool.clone(), changes.clone(), stop.clone());
         let creates = group_commit::spawn(pool.clone());
         let claims = claim_batch::spawn(
             pool.clone(),
@@ -252,7 +252,8 @@ impl TaskStore for PgTaskStore {
         let dispatched = task.dispatch.is_some();
         let task = self.insert(scope, task).await?.into_task()?;
         if dispatched {
-            // The local relay need not wait for the NOTIFY round trip.
+            // This replica's relay publishes the job at once; the others
+            // only poll (migration 0008).
             self.outbox.notify_one();
         }
         Ok(task)
