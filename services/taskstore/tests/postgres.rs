@@ -273,3 +273,60 @@ async fn open_all<F: std::future::Future<Output = Result<PgTaskStore, StoreError
     }
     stores
 }
+
+/// Migration 0008: a replica's relay is not woken by another replica's jobs
+/// (no notification); it takes them when it polls. That is how the jobs of a
+/// replica that crashed after its commit, or cannot reach the broker, still
+/// reach the queue.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn another_replicas_jobs_are_relayed_when_this_replica_polls() {
+    let pool = common::migrated_pool().await;
+    let writer = PgTaskStore::open(pool.clone(), StoreConfig::default())
+        .await
+        .expect("open");
+    let relaying = PgTaskStore::open(pool.clone(), StoreConfig::default())
+        .await
+        .expect("open");
+    let queue = SharedRecorder(Arc::new(Recorder {
+        routable: true,
+        ..Recorder::default()
+    }));
+    let connect: taskstore::dispatch::relay::Connect<SharedRecorder> = {
+        let queue = queue.clone();
+        Arc::new(move || {
+            let queue = queue.clone();
+            Box::pin(async move { Ok(queue) })
+        })
+    };
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let poll = Duration::from_secs(3);
+    let relay = taskstore::dispatch::relay::spawn(
+        Arc::new(relaying),
+        connect,
+        poll,
+        taskstore::health::QueueHealth::default(),
+        shutdown.clone(),
+    );
+    // The relay's first pass (at once, finding nothing) is over well before
+    // its next poll.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let id = dispatched(&writer).await;
+    let published = || queue.0.jobs.lock().expect("lock").len();
+
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(published(), 0, "woken by another replica's job");
+    let deadline = tokio::time::Instant::now() + poll * 2;
+    while published() == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "another replica's job was not relayed at the next poll"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(
+        queue.0.jobs.lock().expect("lock")[0].task_id,
+        id.to_string()
+    );
+    shutdown.cancel();
+    relay.await.expect("relay stops");
+}
