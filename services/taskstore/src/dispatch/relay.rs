@@ -2,8 +2,9 @@
 //! them. It wakes at once when this replica writes a job (in-process
 //! signal) and polls for everything else that is due: jobs of a replica that
 //! crashed after its commit or cannot reach the queue, and retries whose
-//! delay is over (migration 0008 says why other replicas are not notified). While the queue is down the outbox keeps every job and
-//! the relay reconnects with backoff; it logs each change of the queue's
+//! delay is over (migration 0008 says why other replicas are not notified).
+//! While the queue is down the outbox keeps every job and the relay
+//! reconnects with backoff; it logs each change of the queue's
 //! state once (not every retry) and records it in [`QueueHealth`].
 
 use std::future::Future;

@@ -108,8 +108,8 @@ impl DispatchStore for PgTaskStore {
         .await
         .map_err(store_error)?;
         if due.is_empty() {
-            // The common wake-up with nothing to do (another replica's relay,
-            // or this one's, took the jobs first): no delete, no commit.
+            // The common pass with nothing to do (a poll, or a wake-up whose
+            // jobs another replica's poll took first): no delete, no commit.
             tx.rollback().await.map_err(store_error)?;
             return Ok(0);
         }
