@@ -112,7 +112,7 @@ impl MsRange {
 
     /// Task `index`'s duration: consecutive tasks spread over the range.
     pub fn for_task(self, index: u64) -> u64 {
-        self.lo + index.wrapping_mul(7919) % (self.hi - self.lo + 1)
+        self.lo + index.wrapping_mul(7919) % (self.hi - self.lo).saturating_add(1)
     }
 }
 
@@ -238,5 +238,33 @@ async fn progress(shared: Shared, started: Instant) {
             shared.args.scenario,
             done as f64 / elapsed.max(1e-9)
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::MsRange;
+
+    #[test]
+    fn sleep_ranges_parse_and_spread_over_their_bounds() {
+        let range = MsRange::parse("50..500").expect("a range");
+        assert_eq!(range, MsRange { lo: 50, hi: 500 });
+        let picks: Vec<u64> = (0..10_000).map(|n| range.for_task(n)).collect();
+        assert!(picks.iter().all(|ms| (50..=500).contains(ms)));
+        let mean = picks.iter().sum::<u64>() as f64 / picks.len() as f64;
+        assert!((mean - 275.0).abs() < 5.0, "mean {mean}");
+        assert_eq!(MsRange::parse("7..7").expect("one value").for_task(99), 7);
+        let widest = MsRange::parse("0..18446744073709551615").expect("the widest range");
+        let _ = widest.for_task(u64::MAX);
+        for bad in [
+            "500..50",
+            "50-500",
+            "..500",
+            "a..b",
+            "",
+            "50..18446744073709551616",
+        ] {
+            assert!(MsRange::parse(bad).is_err(), "{bad:?} accepted");
+        }
     }
 }

@@ -177,7 +177,7 @@ async fn e2e(shared: &Shared, index: usize, recorded: &mut Recorded) -> Result<(
                 .record_micros(started_us.saturating_sub(sent_us));
         }
         if let Some(ms) = sleep_ms {
-            samples(recorded, "tool_run").record_micros(ms * 1000);
+            samples(recorded, "tool_run").record_micros(ms.saturating_mul(1000));
         }
         shared.count_one();
         n += shared.args.clients as u64;
