@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::recorder::{Recorder, SharedRecorder};
+use common::recorder::SharedRecorder;
 use taskstore::StoreError;
 use taskstore::domain::{
     DispatchRequest, JsonObject, LeaseToken, NewResult, NewTask, PageRequest, RequestId,
@@ -231,10 +231,7 @@ async fn replicas_relaying_at_once_publish_each_job_once() {
     for _ in 0..60 {
         ids.push(dispatched(&replicas[0]).await);
     }
-    let queue = SharedRecorder(Arc::new(Recorder {
-        routable: true,
-        ..Recorder::default()
-    }));
+    let queue = SharedRecorder::routable();
     let mut relays = tokio::task::JoinSet::new();
     for replica in replicas {
         let queue = queue.clone();
@@ -287,22 +284,12 @@ async fn another_replicas_jobs_are_relayed_when_this_replica_polls() {
     let relaying = PgTaskStore::open(pool.clone(), StoreConfig::default())
         .await
         .expect("open");
-    let queue = SharedRecorder(Arc::new(Recorder {
-        routable: true,
-        ..Recorder::default()
-    }));
-    let connect: taskstore::dispatch::relay::Connect<SharedRecorder> = {
-        let queue = queue.clone();
-        Arc::new(move || {
-            let queue = queue.clone();
-            Box::pin(async move { Ok(queue) })
-        })
-    };
+    let queue = SharedRecorder::routable();
     let shutdown = tokio_util::sync::CancellationToken::new();
     let poll = Duration::from_secs(3);
     let relay = taskstore::dispatch::relay::spawn(
         Arc::new(relaying),
-        connect,
+        queue.connect(),
         poll,
         taskstore::health::QueueHealth::default(),
         shutdown.clone(),

@@ -39,6 +39,25 @@ impl JobPublisher for Recorder {
 #[derive(Clone, Default)]
 pub struct SharedRecorder(pub Arc<Recorder>);
 
+impl SharedRecorder {
+    /// A queue that takes every job (a worker serves every tool).
+    pub fn routable() -> Self {
+        Self(Arc::new(Recorder {
+            routable: true,
+            ..Recorder::default()
+        }))
+    }
+
+    /// What the relay loop calls for a connection: this recorder, every time.
+    pub fn connect(&self) -> taskstore::dispatch::relay::Connect<SharedRecorder> {
+        let queue = self.clone();
+        Arc::new(move || {
+            let queue = queue.clone();
+            Box::pin(async move { Ok(queue) })
+        })
+    }
+}
+
 #[async_trait]
 impl JobPublisher for SharedRecorder {
     async fn publish(&self, job: &JobMessage) -> Result<Published, PublishError> {

@@ -3,7 +3,6 @@
 //! relayed at once. A recording publisher stands in for the queue (the
 //! RabbitMQ publisher is exercised end to end in the worker's tests).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use taskstore::StoreError;
@@ -105,22 +104,12 @@ pub async fn the_relay_wakes_at_once_on_a_new_job(backend: &dyn Backend) {
     let Stores {
         store, dispatch, ..
     } = backend.stores(with_policy(short_leases())).await;
-    let queue = SharedRecorder(Arc::new(Recorder {
-        routable: true,
-        ..Recorder::default()
-    }));
-    let connect: taskstore::dispatch::relay::Connect<SharedRecorder> = {
-        let queue = queue.clone();
-        Arc::new(move || {
-            let queue = queue.clone();
-            Box::pin(async move { Ok(queue) })
-        })
-    };
+    let queue = SharedRecorder::routable();
     let shutdown = tokio_util::sync::CancellationToken::new();
     // A poll interval of an hour: only the wake-up can publish in time.
     let relay = taskstore::dispatch::relay::spawn(
         dispatch.clone(),
-        connect,
+        queue.connect(),
         Duration::from_secs(3600),
         taskstore::health::QueueHealth::default(),
         shutdown.clone(),
