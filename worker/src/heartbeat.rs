@@ -29,8 +29,31 @@ pub(crate) struct Heartbeat {
     pub endpoint: String,
     pub worker_id: String,
     pub tools: Vec<String>,
+    /// What each tool is, for MCP clients; sent with every report, so a
+    /// restarted service (or a new replica) knows them at once.
+    pub descriptions: Vec<pb::ToolDescription>,
     pub slots: Arc<Semaphore>,
     pub concurrency: usize,
+}
+
+/// A tool's description as the service takes it.
+pub(crate) fn description(name: &str, info: &crate::ToolInfo) -> pb::ToolDescription {
+    pb::ToolDescription {
+        name: name.to_owned(),
+        title: info.title.clone().unwrap_or_default(),
+        description: info.description.clone().unwrap_or_default(),
+        input_schema_json: info
+            .input_schema
+            .as_ref()
+            .map(ToString::to_string)
+            .unwrap_or_default(),
+        task_support: match info.task_support {
+            crate::TaskSupport::Optional => pb::TaskSupport::Optional,
+            crate::TaskSupport::Required => pb::TaskSupport::Required,
+            crate::TaskSupport::Forbidden => pb::TaskSupport::Forbidden,
+        }
+        .into(),
+    }
 }
 
 /// How the first report went.
@@ -54,6 +77,7 @@ impl Heartbeat {
             slots,
             busy: slots.saturating_sub(free),
             stopping,
+            descriptions: self.descriptions.clone(),
         }
     }
 

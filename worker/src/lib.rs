@@ -44,4 +44,6 @@ pub mod topology;
 pub use delivery::JobDelivery;
 pub use runtime::{Worker, WorkerConfig, WorkerError};
 pub use source::JobSource;
-pub use tool::{Tool, ToolContext, ToolError, error_result, is_error, text_result};
+pub use tool::{
+    TaskSupport, Tool, ToolContext, ToolError, ToolInfo, error_result, is_error, text_result,
+};

@@ -143,6 +143,11 @@ impl Worker {
             endpoint: self.config.endpoint.clone(),
             worker_id: self.config.worker_id.clone(),
             tools: self.tools.keys().cloned().collect(),
+            descriptions: self
+                .tools
+                .iter()
+                .map(|(name, tool)| crate::heartbeat::description(name, &tool.describe()))
+                .collect(),
             slots: slots.clone(),
             concurrency,
         };

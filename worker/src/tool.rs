@@ -30,6 +30,44 @@ pub trait Tool: Send + Sync + 'static {
     /// [`ToolContext::cancelled`] and return [`ToolError::Cancelled`] soon
     /// after it fires.
     async fn call(&self, ctx: ToolContext, arguments: Value) -> Result<Value, ToolError>;
+
+    /// What MCP clients are told about the tool (`tools/list` of
+    /// `taskstore mcp`): by default, any arguments, task optional.
+    fn describe(&self) -> ToolInfo {
+        ToolInfo::default()
+    }
+}
+
+/// MCP `execution.taskSupport`: whether a client may, must or must not call
+/// the tool as a task.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TaskSupport {
+    #[default]
+    Optional,
+    Required,
+    Forbidden,
+}
+
+/// A tool's description for MCP clients.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ToolInfo {
+    pub title: Option<String>,
+    pub description: Option<String>,
+    /// The JSON Schema of the arguments (an object); `None`: any object.
+    pub input_schema: Option<Value>,
+    pub task_support: TaskSupport,
+}
+
+impl ToolInfo {
+    /// A description and the schema of the arguments.
+    pub fn new(description: impl Into<String>, input_schema: Value) -> Self {
+        Self {
+            description: Some(description.into()),
+            input_schema: Some(input_schema),
+            ..Self::default()
+        }
+    }
 }
 
 /// What a running tool can do besides computing its result.

@@ -4,10 +4,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use serde_json::Value;
+use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
-use crate::tool::{Tool, ToolContext, ToolError, text_result};
+use crate::tool::{Tool, ToolContext, ToolError, ToolInfo, text_result};
 
 /// Names of the built-in tools.
 pub const BUILTIN_TOOLS: &[&str] = &["echo", "sleep", "fail", "hash", "noop"];
@@ -39,6 +39,13 @@ pub struct Echo;
 
 #[async_trait]
 impl Tool for Echo {
+    fn describe(&self) -> ToolInfo {
+        ToolInfo::new(
+            "Returns `text` (or, without it, the arguments as JSON) as text.",
+            json!({"type": "object", "properties": {"text": {"type": "string"}}}),
+        )
+    }
+
     async fn call(&self, _ctx: ToolContext, arguments: Value) -> Result<Value, ToolError> {
         let text = match arguments.get("text").and_then(Value::as_str) {
             Some(text) => text.to_owned(),
@@ -59,6 +66,17 @@ const MAX_SLEEP_MS: u64 = 24 * 60 * 60 * 1000;
 
 #[async_trait]
 impl Tool for Sleep {
+    fn describe(&self) -> ToolInfo {
+        ToolInfo::new(
+            "Sleeps `ms` milliseconds, reporting progress every second; with `ask`, first asks that question (status input_required) for `ask_ms`.",
+            json!({"type": "object", "properties": {
+                "ms": {"type": "integer", "minimum": 0, "maximum": MAX_SLEEP_MS},
+                "ask": {"type": "string"},
+                "ask_ms": {"type": "integer", "minimum": 0}
+            }}),
+        )
+    }
+
     async fn call(&self, ctx: ToolContext, arguments: Value) -> Result<Value, ToolError> {
         let total = u64_argument(&arguments, "ms", 1000)?.min(MAX_SLEEP_MS);
         if let Some(question) = arguments.get("ask").and_then(Value::as_str) {
@@ -94,6 +112,17 @@ pub struct Fail;
 
 #[async_trait]
 impl Tool for Fail {
+    fn describe(&self) -> ToolInfo {
+        ToolInfo::new(
+            "Fails with `message`: retryable or not; with `until_attempt`, succeeds after that attempt.",
+            json!({"type": "object", "properties": {
+                "message": {"type": "string"},
+                "retryable": {"type": "boolean"},
+                "until_attempt": {"type": "integer", "minimum": 0}
+            }}),
+        )
+    }
+
     async fn call(&self, ctx: ToolContext, arguments: Value) -> Result<Value, ToolError> {
         let (attempt, _) = ctx.attempt();
         let until = u64_argument(&arguments, "until_attempt", u64::MAX)?;
@@ -126,6 +155,15 @@ const MAX_HASH_ITEMS: u64 = 1_000_000_000;
 
 #[async_trait]
 impl Tool for Hash {
+    fn describe(&self) -> ToolInfo {
+        ToolInfo::new(
+            "CPU-bound: a SHA-256 chain over `items` items, reporting progress every tenth.",
+            json!({"type": "object", "properties": {
+                "items": {"type": "integer", "minimum": 0, "maximum": MAX_HASH_ITEMS}
+            }}),
+        )
+    }
+
     async fn call(&self, ctx: ToolContext, arguments: Value) -> Result<Value, ToolError> {
         let items = u64_argument(&arguments, "items", 100_000)?.min(MAX_HASH_ITEMS);
         let chunk = (items / 10).max(1);
@@ -165,6 +203,13 @@ pub struct Noop;
 
 #[async_trait]
 impl Tool for Noop {
+    fn describe(&self) -> ToolInfo {
+        ToolInfo::new(
+            "Does nothing; answers the Unix time in microseconds at which it started.",
+            json!({"type": "object"}),
+        )
+    }
+
     async fn call(&self, _ctx: ToolContext, _arguments: Value) -> Result<Value, ToolError> {
         let started = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

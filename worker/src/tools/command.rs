@@ -19,7 +19,9 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 
-use crate::tool::{Tool, ToolContext, ToolError, error_result, text_result};
+use crate::tool::{
+    TaskSupport, Tool, ToolContext, ToolError, ToolInfo, error_result, text_result,
+};
 
 /// Most stdout kept as the result.
 const MAX_OUTPUT_BYTES: u64 = 1024 * 1024;
@@ -45,6 +47,17 @@ pub struct CommandSpec {
     /// Time between SIGTERM and SIGKILL on cancellation, e.g. `"5s"`.
     #[serde(default)]
     pub grace: Option<String>,
+    /// What MCP clients are told about it (all optional).
+    #[serde(default)]
+    pub title: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// The JSON Schema of its arguments (an object).
+    #[serde(default)]
+    pub input_schema: Option<Value>,
+    /// `optional` (the default), `required` or `forbidden`.
+    #[serde(default)]
+    pub task_support: TaskSupport,
 }
 
 impl CommandToolsFile {
@@ -72,10 +85,24 @@ pub struct CommandTool {
     program: String,
     args: Vec<String>,
     grace: Duration,
+    info: ToolInfo,
 }
 
 impl CommandTool {
     pub fn new(spec: CommandSpec) -> Result<Self, String> {
+        if spec
+            .input_schema
+            .as_ref()
+            .is_some_and(|schema| !schema.is_object())
+        {
+            return Err("input_schema must be a JSON object".to_owned());
+        }
+        let info = ToolInfo {
+            title: spec.title,
+            description: spec.description,
+            input_schema: spec.input_schema,
+            task_support: spec.task_support,
+        };
         let mut command = spec.command.into_iter();
         let program = command.next().ok_or("command must name a program")?;
         let grace = match spec.grace {
@@ -88,6 +115,7 @@ impl CommandTool {
             program,
             args: command.collect(),
             grace,
+            info,
         })
     }
 
@@ -105,6 +133,10 @@ impl CommandTool {
 
 #[async_trait]
 impl Tool for CommandTool {
+    fn describe(&self) -> ToolInfo {
+        self.info.clone()
+    }
+
     async fn call(&self, ctx: ToolContext, arguments: Value) -> Result<Value, ToolError> {
         let mut child = Command::new(&self.program)
             .args(&self.args)

@@ -10,6 +10,7 @@ use chrono::{DateTime, Utc};
 
 use super::execution::ToolName;
 use super::ids::InvalidId;
+use super::tools::ToolDescription;
 
 /// How often workers report, and how long a report counts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,6 +68,9 @@ pub struct WorkerHeartbeat {
     /// Attempts it runs at once, and how many run now.
     pub slots: u32,
     pub busy: u32,
+    /// What its tools are, for those it described (at most one per tool,
+    /// each one of `tools`), by name.
+    pub descriptions: Vec<ToolDescription>,
 }
 
 impl WorkerHeartbeat {
@@ -82,7 +86,29 @@ impl WorkerHeartbeat {
             tools,
             slots,
             busy: busy.min(slots),
+            descriptions: Vec::new(),
         }
+    }
+
+    /// With the descriptions of its tools: those of tools it does not
+    /// serve are dropped, and the first of repeated ones kept.
+    pub fn with_descriptions(mut self, descriptions: Vec<ToolDescription>) -> Self {
+        let mut kept: Vec<ToolDescription> = descriptions
+            .into_iter()
+            .filter(|d| self.tools.binary_search(&d.name).is_ok())
+            .collect();
+        kept.sort_by(|a, b| a.name.cmp(&b.name));
+        kept.dedup_by(|later, first| later.name == first.name);
+        self.descriptions = kept;
+        self
+    }
+
+    /// The description this worker gave `tool`, if any.
+    pub fn description_of(&self, tool: &ToolName) -> Option<&ToolDescription> {
+        self.descriptions
+            .binary_search_by(|d| d.name.cmp(tool))
+            .ok()
+            .map(|at| &self.descriptions[at])
     }
 }
 
@@ -102,11 +128,17 @@ pub struct ServedTool {
     pub slots: u32,
     pub busy: u32,
     pub last_seen_at: DateTime<Utc>,
+    /// What the tool is, as the latest worker that described it says (an
+    /// undescribed tool takes any arguments, task optional).
+    pub description: ToolDescription,
 }
 
 /// The tools `workers` serve, by name.
 pub fn served_tools(workers: &[WorkerInfo]) -> Vec<ServedTool> {
     let mut tools: BTreeMap<&ToolName, ServedTool> = BTreeMap::new();
+    // When each tool's description was reported, so the latest one wins
+    // (workers of two versions may describe a tool differently mid-rollout).
+    let mut described_at: BTreeMap<&ToolName, DateTime<Utc>> = BTreeMap::new();
     for worker in workers {
         let report = &worker.heartbeat;
         for name in &report.tools {
@@ -116,11 +148,20 @@ pub fn served_tools(workers: &[WorkerInfo]) -> Vec<ServedTool> {
                 slots: 0,
                 busy: 0,
                 last_seen_at: worker.last_seen_at,
+                description: ToolDescription::undescribed(name.clone()),
             });
             tool.workers += 1;
             tool.slots = tool.slots.saturating_add(report.slots);
             tool.busy = tool.busy.saturating_add(report.busy);
             tool.last_seen_at = tool.last_seen_at.max(worker.last_seen_at);
+            if let Some(description) = report.description_of(name)
+                && described_at
+                    .get(name)
+                    .is_none_or(|at| *at <= worker.last_seen_at)
+            {
+                described_at.insert(name, worker.last_seen_at);
+                tool.description = description.clone();
+            }
         }
     }
     tools.into_values().collect()
@@ -174,6 +215,7 @@ mod tests {
                     slots: 6,
                     busy: 3,
                     last_seen_at: DateTime::from_timestamp_micros(20).expect("time"),
+                    description: ToolDescription::undescribed(tool("echo")),
                 },
                 ServedTool {
                     name: tool("sleep"),
@@ -181,10 +223,43 @@ mod tests {
                     slots: 4,
                     busy: 1,
                     last_seen_at: DateTime::from_timestamp_micros(10).expect("time"),
+                    description: ToolDescription::undescribed(tool("sleep")),
                 },
             ]
         );
         assert!(served_tools(&[]).is_empty());
+    }
+
+    fn described(name: &str, text: &str) -> ToolDescription {
+        ToolDescription::parse(
+            tool(name),
+            "",
+            text,
+            "",
+            crate::domain::TaskSupport::Required,
+        )
+        .expect("description")
+    }
+
+    #[test]
+    fn the_latest_description_of_a_tool_wins() {
+        let mut old = worker("old", &["echo"], 1, 0, 10);
+        old.heartbeat = old
+            .heartbeat
+            .with_descriptions(vec![described("echo", "v1")]);
+        let mut new = worker("new", &["echo", "sleep"], 1, 0, 20);
+        new.heartbeat = new.heartbeat.with_descriptions(vec![
+            described("echo", "v2"),
+            described("echo", "repeated: dropped"),
+            described("hash", "not served: dropped"),
+        ]);
+        assert_eq!(new.heartbeat.descriptions.len(), 1);
+        let bare = worker("bare", &["echo"], 1, 0, 30);
+        for order in [[&old, &new, &bare], [&bare, &new, &old]] {
+            let served = served_tools(&order.map(Clone::clone));
+            assert_eq!(served[0].description.description.as_deref(), Some("v2"));
+            assert_eq!(served[1].description, ToolDescription::undescribed(tool("sleep")));
+        }
     }
 
     #[test]

@@ -11,6 +11,7 @@ mod limits;
 mod poll;
 mod status;
 mod task;
+mod tools;
 mod ttl;
 
 pub use access::{Caller, ForeignTenant, Reach, Role, UnknownRole, may_call};
@@ -31,5 +32,8 @@ pub use status::{ResultStatus, TaskStatus, UnknownStatus};
 pub use task::{
     NewResult, NewTask, PageRequest, Scope, StatusUpdate, Task, TaskFilter, TaskPage, TaskResult,
     TraceContext, tool_of,
+};
+pub use tools::{
+    CallMode, CallModeRefusal, InvalidDescription, TaskSupport, ToolDescription, call_mode,
 };
 pub use ttl::{InvalidTtl, Ttl, TtlPolicy, TtlRequest};

@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use crate::domain::{ServedTool, SessionId, Task, TaskId, TaskStatus, ToolName, Ttl};
+use crate::domain::{
+    ServedTool, SessionId, Task, TaskId, TaskStatus, TaskSupport, ToolDescription, ToolName, Ttl,
+};
 use crate::error::StoreError;
 
 use super::pb;
@@ -45,6 +47,24 @@ impl From<ServedTool> for pb::ServedTool {
             slots: tool.slots,
             busy: tool.busy,
             last_seen_at: Some(timestamp(tool.last_seen_at)),
+            description: Some(tool.description.into()),
+        }
+    }
+}
+
+impl From<ToolDescription> for pb::ToolDescription {
+    fn from(d: ToolDescription) -> Self {
+        pb::ToolDescription {
+            name: d.name.to_string(),
+            title: d.title.unwrap_or_default(),
+            description: d.description.unwrap_or_default(),
+            input_schema_json: d.input_schema.into_string(),
+            task_support: match d.task_support {
+                TaskSupport::Optional => pb::TaskSupport::Optional,
+                TaskSupport::Required => pb::TaskSupport::Required,
+                TaskSupport::Forbidden => pb::TaskSupport::Forbidden,
+            }
+            .into(),
         }
     }
 }

@@ -216,7 +216,9 @@ impl TaskExecutionRpc for TaskExecutionService {
                 .iter()
                 .map(|t| ToolName::parse(t).map_err(|err| StoreError::invalid("tools", err)))
                 .collect::<Result<Vec<_>, _>>()?;
-            let heartbeat = WorkerHeartbeat::new(worker, tools, req.slots, req.busy);
+            let descriptions = super::parse::tool_descriptions(req.descriptions)?;
+            let heartbeat = WorkerHeartbeat::new(worker, tools, req.slots, req.busy)
+                .with_descriptions(descriptions);
             self.operations.record_heartbeat(&heartbeat).await?;
             tracing::debug!("worker reported");
         }

@@ -4,7 +4,8 @@
 use crate::domain::{
     DispatchRequest, JsonObject, LeaseToken, MAX_POLL_INTERVAL, NewResult, NewTask, PageRequest,
     RequestId, ResultStatus, Scope, SessionId, StatusUpdate, TaskFilter, TaskId, TaskStatus,
-    TenantId, ToolName, TraceContext, Ttl, TtlRequest,
+    TaskSupport, TenantId, ToolDescription, ToolName, TraceContext, Ttl, TtlRequest,
+    WorkerHeartbeat,
 };
 use crate::error::StoreError;
 
@@ -15,6 +16,46 @@ use super::pb;
 const MAX_CURSOR_CHARS: usize = 1024;
 /// The most entries a ListTasks status filter may have.
 const MAX_STATUS_FILTERS: usize = 16;
+
+/// A heartbeat's tool descriptions (a worker's, so trusted more than a
+/// client, but still checked: they reach every MCP client's `tools/list`).
+pub(super) fn tool_descriptions(
+    raw: Vec<pb::ToolDescription>,
+) -> Result<Vec<ToolDescription>, StoreError> {
+    if raw.len() > WorkerHeartbeat::MAX_TOOLS {
+        return Err(StoreError::invalid(
+            "descriptions",
+            format!("has more than {} entries", WorkerHeartbeat::MAX_TOOLS),
+        ));
+    }
+    raw.into_iter()
+        .map(|d| {
+            let name = ToolName::parse(&d.name)
+                .map_err(|err| StoreError::invalid("descriptions.name", err))?;
+            let support = match pb::TaskSupport::try_from(d.task_support) {
+                Ok(pb::TaskSupport::Unspecified | pb::TaskSupport::Optional) => {
+                    TaskSupport::Optional
+                }
+                Ok(pb::TaskSupport::Required) => TaskSupport::Required,
+                Ok(pb::TaskSupport::Forbidden) => TaskSupport::Forbidden,
+                Err(_) => {
+                    return Err(StoreError::invalid(
+                        "descriptions.task_support",
+                        "is not a known value",
+                    ));
+                }
+            };
+            ToolDescription::parse(
+                name,
+                &d.title,
+                &d.description,
+                &d.input_schema_json,
+                support,
+            )
+            .map_err(|err| StoreError::invalid("descriptions", err))
+        })
+        .collect()
+}
 
 /// Parses requests under one set of limits.
 #[derive(Debug, Clone)]

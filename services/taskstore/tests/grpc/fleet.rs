@@ -27,6 +27,7 @@ async fn tools_are_listed_while_their_workers_report() {
         slots: 4,
         busy,
         stopping,
+        descriptions: Vec::new(),
     };
     let listed = |client: &mut TaskStoreClient<Channel>| {
         let mut client = client.clone();
@@ -110,6 +111,23 @@ async fn tools_are_listed_while_their_workers_report() {
             },
             "tools",
         ),
+        (
+            pb::HeartbeatRequest {
+                descriptions: vec![described("echo", "[1]")],
+                ..report("w3", &["echo"], 0, false)
+            },
+            "descriptions",
+        ),
+        (
+            pb::HeartbeatRequest {
+                descriptions: vec![pb::ToolDescription {
+                    task_support: 99,
+                    ..described("echo", "")
+                }],
+                ..report("w3", &["echo"], 0, false)
+            },
+            "descriptions.task_support",
+        ),
     ] {
         let refused = execution.heartbeat(bad).await.expect_err("refused");
         assert_eq!(refused.code(), Code::InvalidArgument, "{field}");
@@ -120,4 +138,47 @@ async fn tools_are_listed_while_their_workers_report() {
         );
     }
     assert!(listed(&mut client).await.is_empty());
+
+    // Descriptions go through the registry as reported (PostgreSQL keeps
+    // them as JSON); a tool nobody described is listed with an open schema.
+    execution
+        .heartbeat(pb::HeartbeatRequest {
+            descriptions: vec![described("echo", r#"{"type":"object","required":["text"]}"#)],
+            ..report("w4", &["echo", "sleep"], 0, false)
+        })
+        .await
+        .expect("heartbeat with descriptions");
+    let tools = client
+        .list_tools(pb::ListToolsRequest {})
+        .await
+        .expect("list tools")
+        .into_inner()
+        .tools;
+    let echo = tools[0].description.clone().expect("echo described");
+    let schema = r#"{"type":"object","required":["text"]}"#;
+    // The same schema; PostgreSQL's jsonb does not keep the key order.
+    let parsed = |text: &str| serde_json::from_str::<serde_json::Value>(text).expect("json");
+    assert_eq!(parsed(&echo.input_schema_json), parsed(schema));
+    assert_eq!(
+        pb::ToolDescription {
+            input_schema_json: schema.to_owned(),
+            ..echo
+        },
+        described("echo", schema)
+    );
+    let sleep = tools[1].description.clone().expect("sleep listed");
+    assert_eq!(
+        (sleep.input_schema_json.as_str(), sleep.task_support),
+        (r#"{"type":"object"}"#, pb::TaskSupport::Optional as i32)
+    );
+}
+
+fn described(tool: &str, schema: &str) -> pb::ToolDescription {
+    pb::ToolDescription {
+        name: tool.to_owned(),
+        title: "A title".to_owned(),
+        description: "What it does".to_owned(),
+        input_schema_json: schema.to_owned(),
+        task_support: pb::TaskSupport::Required as i32,
+    }
 }

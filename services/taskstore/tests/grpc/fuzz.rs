@@ -273,6 +273,7 @@ fn valid_requests() -> Vec<(&'static str, bool, Vec<u8>)> {
                 slots: 1,
                 busy: 0,
                 stopping: false,
+                descriptions: Vec::new(),
             }
             .encode_to_vec(),
         ),

@@ -106,6 +106,7 @@ async fn a_client_certificate_names_its_tenant_and_role() {
             slots: 1,
             busy: 0,
             stopping: false,
+            descriptions: Vec::new(),
         })
         .await
         .expect("a worker certificate may report itself");

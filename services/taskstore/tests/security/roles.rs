@@ -171,6 +171,7 @@ async fn every_rpc(who: &mut Identity) -> Vec<(&'static str, Result<(), Status>)
                     slots: 1,
                     busy: 0,
                     stopping: false,
+                    descriptions: Vec::new(),
                 })
                 .await
                 .map(|_| ()),

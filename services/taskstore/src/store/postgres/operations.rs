@@ -8,7 +8,10 @@ use chrono::{DateTime, Utc};
 
 use super::PgTaskStore;
 use super::error::store_error;
-use crate::domain::{OutboxBacklog, TaskStatus, ToolName, WorkerHeartbeat, WorkerId, WorkerInfo};
+use crate::domain::{
+    OutboxBacklog, TaskStatus, TaskSupport, ToolDescription, ToolName, WorkerHeartbeat, WorkerId,
+    WorkerInfo,
+};
 use crate::error::StoreError;
 use crate::store::operations::OperationsStore;
 
@@ -20,6 +23,45 @@ struct WorkerRow {
     busy: i32,
     first_seen_at: DateTime<Utc>,
     last_seen_at: DateTime<Utc>,
+    /// JSON text: an array of [`StoredDescription`].
+    tool_descriptions: String,
+}
+
+/// A tool description as the `workers.tool_descriptions` column keeps it.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StoredDescription {
+    name: String,
+    #[serde(default)]
+    title: String,
+    #[serde(default)]
+    description: String,
+    input_schema: serde_json::Value,
+    task_support: String,
+}
+
+impl StoredDescription {
+    fn of(d: &ToolDescription) -> Result<Self, StoreError> {
+        Ok(Self {
+            name: d.name.to_string(),
+            title: d.title.clone().unwrap_or_default(),
+            description: d.description.clone().unwrap_or_default(),
+            input_schema: serde_json::from_str(d.input_schema.as_str())
+                .map_err(|err| StoreError::Internal(format!("a checked schema: {err}")))?,
+            task_support: d.task_support.as_str().to_owned(),
+        })
+    }
+
+    fn into_description(self) -> Option<ToolDescription> {
+        ToolDescription::parse(
+            ToolName::parse(&self.name).ok()?,
+            &self.title,
+            &self.description,
+            &self.input_schema.to_string(),
+            TaskSupport::parse(&self.task_support)?,
+        )
+        .ok()
+    }
 }
 
 impl WorkerRow {
@@ -30,13 +72,22 @@ impl WorkerRow {
             .iter()
             .map(|t| ToolName::parse(t).map_err(corrupt))
             .collect::<Result<_, _>>()?;
+        let stored: Vec<StoredDescription> = serde_json::from_str(&self.tool_descriptions)
+            .map_err(|_| StoreError::Internal("corrupt worker row".into()))?;
+        // A description this build cannot read (written by a newer one) is
+        // listed as undescribed rather than failing the whole listing.
+        let descriptions = stored
+            .into_iter()
+            .filter_map(StoredDescription::into_description)
+            .collect();
         Ok(WorkerInfo {
             heartbeat: WorkerHeartbeat::new(
                 WorkerId::parse(&self.worker_id).map_err(corrupt)?,
                 tools,
                 u32::try_from(self.slots).unwrap_or(0),
                 u32::try_from(self.busy).unwrap_or(0),
-            ),
+            )
+            .with_descriptions(descriptions),
             first_seen_at: self.first_seen_at,
             last_seen_at: self.last_seen_at,
         })
@@ -58,17 +109,27 @@ fn millis(duration: Duration) -> i64 {
 impl OperationsStore for PgTaskStore {
     async fn record_heartbeat(&self, heartbeat: &WorkerHeartbeat) -> Result<(), StoreError> {
         let tools: Vec<&str> = heartbeat.tools.iter().map(ToolName::as_str).collect();
+        let descriptions = heartbeat
+            .descriptions
+            .iter()
+            .map(StoredDescription::of)
+            .collect::<Result<Vec<_>, _>>()?;
+        let descriptions = serde_json::to_string(&descriptions)
+            .map_err(|err| StoreError::Internal(format!("tool descriptions: {err}")))?;
         sqlx::query(
-            "INSERT INTO workers (worker_id, tools, slots, busy, first_seen_at, last_seen_at)
-             VALUES ($1, $2, $3, $4, now(), now())
+            "INSERT INTO workers
+                 (worker_id, tools, slots, busy, first_seen_at, last_seen_at, tool_descriptions)
+             VALUES ($1, $2, $3, $4, now(), now(), $5::jsonb)
              ON CONFLICT (worker_id) DO UPDATE SET
                  tools = EXCLUDED.tools, slots = EXCLUDED.slots, busy = EXCLUDED.busy,
-                 last_seen_at = EXCLUDED.last_seen_at",
+                 last_seen_at = EXCLUDED.last_seen_at,
+                 tool_descriptions = EXCLUDED.tool_descriptions",
         )
         .bind(heartbeat.worker_id.as_str())
         .bind(tools)
         .bind(i32::try_from(heartbeat.slots).unwrap_or(i32::MAX))
         .bind(i32::try_from(heartbeat.busy).unwrap_or(i32::MAX))
+        .bind(descriptions)
         .execute(self.pool())
         .await
         .map_err(store_error)?;
@@ -86,7 +147,9 @@ impl OperationsStore for PgTaskStore {
 
     async fn workers(&self, within: Duration) -> Result<Vec<WorkerInfo>, StoreError> {
         sqlx::query_as::<_, WorkerRow>(
-            "SELECT worker_id, tools, slots, busy, first_seen_at, last_seen_at FROM workers
+            "SELECT worker_id, tools, slots, busy, first_seen_at, last_seen_at,
+                    tool_descriptions::text AS tool_descriptions
+             FROM workers
              WHERE last_seen_at > now() - $1 * interval '1 millisecond'
              ORDER BY worker_id",
         )

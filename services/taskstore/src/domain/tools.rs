@@ -1,0 +1,222 @@
+//! What a tool is to an MCP client (name, schema, whether it runs as a
+//! task), as workers describe the tools they serve, and the decision a
+//! `tools/call` asks: run it as a task, synchronously, or not at all.
+
+use std::fmt;
+
+use super::execution::ToolName;
+use super::json::{InvalidJson, JsonObject};
+
+/// MCP `execution.taskSupport`: how a tool may be called.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum TaskSupport {
+    /// As a task or synchronously, as the client chooses.
+    #[default]
+    Optional,
+    /// Only as a task.
+    Required,
+    /// Only synchronously.
+    Forbidden,
+}
+
+impl TaskSupport {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaskSupport::Optional => "optional",
+            TaskSupport::Required => "required",
+            TaskSupport::Forbidden => "forbidden",
+        }
+    }
+
+    pub fn parse(raw: &str) -> Option<Self> {
+        [
+            TaskSupport::Optional,
+            TaskSupport::Required,
+            TaskSupport::Forbidden,
+        ]
+        .into_iter()
+        .find(|support| support.as_str() == raw)
+    }
+}
+
+impl fmt::Display for TaskSupport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// A tool as `tools/list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolDescription {
+    pub name: ToolName,
+    pub title: Option<String>,
+    pub description: Option<String>,
+    /// A JSON Schema object for the arguments.
+    pub input_schema: JsonObject,
+    pub task_support: TaskSupport,
+}
+
+/// Why a worker's description of a tool was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field} {reason}")]
+pub struct InvalidDescription {
+    pub field: &'static str,
+    pub reason: String,
+}
+
+impl ToolDescription {
+    /// Longest title, in bytes.
+    pub const MAX_TITLE_BYTES: usize = 256;
+    /// Longest description, in bytes.
+    pub const MAX_DESCRIPTION_BYTES: usize = 8 * 1024;
+    /// Largest input schema, in bytes: every worker reports it every few
+    /// seconds.
+    pub const MAX_SCHEMA_BYTES: usize = 64 * 1024;
+
+    /// A tool its workers did not describe: any arguments, task optional.
+    pub fn undescribed(name: ToolName) -> Self {
+        Self {
+            name,
+            title: None,
+            description: None,
+            input_schema: open_schema(),
+            task_support: TaskSupport::Optional,
+        }
+    }
+
+    /// Checks a description's parts; empty strings mean "not given".
+    pub fn parse(
+        name: ToolName,
+        title: &str,
+        description: &str,
+        input_schema: &str,
+        task_support: TaskSupport,
+    ) -> Result<Self, InvalidDescription> {
+        let refuse = |field, reason: String| InvalidDescription { field, reason };
+        if title.len() > Self::MAX_TITLE_BYTES {
+            return Err(refuse(
+                "title",
+                format!("must be at most {} bytes", Self::MAX_TITLE_BYTES),
+            ));
+        }
+        if description.len() > Self::MAX_DESCRIPTION_BYTES {
+            return Err(refuse(
+                "description",
+                format!("must be at most {} bytes", Self::MAX_DESCRIPTION_BYTES),
+            ));
+        }
+        if input_schema.len() > Self::MAX_SCHEMA_BYTES {
+            return Err(refuse(
+                "input_schema_json",
+                format!("must be at most {} bytes", Self::MAX_SCHEMA_BYTES),
+            ));
+        }
+        let input_schema = if input_schema.trim().is_empty() {
+            open_schema()
+        } else {
+            JsonObject::parse(input_schema)
+                .map_err(|InvalidJson(reason)| refuse("input_schema_json", reason))?
+        };
+        let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
+        Ok(Self {
+            name,
+            title: non_empty(title),
+            description: non_empty(description),
+            input_schema,
+            task_support,
+        })
+    }
+}
+
+/// The schema of a tool that takes any arguments.
+fn open_schema() -> JsonObject {
+    JsonObject::parse(r#"{"type":"object"}"#).unwrap_or_else(|_| unreachable!())
+}
+
+/// How a `tools/call` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallMode {
+    /// A task: the call answers at once with the task.
+    Task,
+    /// Through a task all the same (durable, retried), but the call waits
+    /// for its result and answers with it.
+    Synchronous,
+}
+
+/// A `tools/call` its tool does not allow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum CallModeRefusal {
+    #[error("the tool must be called as a task (its taskSupport is required)")]
+    TaskRequired,
+    #[error("the tool cannot be called as a task (its taskSupport is forbidden)")]
+    TaskForbidden,
+}
+
+/// Whether a call that did (or did not) ask for a task may run, and how.
+pub fn call_mode(support: TaskSupport, task_requested: bool) -> Result<CallMode, CallModeRefusal> {
+    match (support, task_requested) {
+        (TaskSupport::Forbidden, true) => Err(CallModeRefusal::TaskForbidden),
+        (TaskSupport::Required, false) => Err(CallModeRefusal::TaskRequired),
+        (_, true) => Ok(CallMode::Task),
+        (_, false) => Ok(CallMode::Synchronous),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name() -> ToolName {
+        ToolName::parse("echo").expect("name")
+    }
+
+    #[test]
+    fn call_modes_follow_task_support() {
+        use CallMode::*;
+        use TaskSupport::*;
+        assert_eq!(call_mode(Optional, true), Ok(Task));
+        assert_eq!(call_mode(Optional, false), Ok(Synchronous));
+        assert_eq!(call_mode(Required, true), Ok(Task));
+        assert!(call_mode(Required, false).is_err());
+        assert_eq!(call_mode(Forbidden, false), Ok(Synchronous));
+        assert!(call_mode(Forbidden, true).is_err());
+    }
+
+    #[test]
+    fn descriptions_are_checked() {
+        let ok = ToolDescription::parse(name(), "", "says it back", "", TaskSupport::Required)
+            .expect("valid");
+        assert_eq!(ok.title, None);
+        assert_eq!(ok.description.as_deref(), Some("says it back"));
+        assert_eq!(ok.input_schema.as_str(), r#"{"type":"object"}"#);
+        for (title, description, schema) in [
+            ("x".repeat(257), String::new(), String::new()),
+            (String::new(), "x".repeat(8 * 1024 + 1), String::new()),
+            (String::new(), String::new(), "[1]".to_owned()),
+            (String::new(), String::new(), "{".to_owned()),
+            (
+                String::new(),
+                String::new(),
+                format!(r#"{{"d":"{}"}}"#, "x".repeat(64 * 1024)),
+            ),
+        ] {
+            assert!(
+                ToolDescription::parse(name(), &title, &description, &schema, TaskSupport::Optional)
+                    .is_err(),
+                "{title:.10} {description:.10} {schema:.10}"
+            );
+        }
+    }
+
+    #[test]
+    fn task_support_names_round_trip() {
+        for support in [
+            TaskSupport::Optional,
+            TaskSupport::Required,
+            TaskSupport::Forbidden,
+        ] {
+            assert_eq!(TaskSupport::parse(support.as_str()), Some(support));
+        }
+        assert_eq!(TaskSupport::parse("sometimes"), None);
+    }
+}
