@@ -17,6 +17,7 @@ pub mod durations;
 pub mod error;
 pub mod grpc;
 pub mod health;
+pub mod mcp;
 pub mod metrics;
 pub mod periodic;
 pub mod server;

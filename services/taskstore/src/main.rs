@@ -45,6 +45,7 @@ async fn run(command: Command) -> ExitCode {
     let service = match command {
         Command::Serve(serve) => run_service(&serve, Mode::Serve).await,
         Command::Dev(dev) => run_service(&dev, Mode::Dev).await,
+        Command::Mcp(mcp) => run_service(&mcp, Mode::Mcp).await,
         Command::Migrate(database) => match database.store_location(Mode::Serve) {
             Ok(location) => startup::migrate(&location, database.pool_settings()).await,
             Err(err) => Err(StartupError::Config(err)),

@@ -80,6 +80,8 @@ pub struct ServiceSettings {
     pub max_result_wait: Duration,
     /// How long in-flight RPCs may take to finish on shutdown.
     pub shutdown_grace: Duration,
+    /// The MCP endpoint; `None` is off.
+    pub mcp: Option<crate::mcp::McpSettings>,
     /// Prometheus metrics on `GET /metrics` at this `HOST:PORT`; `None` is
     /// off.
     pub metrics: Option<MetricsSettings>,
@@ -169,6 +171,7 @@ impl ServiceSettings {
             embedded: EmbeddedWorkers::default(),
             max_result_wait: Duration::from_secs(600),
             shutdown_grace: Duration::from_secs(2),
+            mcp: None,
             metrics: None,
         }
     }

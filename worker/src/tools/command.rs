@@ -19,9 +19,7 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
 
-use crate::tool::{
-    TaskSupport, Tool, ToolContext, ToolError, ToolInfo, error_result, text_result,
-};
+use crate::tool::{TaskSupport, Tool, ToolContext, ToolError, ToolInfo, error_result, text_result};
 
 /// Most stdout kept as the result.
 const MAX_OUTPUT_BYTES: u64 = 1024 * 1024;

@@ -3,6 +3,7 @@
 //! ([`crate::settings`]), once, here at the edge.
 
 mod jwt;
+mod mcp;
 mod serve;
 mod tenant_limits;
 mod tls;
@@ -12,6 +13,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+pub use self::mcp::{DEFAULT_MCP_LISTEN, McpArgs, McpListen};
 pub use self::serve::ServeArgs;
 pub use self::values::{Limit, ListenAddress};
 use crate::cli::ClientCommand;
@@ -50,8 +52,13 @@ pub enum Command {
     Serve(Box<ServeArgs>),
     /// Run everything in one process, with nothing to install: the service,
     /// an in-process job queue and embedded workers (defaults: a SQLite file
-    /// taskstore-dev.db, no broker, two workers).
+    /// taskstore-dev.db, no broker, two workers), and MCP on
+    /// http://127.0.0.1:50052/mcp.
     Dev(Box<ServeArgs>),
+    /// Run a replica of the service that also serves MCP (Streamable HTTP
+    /// on --mcp-listen, default 127.0.0.1:50052/mcp): the fleet's tools as
+    /// durable MCP tasks. The same flags as `serve`.
+    Mcp(Box<ServeArgs>),
     /// Drive a running service with load and report throughput and latency.
     Bench(crate::bench::BenchArgs),
     /// Apply pending database migrations and exit.
@@ -105,6 +112,8 @@ pub const DEFAULT_AMQP_URL: &str = "amqp://guest:guest@127.0.0.1:5672/%2f";
 pub enum Mode {
     Serve,
     Dev,
+    /// `serve` with the MCP endpoint on: a gateway replica.
+    Mcp,
 }
 
 /// The default store of `dev`: a SQLite file in the working directory.
@@ -118,7 +127,7 @@ impl DatabaseArgs {
             .map(values::SecretFile::expose));
         let url = match (given, mode) {
             (Some(url), _) => url,
-            (None, Mode::Serve) => DEFAULT_POSTGRES_URL,
+            (None, Mode::Serve | Mode::Mcp) => DEFAULT_POSTGRES_URL,
             (None, Mode::Dev) => DEFAULT_DEV_DATABASE_URL,
         };
         if url == "memory:" {

@@ -40,6 +40,8 @@ pub struct ServeArgs {
     pub tls: super::tls::TlsArgs,
     #[command(flatten)]
     pub database: DatabaseArgs,
+    #[command(flatten)]
+    pub mcp: super::McpArgs,
     /// Who migrates a PostgreSQL database: `apply` (the service, before it
     /// listens) or `await` (a migrations job runs `taskstore migrate`; the
     /// service waits for it, not listening, and refuses a database migrated
@@ -234,11 +236,17 @@ impl ServeArgs {
                 // stops it within moments; `serve` lets them finish.
                 shutdown_grace: match mode {
                     Mode::Dev => Duration::ZERO,
-                    Mode::Serve => self.shutdown_grace,
+                    Mode::Serve | Mode::Mcp => self.shutdown_grace,
                 },
             },
             max_result_wait: self.max_result_wait,
             shutdown_grace: self.shutdown_grace,
+            mcp: self.mcp.settings(
+                mode,
+                self.max_message_bytes,
+                self.max_result_wait,
+                self.auth_methods(mode)? != [AuthMethod::None],
+            )?,
             metrics: self.metrics_listen.clone().map(|listen| MetricsSettings {
                 listen: listen.to_string(),
                 snapshot_interval: self.metrics_snapshot_interval,
@@ -251,8 +259,8 @@ impl ServeArgs {
     /// `dev` without authentication listens on loopback only.
     pub fn auth_methods(&self, mode: Mode) -> Result<Vec<AuthMethod>, String> {
         let methods = match (mode, self.auth.is_empty()) {
-            (Mode::Serve, true) => {
-                return Err("serve needs --auth (TASKSTORE_AUTH): api-keys (create keys with `taskstore keys create`), or none to turn authentication off (anyone who reaches the port may then read and change every task)".to_owned());
+            (Mode::Serve | Mode::Mcp, true) => {
+                return Err("serve and mcp need --auth (TASKSTORE_AUTH): api-keys (create keys with `taskstore keys create`), or none to turn authentication off (anyone who reaches the port may then read and change every task)".to_owned());
             }
             (Mode::Dev, true) => vec![AuthMethod::None],
             (_, false) => self.auth.clone(),
@@ -289,7 +297,7 @@ impl ServeArgs {
         match (given, mode) {
             (Some("none"), _) | (None, Mode::Dev) => QueueLocation::InProcess,
             (Some(url), _) => QueueLocation::RabbitMq(url.to_owned()),
-            (None, Mode::Serve) => QueueLocation::RabbitMq(DEFAULT_AMQP_URL.to_owned()),
+            (None, Mode::Serve | Mode::Mcp) => QueueLocation::RabbitMq(DEFAULT_AMQP_URL.to_owned()),
         }
     }
 

@@ -258,7 +258,10 @@ mod tests {
         for order in [[&old, &new, &bare], [&bare, &new, &old]] {
             let served = served_tools(&order.map(Clone::clone));
             assert_eq!(served[0].description.description.as_deref(), Some("v2"));
-            assert_eq!(served[1].description, ToolDescription::undescribed(tool("sleep")));
+            assert_eq!(
+                served[1].description,
+                ToolDescription::undescribed(tool("sleep"))
+            );
         }
     }
 

@@ -8,6 +8,7 @@ mod fleet;
 mod ids;
 mod json;
 mod limits;
+mod mcp;
 mod poll;
 mod status;
 mod task;
@@ -27,6 +28,7 @@ pub use fleet::{
 pub use ids::{InvalidId, SessionId, TaskId, TenantId};
 pub use json::{InvalidJson, JsonObject, RequestId};
 pub use limits::{Admission, AdmissionPolicy, Rate, TokenBucket};
+pub use mcp::{ExtensionOutcome, Revision, RevisionRefusal, revision_of};
 pub use poll::{MAX_POLL_INTERVAL, PollPolicy};
 pub use status::{ResultStatus, TaskStatus, UnknownStatus};
 pub use task::{

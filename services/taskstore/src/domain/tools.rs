@@ -201,8 +201,14 @@ mod tests {
             ),
         ] {
             assert!(
-                ToolDescription::parse(name(), &title, &description, &schema, TaskSupport::Optional)
-                    .is_err(),
+                ToolDescription::parse(
+                    name(),
+                    &title,
+                    &description,
+                    &schema,
+                    TaskSupport::Optional
+                )
+                .is_err(),
                 "{title:.10} {description:.10} {schema:.10}"
             );
         }

@@ -69,6 +69,13 @@ impl TaskStoreService {
         self
     }
 
+    /// Holds each tenant to rates and waiting calls shared with other
+    /// endpoints of this replica (the MCP gateway).
+    pub fn with_admissions(mut self, admissions: Arc<Admissions>) -> Self {
+        self.admissions = admissions;
+        self
+    }
+
     /// Open streams and waiting calls end with UNAVAILABLE when `shutdown`
     /// fires (the server passes its own shutdown token).
     pub fn with_shutdown(mut self, shutdown: CancellationToken) -> Self {

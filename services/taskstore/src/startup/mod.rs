@@ -7,8 +7,10 @@
 
 mod backends;
 mod embedded;
+mod mcp;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use taskstore_proto::credentials::BearerToken;
@@ -24,7 +26,9 @@ use crate::auth::{AuthMethod, Authenticator};
 use crate::dispatch::in_process::InProcessPublisher;
 use crate::dispatch::rabbitmq::RabbitPublisher;
 use crate::dispatch::relay;
-use crate::grpc::{OperationsService, ServiceFacts, TaskExecutionService, TaskStoreService};
+use crate::grpc::{
+    Admissions, OperationsService, ServiceFacts, TaskExecutionService, TaskStoreService,
+};
 use crate::health::QueueHealth;
 use crate::periodic::Chore;
 use crate::server::Server;
@@ -117,6 +121,8 @@ pub struct Service {
     in_process: Option<InProcessQueue>,
     /// What the embedded workers present to the service.
     embedded_token: BearerToken,
+    /// The MCP endpoint, bound, when the settings ask for one.
+    mcp: Option<mcp::BoundGateway>,
 }
 
 impl std::fmt::Debug for Service {
@@ -147,16 +153,32 @@ impl Service {
             },
             queue: queue_health.clone(),
         };
+        let admissions = Arc::new(Admissions::new(settings.admission.clone()));
         let store = TaskStoreService::new(
             backends.store.clone(),
             backends.operations.clone(),
             settings.limits,
         )
         .with_max_result_wait(settings.max_result_wait)
-        .with_admission(settings.admission.clone());
+        .with_admissions(admissions.clone());
         let mut authenticator =
             Authenticator::new(&settings.auth, backends.keys.clone(), settings.jwt.as_ref())
                 .map_err(StartupError::Config)?;
+        // The gateway checks credentials as the gRPC port does, but never
+        // accepts the embedded workers' token (workers do not speak MCP).
+        let mcp = match &settings.mcp {
+            Some(mcp_settings) => Some(
+                mcp::bind(
+                    mcp_settings,
+                    &settings,
+                    &backends,
+                    authenticator.clone(),
+                    admissions,
+                )
+                .await?,
+            ),
+            None => None,
+        };
         let embedded_token = authenticator
             .embedded_worker_token()
             .map_err(|err| StartupError::Config(format!("no randomness for a token: {err}")))?;
@@ -187,7 +209,13 @@ impl Service {
             queue_health,
             in_process,
             embedded_token,
+            mcp,
         })
+    }
+
+    /// Where MCP is served, when it is.
+    pub fn mcp_addr(&self) -> Option<SocketAddr> {
+        self.mcp.as_ref().map(mcp::BoundGateway::local_addr)
     }
 
     /// The address the service listens on (port 0 resolved).
@@ -214,6 +242,8 @@ impl Service {
             None => Vec::new(),
         };
         let server_stop = CancellationToken::new();
+        let mcp_addr = self.mcp_addr();
+        let mcp_served = self.mcp.map(|gateway| gateway.spawn(server_stop.clone()));
         let mut served = tokio::spawn(self.server.run(server_stop.clone()));
         let workers = start_workers(workers, stop.child_token()).await;
         warn_when_open(&self.settings.auth, self.addr);
@@ -228,6 +258,7 @@ impl Service {
             },
             embedded_workers = workers.len(),
             auth = %auth_names(&self.settings.auth),
+            mcp = %mcp_addr.map_or_else(|| "off".to_owned(), |addr| format!("http://{addr}/mcp")),
             "listening"
         );
 
@@ -254,6 +285,11 @@ impl Service {
             Some(ended) => ended,
             None => served.await,
         };
+        if let Some(mcp) = mcp_served
+            && let Err(err) = mcp.await
+        {
+            tracing::error!(error = %err, "the mcp endpoint panicked");
+        }
         tracing::info!("shutting down: stopping the background loops");
         background.cancel();
         for task in loops {

@@ -143,7 +143,10 @@ async fn tools_are_listed_while_their_workers_report() {
     // them as JSON); a tool nobody described is listed with an open schema.
     execution
         .heartbeat(pb::HeartbeatRequest {
-            descriptions: vec![described("echo", r#"{"type":"object","required":["text"]}"#)],
+            descriptions: vec![described(
+                "echo",
+                r#"{"type":"object","required":["text"]}"#,
+            )],
             ..report("w4", &["echo", "sleep"], 0, false)
         })
         .await

@@ -1,0 +1,48 @@
+//! Store errors as JSON-RPC errors, in one exhaustive place. MCP asks for
+//! -32602 for an unknown (or expired, or another session's) task and a bad
+//! cursor; the rest use this server's codes (`jsonrpc::code`). Internal
+//! details stay in the server log.
+
+use serde_json::json;
+use tonic_types::StatusExt as _;
+
+use super::jsonrpc::{RpcError, code};
+use crate::error::StoreError;
+
+impl From<StoreError> for RpcError {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::InvalidArgument(message) => RpcError::invalid_params(message),
+            StoreError::NotFound => RpcError::invalid_params("task not found"),
+            StoreError::AlreadyExists(id) => {
+                RpcError::invalid_params(format!("task {id} already exists"))
+            }
+            StoreError::FailedPrecondition(message) => RpcError::invalid_params(message),
+            StoreError::ResourceExhausted(message) => {
+                RpcError::new(code::RESOURCE_EXHAUSTED, message)
+            }
+            StoreError::Unauthenticated(message) => RpcError::new(code::INVALID_REQUEST, message),
+            StoreError::PermissionDenied(message) => RpcError::new(code::FORBIDDEN, message),
+            StoreError::Unavailable(message) => {
+                RpcError::new(code::UNAVAILABLE, format!("unavailable: {message}; retry"))
+            }
+            StoreError::Internal(_) => {
+                RpcError::new(code::INTERNAL_ERROR, "internal error (see the server log)")
+            }
+        }
+    }
+}
+
+/// An admission refusal (shared with the gRPC service, which speaks
+/// `tonic::Status`): a rate or a waiting-call limit, with when to retry.
+pub(super) fn admission_refused(status: &tonic::Status) -> RpcError {
+    let retry_after = status
+        .get_details_retry_info()
+        .and_then(|info| info.retry_delay)
+        .map(|delay| u64::try_from(delay.as_millis()).unwrap_or(u64::MAX));
+    let error = RpcError::new(code::RESOURCE_EXHAUSTED, status.message());
+    match retry_after {
+        Some(ms) => error.with_data(json!({ "retryAfterMs": ms })),
+        None => error,
+    }
+}

@@ -1,0 +1,420 @@
+//! The HTTP edge of `/mcp`: everything about a POST is checked here before
+//! a method runs (origin, content type, size, credentials, revision,
+//! session), and every answer is one JSON body. No server-to-client stream
+//! is offered (GET answers 405, as the transport allows): the tasks' state
+//! is polled, so a client may reach any replica at any time.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use http::{HeaderMap, HeaderValue, StatusCode, header};
+use serde_json::{Map, Value, json};
+
+use super::gateway::{Gateway, TASKS_EXTENSION};
+use super::jsonrpc::{self, Id, Message, RpcError, code};
+use super::methods::{self, Call, Reply};
+use crate::auth::AuthFailure;
+use crate::domain::{Caller, Revision, RevisionRefusal, Scope, SessionId, revision_of};
+
+pub(super) const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+const METHOD_HEADER: &str = "mcp-method";
+const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+
+/// The routes: `/mcp`, `/healthz`, and the OAuth protected-resource
+/// metadata when bearer tokens of an authorization server are accepted.
+pub fn router(gateway: Arc<Gateway>) -> Router {
+    let mut router = Router::new()
+        .route(
+            "/mcp",
+            post(post_message).get(no_stream).delete(end_session),
+        )
+        .route("/healthz", get(|| async { "ok" }));
+    if gateway.authorization_server.is_some() {
+        router = router
+            .route(
+                "/.well-known/oauth-protected-resource",
+                get(resource_metadata),
+            )
+            .route(
+                "/.well-known/oauth-protected-resource/mcp",
+                get(resource_metadata),
+            );
+    }
+    router.with_state(gateway)
+}
+
+/// A JSON body with `status`.
+pub(super) fn json_response(status: StatusCode, body: &Value) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// An answer that is not a JSON-RPC response to a readable request.
+fn refuse(status: StatusCode, id: Option<&Id>, error: RpcError) -> Response {
+    json_response(status, &jsonrpc::response(id, Err(error)))
+}
+
+async fn post_message(
+    State(gateway): State<Arc<Gateway>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    if let Some(origin) = headers.get(header::ORIGIN)
+        && !origin_allowed(origin, &gateway.settings.allowed_origins)
+    {
+        tracing::warn!(origin = ?origin, "mcp request from a foreign origin refused");
+        return refuse(
+            StatusCode::FORBIDDEN,
+            None,
+            RpcError::new(code::INVALID_REQUEST, "origin not allowed"),
+        );
+    }
+    if !is_json(&headers) {
+        return refuse(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            None,
+            RpcError::new(
+                code::INVALID_REQUEST,
+                "content-type must be application/json",
+            ),
+        );
+    }
+    let limit = gateway.settings.max_body_bytes;
+    let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
+        return refuse(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            None,
+            RpcError::new(
+                code::INVALID_REQUEST,
+                format!("the body is larger than {limit} bytes (or was cut short)"),
+            ),
+        );
+    };
+    let caller = match authenticate(&gateway, &headers).await {
+        Ok(caller) => caller,
+        Err(refusal) => return refusal,
+    };
+    match jsonrpc::parse(&bytes) {
+        Err(unparsable) => refuse(
+            StatusCode::BAD_REQUEST,
+            unparsable.id.as_ref(),
+            unparsable.error,
+        ),
+        Ok(Message::Response) => StatusCode::ACCEPTED.into_response(),
+        Ok(Message::Notification { method, params }) => {
+            if let Ok(call) = call_of(&gateway, &headers, caller, &method, &params, None) {
+                methods::notify(&gateway, &call, &method, &params).await;
+            }
+            StatusCode::ACCEPTED.into_response()
+        }
+        Ok(Message::Request { id, method, params }) => {
+            request(gateway, &headers, caller, id, method, params, bytes).await
+        }
+    }
+}
+
+async fn request(
+    gateway: Arc<Gateway>,
+    headers: &HeaderMap,
+    caller: Caller,
+    id: Id,
+    method: String,
+    params: Map<String, Value>,
+    body: Bytes,
+) -> Response {
+    let call = match call_of(
+        &gateway,
+        headers,
+        caller,
+        &method,
+        &params,
+        Some(id.clone()),
+    ) {
+        Ok(call) => call,
+        Err((status, error)) => return refuse(status, Some(&id), error),
+    };
+    let outcome = methods::handle(&gateway, &call, &method, params, &body).await;
+    let (result, session) = match outcome {
+        Ok(Reply { result, session }) => (Ok(result), session),
+        Err(error) => (Err(error), None),
+    };
+    let mut response = json_response(StatusCode::OK, &jsonrpc::response(Some(&id), result));
+    if let Some(session) = session
+        && let Ok(value) = HeaderValue::from_str(session.as_str())
+    {
+        response.headers_mut().insert(SESSION_HEADER, value);
+    }
+    response
+}
+
+/// The request's context, or why it cannot have one (with the HTTP status
+/// the transport prescribes).
+fn call_of(
+    gateway: &Gateway,
+    headers: &HeaderMap,
+    caller: Caller,
+    method: &str,
+    params: &Map<String, Value>,
+    id: Option<Id>,
+) -> Result<Call, (StatusCode, RpcError)> {
+    let meta = params.get("_meta").and_then(Value::as_object);
+    let meta_version = meta
+        .and_then(|m| m.get(META_VERSION))
+        .and_then(Value::as_str);
+    let revision =
+        revision_of(meta_version, header_str(headers, VERSION_HEADER)).map_err(|refusal| {
+            match refusal {
+                RevisionRefusal::Unsupported(named) => (
+                    StatusCode::OK,
+                    RpcError::new(
+                        code::UNSUPPORTED_PROTOCOL_VERSION,
+                        format!("protocol version {named:?} is not supported"),
+                    )
+                    .with_data(json!({
+                        "supported": [Revision::V2026_07_28.as_str()],
+                        "requested": named,
+                    })),
+                ),
+                RevisionRefusal::HeaderMismatch => (
+                    StatusCode::BAD_REQUEST,
+                    RpcError::new(
+                        code::HEADER_MISMATCH,
+                        "the MCP-Protocol-Version header and _meta disagree",
+                    ),
+                ),
+                RevisionRefusal::BadHeader(header) => (
+                    StatusCode::BAD_REQUEST,
+                    RpcError::new(
+                        code::INVALID_REQUEST,
+                        format!("unsupported MCP-Protocol-Version {header:?}"),
+                    ),
+                ),
+            }
+        })?;
+    if revision == Revision::V2026_07_28
+        && let Some(named) = header_str(headers, METHOD_HEADER)
+        && named != method
+    {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            RpcError::new(
+                code::HEADER_MISMATCH,
+                "the Mcp-Method header does not match the body's method",
+            ),
+        ));
+    }
+    let tenant = caller
+        .tenant_for(None)
+        .map_err(|_| (StatusCode::FORBIDDEN, forbidden()))?;
+    let session = match revision {
+        Revision::V2026_07_28 => None,
+        Revision::V2025_11_25 => match header_str(headers, SESSION_HEADER) {
+            None => None,
+            Some(raw) => Some(
+                SessionId::parse(raw, gateway.limits.max_session_id_bytes).map_err(|err| {
+                    (
+                        StatusCode::BAD_REQUEST,
+                        RpcError::new(code::INVALID_REQUEST, format!("Mcp-Session-Id {err}")),
+                    )
+                })?,
+            ),
+        },
+    };
+    let extension = meta
+        .and_then(|m| m.get(META_CAPABILITIES))
+        .and_then(|c| c.get("extensions"))
+        .and_then(|e| e.get(TASKS_EXTENSION))
+        .is_some_and(|tasks| !tasks.is_null());
+    Ok(Call {
+        caller,
+        scope: Scope { tenant, session },
+        revision,
+        id,
+        tasks_extension: extension,
+    })
+}
+
+fn forbidden() -> RpcError {
+    RpcError::new(code::FORBIDDEN, "the credentials do not allow this")
+}
+
+fn header_str<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+fn is_json(headers: &HeaderMap) -> bool {
+    header_str(headers, header::CONTENT_TYPE.as_str()).is_some_and(|value| {
+        value
+            .split(';')
+            .next()
+            .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("application/json"))
+    })
+}
+
+/// Loopback origins always; others only when configured, exactly.
+fn origin_allowed(origin: &HeaderValue, allowed: &[String]) -> bool {
+    let Ok(origin) = origin.to_str() else {
+        return false;
+    };
+    if allowed.iter().any(|a| a == origin) {
+        return true;
+    }
+    let Some(rest) = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"))
+    else {
+        return false;
+    };
+    let host = match rest.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().map(|h| format!("[{h}]")),
+        None => rest.split(':').next().map(str::to_owned),
+    };
+    let port_ok = |after: &str| after.is_empty() || after[1..].chars().all(|c| c.is_ascii_digit());
+    match host.as_deref() {
+        Some(h @ ("localhost" | "127.0.0.1" | "[::1]")) => {
+            let after = &rest[h.len()..];
+            (after.is_empty() || after.starts_with(':')) && port_ok(after)
+        }
+        _ => false,
+    }
+}
+
+/// Who is calling, or the refusal to send back.
+async fn authenticate(gateway: &Gateway, headers: &HeaderMap) -> Result<Caller, Response> {
+    let bearer = header_str(headers, header::AUTHORIZATION.as_str()).and_then(|value| {
+        let (scheme, token) = value.split_once(' ')?;
+        scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+    });
+    match gateway.authenticator.authenticate(bearer, None).await {
+        Ok(caller) => Ok(caller),
+        Err(AuthFailure::Unavailable(reason)) => {
+            tracing::warn!(reason = %reason, "mcp credentials could not be checked");
+            Err(refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                None,
+                RpcError::new(
+                    code::UNAVAILABLE,
+                    "credentials cannot be checked now; retry",
+                ),
+            ))
+        }
+        Err(AuthFailure::Missing | AuthFailure::Invalid) => {
+            let mut response = refuse(
+                StatusCode::UNAUTHORIZED,
+                None,
+                RpcError::new(code::INVALID_REQUEST, "missing or invalid credentials"),
+            );
+            let challenge = match gateway.authorization_server {
+                Some(_) => format!(
+                    "Bearer resource_metadata=\"{}\"",
+                    metadata_url(gateway).unwrap_or_default()
+                ),
+                None => "Bearer".to_owned(),
+            };
+            if let Ok(value) = HeaderValue::from_str(&challenge) {
+                response
+                    .headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, value);
+            }
+            Err(response)
+        }
+    }
+}
+
+/// Where the protected-resource metadata is, from the configured resource
+/// URL (`https://host/mcp` → `https://host/.well-known/oauth-protected-resource/mcp`).
+fn metadata_url(gateway: &Gateway) -> Option<String> {
+    let resource = gateway.settings.resource_url.as_deref()?;
+    let (scheme, rest) = resource.split_once("://")?;
+    let (authority, path) = rest.split_once('/').unwrap_or((rest, ""));
+    let suffix = if path.is_empty() {
+        String::new()
+    } else {
+        format!("/{path}")
+    };
+    Some(format!(
+        "{scheme}://{authority}/.well-known/oauth-protected-resource{suffix}"
+    ))
+}
+
+/// RFC 9728 metadata: which authorization server issues tokens for `/mcp`.
+async fn resource_metadata(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
+    let resource = gateway.settings.resource_url.clone().unwrap_or_else(|| {
+        let host = header_str(&headers, header::HOST.as_str()).unwrap_or("localhost");
+        format!("http://{host}/mcp")
+    });
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "resource": resource,
+            "authorization_servers": gateway.authorization_server.iter().collect::<Vec<_>>(),
+            "bearer_methods_supported": ["header"],
+        }),
+    )
+}
+
+/// No server-initiated stream: everything is polled.
+async fn no_stream() -> Response {
+    (
+        StatusCode::METHOD_NOT_ALLOWED,
+        [(header::ALLOW, "POST, DELETE")],
+    )
+        .into_response()
+}
+
+/// Ending a session frees nothing (no session state is kept); its tasks
+/// live out their ttl.
+async fn end_session() -> Response {
+    StatusCode::NO_CONTENT.into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_and_configured_origins_only() {
+        let allowed = vec!["https://app.example.com".to_owned()];
+        for (origin, ok) in [
+            ("http://localhost", true),
+            ("http://localhost:6274", true),
+            ("http://127.0.0.1:3000", true),
+            ("http://[::1]:8080", true),
+            ("https://app.example.com", true),
+            ("https://app.example.com.evil.net", false),
+            ("http://localhost.evil.net", false),
+            ("http://localhost:80x", false),
+            ("http://evil.net", false),
+            ("null", false),
+            ("file://localhost", false),
+        ] {
+            let value = HeaderValue::from_static(origin);
+            assert_eq!(origin_allowed(&value, &allowed), ok, "{origin}");
+        }
+    }
+
+    #[test]
+    fn only_json_bodies() {
+        let mut headers = HeaderMap::new();
+        assert!(!is_json(&headers));
+        for (value, ok) in [
+            ("application/json", true),
+            ("Application/JSON; charset=utf-8", true),
+            ("text/plain", false),
+            ("application/jsonx", false),
+        ] {
+            headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(value));
+            assert_eq!(is_json(&headers), ok, "{value}");
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! Which method does what in each revision, who may call it, and the
+//! lifecycle methods (`initialize`, `server/discover`, `ping`).
+
+use axum::body::Bytes;
+use serde_json::{Map, Value, json};
+
+use super::gateway::{Gateway, TASKS_EXTENSION};
+use super::jsonrpc::{Id, RpcError, code};
+use super::{tasks, tools};
+use crate::domain::{Caller, Revision, Scope, SessionId, TaskId, may_call};
+
+/// One request's context, from the HTTP edge.
+#[derive(Debug, Clone)]
+pub(super) struct Call {
+    pub caller: Caller,
+    /// The caller's tenant and, in 2025-11-25, the MCP session.
+    pub scope: Scope,
+    pub revision: Revision,
+    /// The request's id (`None` for a notification).
+    pub id: Option<Id>,
+    /// 2026-07-28: whether the client declared the tasks extension.
+    pub tasks_extension: bool,
+}
+
+/// A method's answer, and the session to announce (for `initialize`).
+#[derive(Debug)]
+pub(super) struct Reply {
+    pub result: Value,
+    pub session: Option<SessionId>,
+}
+
+impl From<Value> for Reply {
+    fn from(result: Value) -> Self {
+        Self {
+            result,
+            session: None,
+        }
+    }
+}
+
+/// The task-store RPC each method amounts to: the caller's role must allow
+/// it (the same rights table as gRPC callers).
+fn rpc_of(method: &str) -> Option<&'static str> {
+    Some(match method {
+        "tools/list" => "ListTools",
+        "tools/call" => "CreateTask",
+        "tasks/get" => "GetTask",
+        "tasks/result" => "GetTaskResult",
+        "tasks/list" => "ListTasks",
+        "tasks/cancel" => "CancelTask",
+        "tasks/update" => "UpdateTaskStatus",
+        _ => return None,
+    })
+}
+
+pub(super) async fn handle(
+    gateway: &Gateway,
+    call: &Call,
+    method: &str,
+    params: Map<String, Value>,
+    body: &Bytes,
+) -> Result<Reply, RpcError> {
+    use Revision::{V2025_11_25 as Core, V2026_07_28 as Extension};
+    if let Some(rpc) = rpc_of(method) {
+        if !may_call(&call.caller, "mcp.tasks.v1.TaskStore", rpc) {
+            return Err(RpcError::new(
+                code::FORBIDDEN,
+                format!("the {} role may not call {method}", call.caller.role),
+            ));
+        }
+        if call.revision == Core && call.scope.session.is_none() {
+            return Err(RpcError::new(
+                code::INVALID_REQUEST,
+                "no Mcp-Session-Id: send initialize first, then the session id it returns with every request",
+            ));
+        }
+        if call.revision == Extension && method.starts_with("tasks/") && !call.tasks_extension {
+            return Err(missing_extension());
+        }
+    }
+    let result = match (call.revision, method) {
+        (_, "ping") => json!({}),
+        (Core, "initialize") => return Ok(initialize(&params)?),
+        (Extension, "server/discover") => discover(),
+        (_, "tools/list") => tools::list(gateway, call).await?,
+        (_, "tools/call") => tools::call(gateway, call, &params, body).await?,
+        (_, "tasks/get") => tasks::get(gateway, call, &params).await?,
+        (_, "tasks/cancel") => tasks::cancel(gateway, call, &params).await?,
+        (Core, "tasks/result") => tasks::result(gateway, call, &params).await?,
+        (Core, "tasks/list") => tasks::list(gateway, call, &params).await?,
+        (Extension, "tasks/update") => tasks::update(gateway, call, &params).await?,
+        _ => {
+            return Err(RpcError::new(
+                code::METHOD_NOT_FOUND,
+                format!(
+                    "method {method:?} is not served in protocol version {}",
+                    call.revision
+                ),
+            ));
+        }
+    };
+    Ok(with_result_type(call.revision, result).into())
+}
+
+/// Notifications: only a client's cancellation of its own in-flight
+/// request means anything here.
+pub(super) async fn notify(
+    gateway: &Gateway,
+    call: &Call,
+    method: &str,
+    params: &Map<String, Value>,
+) {
+    if method == "notifications/cancelled"
+        && let Some(request_id) = params.get("requestId")
+    {
+        tools::cancel_in_flight(gateway, call, request_id).await;
+    }
+}
+
+/// 2026-07-28 results say what they are (`resultType`); a task handle
+/// already says `task`.
+fn with_result_type(revision: Revision, mut result: Value) -> Value {
+    if revision == Revision::V2026_07_28
+        && let Some(object) = result.as_object_mut()
+    {
+        object
+            .entry("resultType")
+            .or_insert_with(|| json!("complete"));
+    }
+    result
+}
+
+pub(super) fn missing_extension() -> RpcError {
+    RpcError::new(
+        code::MISSING_REQUIRED_CLIENT_CAPABILITY,
+        format!("this request needs the client capability extensions[\"{TASKS_EXTENSION}\"]"),
+    )
+    .with_data(json!({ "requiredCapabilities": { "extensions": { TASKS_EXTENSION: {} } } }))
+}
+
+fn server_info() -> Value {
+    json!({ "name": "taskstore", "title": "mcp-taskstore", "version": env!("CARGO_PKG_VERSION") })
+}
+
+const INSTRUCTIONS: &str = "Tools run on a durable worker fleet. Call long-running tools as tasks and poll them; tasks survive restarts of this server.";
+
+/// 2025-11-25's handshake: whatever the client asks for, this server
+/// speaks 2025-11-25 in the handshake era (the client decides whether to go
+/// on). A fresh session id scopes the client's tasks.
+fn initialize(params: &Map<String, Value>) -> Result<Reply, RpcError> {
+    if !params.contains_key("protocolVersion") {
+        return Err(RpcError::invalid_params("initialize needs protocolVersion"));
+    }
+    let session = TaskId::generate()
+        .ok()
+        .and_then(|random| SessionId::parse(random.as_str(), 64).ok())
+        .ok_or_else(|| RpcError::new(code::INTERNAL_ERROR, "no randomness for a session id"))?;
+    Ok(Reply {
+        result: json!({
+            "protocolVersion": Revision::V2025_11_25.as_str(),
+            "capabilities": {
+                "tools": { "listChanged": false },
+                "tasks": { "list": {}, "cancel": {}, "requests": { "tools": { "call": {} } } },
+            },
+            "serverInfo": server_info(),
+            "instructions": INSTRUCTIONS,
+        }),
+        session: Some(session),
+    })
+}
+
+/// 2026-07-28's discovery: the revision, the tasks extension, and that the
+/// answer depends on the caller (tools differ by tenant's fleet: private).
+fn discover() -> Value {
+    json!({
+        "supportedVersions": [Revision::V2026_07_28.as_str()],
+        "capabilities": {
+            "tools": { "listChanged": false },
+            "extensions": { TASKS_EXTENSION: {} },
+        },
+        "instructions": INSTRUCTIONS,
+        "ttlMs": 0,
+        "cacheScope": "private",
+        "_meta": { "io.modelcontextprotocol/serverInfo": server_info() },
+    })
+}

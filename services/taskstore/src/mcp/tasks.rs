@@ -1,0 +1,185 @@
+//! `tasks/*` over the store, per revision. Every lookup is in the caller's
+//! scope (tenant, and session in 2025-11-25): another's task is "not found"
+//! (-32602), exactly like a missing one.
+
+use serde_json::{Map, Value, json};
+
+use super::errors::admission_refused;
+use super::gateway::Gateway;
+use super::jsonrpc::{RpcError, code};
+use super::methods::Call;
+use super::shapes;
+use crate::domain::{
+    ExtensionOutcome, PageRequest, Revision, Task, TaskId, TaskResult, TaskStatus,
+};
+use crate::error::StoreError;
+
+fn task_id(params: &Map<String, Value>) -> Result<TaskId, RpcError> {
+    let raw = params
+        .get("taskId")
+        .and_then(Value::as_str)
+        .ok_or_else(|| RpcError::invalid_params("params.taskId must be a string"))?;
+    // A malformed id cannot name a task: the same answer as a missing one.
+    TaskId::parse(raw).map_err(|_| StoreError::NotFound.into())
+}
+
+fn stored_json(result: &TaskResult) -> Result<Value, RpcError> {
+    serde_json::from_str(result.result.as_str())
+        .map_err(|_| RpcError::new(code::INTERNAL_ERROR, "a stored result is not JSON"))
+}
+
+pub(super) async fn get(
+    gateway: &Gateway,
+    call: &Call,
+    params: &Map<String, Value>,
+) -> Result<Value, RpcError> {
+    let id = task_id(params)?;
+    let task = gateway.store.get_task(&call.scope, &id).await?;
+    match call.revision {
+        Revision::V2025_11_25 => Ok(shapes::core_task(&task)),
+        Revision::V2026_07_28 => detailed(gateway, call, task).await,
+    }
+}
+
+/// SEP-2663's `DetailedTask`: the task with its result (or error, or input
+/// requests) inlined.
+async fn detailed(gateway: &Gateway, call: &Call, task: Task) -> Result<Value, RpcError> {
+    let stored = match task.status {
+        TaskStatus::Completed | TaskStatus::Failed => {
+            match gateway.store.get_result(&call.scope, &task.task_id).await {
+                Ok(stored) => Some(stored),
+                Err(StoreError::FailedPrecondition(_)) => None,
+                Err(err) => return Err(err.into()),
+            }
+        }
+        _ => None,
+    };
+    let task = stored.as_ref().map_or(task, |stored| stored.task.clone());
+    let outcome = ExtensionOutcome::of(task.status, stored.is_some());
+    let mut object = shapes::task(call.revision, &task, outcome.as_str());
+    match (outcome, &stored) {
+        (ExtensionOutcome::Completed, Some(stored)) => {
+            object.insert("result".into(), stored_json(stored)?);
+        }
+        (ExtensionOutcome::Failed, _) | (ExtensionOutcome::Completed, None) => {
+            let message = task
+                .status_message
+                .clone()
+                .unwrap_or_else(|| "the task ended without a result".to_owned());
+            object.insert(
+                "error".into(),
+                json!({ "code": code::INTERNAL_ERROR, "message": message }),
+            );
+        }
+        // Workers ask in words (the status message); no request a client
+        // could answer with `tasks/update` is outstanding.
+        (ExtensionOutcome::InputRequired, _) => {
+            object.insert("inputRequests".into(), json!({}));
+        }
+        (ExtensionOutcome::Working | ExtensionOutcome::Cancelled, _) => {}
+    }
+    Ok(Value::Object(object))
+}
+
+pub(super) async fn cancel(
+    gateway: &Gateway,
+    call: &Call,
+    params: &Map<String, Value>,
+) -> Result<Value, RpcError> {
+    let id = task_id(params)?;
+    match call.revision {
+        // 2025-11-25 refuses to cancel a task that already ended (the
+        // store's cancel answers such a task unchanged).
+        Revision::V2025_11_25 => {
+            let already = |status: TaskStatus| {
+                RpcError::invalid_params(format!(
+                    "task is already {status}; it cannot be cancelled"
+                ))
+            };
+            let before = gateway.store.get_task(&call.scope, &id).await?;
+            if before.status.is_terminal() {
+                return Err(already(before.status));
+            }
+            let after = gateway.store.cancel_task(&call.scope, &id).await?;
+            // It may have ended between the two calls.
+            if after.status != TaskStatus::Cancelled {
+                return Err(already(after.status));
+            }
+            Ok(shapes::core_task(&after))
+        }
+        // 2026-07-28: an acknowledgement; the state shows in `tasks/get`.
+        Revision::V2026_07_28 => {
+            gateway.store.cancel_task(&call.scope, &id).await?;
+            Ok(json!({}))
+        }
+    }
+}
+
+/// 2025-11-25 `tasks/result`: waits until the task ends, then answers what
+/// the call would have (the stored `CallToolResult`, tied to its task).
+pub(super) async fn result(
+    gateway: &Gateway,
+    call: &Call,
+    params: &Map<String, Value>,
+) -> Result<Value, RpcError> {
+    let id = task_id(params)?;
+    let _slot = gateway
+        .admissions
+        .hold_waiting(&call.scope.tenant)
+        .map_err(|status| admission_refused(&status))?;
+    let waited = tokio::select! {
+        waited = gateway.store.wait_for_result(&call.scope, &id, gateway.settings.max_wait) => waited,
+        () = gateway.shutdown.cancelled() => Err(StoreError::Unavailable("the server is stopping".into())),
+    };
+    let stored = waited?;
+    Ok(shapes::result_of_task(stored_json(&stored)?, &stored.task))
+}
+
+pub(super) async fn list(
+    gateway: &Gateway,
+    call: &Call,
+    params: &Map<String, Value>,
+) -> Result<Value, RpcError> {
+    let cursor = match params.get("cursor") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(cursor)) => Some(cursor.clone()),
+        Some(_) => return Err(RpcError::invalid_params("params.cursor must be a string")),
+    };
+    let page = gateway
+        .store
+        .list_tasks(
+            &call.scope,
+            PageRequest {
+                cursor,
+                ..PageRequest::default()
+            },
+        )
+        .await?;
+    let tasks: Vec<Value> = page.tasks.iter().map(shapes::core_task).collect();
+    let mut answer = json!({ "tasks": tasks });
+    if let (Some(next), Some(object)) = (page.next_cursor, answer.as_object_mut()) {
+        object.insert("nextCursor".into(), json!(next));
+    }
+    Ok(answer)
+}
+
+/// 2026-07-28 `tasks/update`: no input request is ever outstanding (see
+/// [`detailed`]), so only an empty answer is accepted.
+pub(super) async fn update(
+    gateway: &Gateway,
+    call: &Call,
+    params: &Map<String, Value>,
+) -> Result<Value, RpcError> {
+    let id = task_id(params)?;
+    gateway.store.get_task(&call.scope, &id).await?;
+    let answered = params
+        .get("inputResponses")
+        .and_then(Value::as_object)
+        .is_some_and(|responses| !responses.is_empty());
+    if answered {
+        return Err(RpcError::invalid_params(
+            "the task has no outstanding input requests to answer",
+        ));
+    }
+    Ok(json!({}))
+}
