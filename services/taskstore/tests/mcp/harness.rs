@@ -1,0 +1,271 @@
+//! Gateways for the tests: real services (`Service::build`, as `taskstore
+//! mcp` builds them) on a fresh PostgreSQL schema, with embedded workers on
+//! the in-process queue, MCP on an ephemeral port; and a plain HTTP
+//! JSON-RPC caller for what SDK clients would never send.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sqlx::PgPool;
+use taskstore::auth::{AuthMethod, api_keys};
+use taskstore::domain::{Reach, Role};
+use taskstore::grpc::InputLimits;
+use taskstore::mcp::McpSettings;
+use taskstore::settings::{
+    ChoreSettings, EmbeddedWorkers, QueueLocation, QueueSettings, ServiceSettings,
+};
+use taskstore::startup::{Backends, Service};
+use taskstore::store::StoreConfig;
+use taskstore::store::keys::{KeyStore, PgKeys};
+use taskstore::store::postgres::PgTaskStore;
+use taskstore_proto::jobs::Topology;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use crate::common;
+
+/// Command tools with each `taskSupport` the built-ins do not have.
+const COMMAND_TOOLS: &str = r#"{"tools": {
+  "only_task": {"command": ["cat"], "description": "Says its arguments back; only as a task.", "task_support": "required",
+                "input_schema": {"type": "object", "properties": {"x": {"type": "integer"}}}},
+  "never_task": {"command": ["cat"], "title": "Never a task", "task_support": "forbidden"},
+  "broken": {"command": ["sh", "-c", "echo broken; exit 3"], "description": "Always ends with an error result."}
+}}"#;
+
+/// A running gateway.
+pub struct Gateway {
+    pub mcp: SocketAddr,
+    pub keys: Arc<dyn KeyStore>,
+    stop: Option<DropGuard>,
+    handle: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Gateway {
+    /// A gateway with authentication off, on its own database.
+    pub async fn open() -> Self {
+        Self::on(common::migrated_pool().await, AuthMethod::None, 0).await
+    }
+
+    /// A gateway on `pool` (shared by replicas), with `auth`, serving MCP
+    /// on `port` (0: any).
+    pub async fn on(pool: PgPool, auth: AuthMethod, port: u16) -> Self {
+        let dir = std::env::temp_dir().join(format!("mcp-tools-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let tools_file = dir.join("tools.json");
+        std::fs::write(&tools_file, COMMAND_TOOLS).expect("command tools");
+        let config = StoreConfig::default();
+        let store = Arc::new(
+            PgTaskStore::open(pool.clone(), config.clone())
+                .await
+                .expect("open the store"),
+        );
+        let keys: Arc<dyn KeyStore> = Arc::new(PgKeys::new(pool));
+        let backends =
+            Backends::from_store(store, "postgres", "a test schema".into()).with_keys(keys.clone());
+        let settings = ServiceSettings {
+            auth: vec![auth],
+            mcp: Some(McpSettings::on(format!("127.0.0.1:{port}"))),
+            queue: Some(QueueSettings {
+                location: QueueLocation::InProcess,
+                broker_tls: Default::default(),
+                topology: Topology::new("taskstore").expect("topology"),
+                poll_interval: Duration::from_millis(200),
+                fault: None,
+            }),
+            chores: Some(ChoreSettings {
+                reaper_interval: Duration::from_secs(1),
+                cleanup_interval: None,
+            }),
+            embedded: EmbeddedWorkers {
+                count: 1,
+                concurrency: 8,
+                tools: vec!["echo".into(), "sleep".into()],
+                command_tools: Some(tools_file),
+                shutdown_grace: Duration::ZERO,
+            },
+            ..ServiceSettings::bare(config, InputLimits::default())
+        };
+        let service = Service::build(settings, backends).await.expect("builds");
+        let mcp = service.mcp_addr().expect("mcp is on");
+        let stop = CancellationToken::new();
+        let token = stop.clone();
+        let handle = tokio::spawn(async move {
+            service.run_until_stopped(token).await.expect("runs");
+        });
+        let gateway = Self {
+            mcp,
+            keys,
+            stop: Some(stop.drop_guard()),
+            handle: Some(handle),
+        };
+        let token = match auth {
+            AuthMethod::None => None,
+            _ => Some(gateway.key("*", Role::Admin).await),
+        };
+        gateway.wait_for_tools(token.as_deref()).await;
+        gateway
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}/mcp", self.mcp)
+    }
+
+    /// Stops it and waits until it has stopped (its port is free again).
+    pub async fn stop(mut self) {
+        drop(self.stop.take());
+        if let Some(handle) = self.handle.take() {
+            handle.await.expect("stopped");
+        }
+    }
+
+    /// A fresh API key for `role` in `tenant`.
+    pub async fn key(&self, tenant: &str, role: Role) -> String {
+        let issued =
+            api_keys::issue(Reach::parse(tenant).expect("reach"), role, "test").expect("issue");
+        self.keys
+            .insert_key(&issued.stored)
+            .await
+            .expect("store the key");
+        issued.key
+    }
+
+    /// Until the embedded workers have reported their tools.
+    async fn wait_for_tools(&self, token: Option<&str>) {
+        let caller = Caller::new(self, token);
+        for _ in 0..100 {
+            let session = caller.clone().initialize().await;
+            let tools = session.rpc("tools/list", json!({})).await;
+            if tools["result"]["tools"]
+                .as_array()
+                .is_some_and(|t| t.len() >= 5)
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("the embedded workers did not report their tools");
+    }
+}
+
+/// A JSON-RPC caller over plain HTTP (2025-11-25 unless told otherwise).
+#[derive(Clone)]
+pub struct Caller {
+    http: reqwest::Client,
+    pub url: String,
+    pub token: Option<String>,
+    pub session: Option<String>,
+}
+
+impl Caller {
+    pub fn new(gateway: &Gateway, token: Option<&str>) -> Self {
+        Self {
+            http: reqwest::Client::new(),
+            url: gateway.url(),
+            token: token.map(str::to_owned),
+            session: None,
+        }
+    }
+
+    /// The same caller, at another gateway.
+    pub fn at(&self, gateway: &Gateway) -> Self {
+        Self {
+            url: gateway.url(),
+            ..self.clone()
+        }
+    }
+
+    /// After the 2025-11-25 handshake, with its session.
+    pub async fn initialize(mut self) -> Self {
+        let response = self
+            .post(
+                &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+                    "protocolVersion": "2025-11-25", "capabilities": {},
+                    "clientInfo": {"name": "test", "version": "1"}}})
+                .to_string(),
+                &[],
+            )
+            .await;
+        assert_eq!(response.status, 200, "{:?}", response.body);
+        self.session = Some(response.session.expect("a session id"));
+        self
+    }
+
+    /// POSTs `body` with `headers`, and the caller's credentials and session.
+    pub async fn post(&self, body: &str, headers: &[(&str, &str)]) -> Answer {
+        let mut request = self
+            .http
+            .post(&self.url)
+            .header("accept", "application/json, text/event-stream")
+            .body(body.to_owned());
+        if !headers
+            .iter()
+            .any(|(name, _)| name.eq_ignore_ascii_case("content-type"))
+        {
+            request = request.header("content-type", "application/json");
+        }
+        if let Some(token) = &self.token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(session) = &self.session {
+            request = request.header("mcp-session-id", session);
+        }
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.send().await.expect("the gateway answers");
+        let status = response.status().as_u16();
+        let session = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let text = response.text().await.expect("a body");
+        Answer {
+            status,
+            session,
+            body: serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        }
+    }
+
+    /// A request; the whole JSON-RPC response.
+    pub async fn rpc(&self, method: &str, params: Value) -> Value {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        self.post(&body.to_string(), &[]).await.body
+    }
+
+    /// The `result` of a request that must succeed.
+    pub async fn ok(&self, method: &str, params: Value) -> Value {
+        let response = self.rpc(method, params).await;
+        assert!(response.get("error").is_none(), "{method}: {response}");
+        response["result"].clone()
+    }
+
+    /// The error code of a request that must fail.
+    pub async fn error_code(&self, method: &str, params: Value) -> i64 {
+        let response = self.rpc(method, params).await;
+        response["error"]["code"]
+            .as_i64()
+            .unwrap_or_else(|| panic!("{method} should fail: {response}"))
+    }
+}
+
+/// What the gateway answered.
+#[derive(Debug)]
+pub struct Answer {
+    pub status: u16,
+    pub session: Option<String>,
+    pub body: Value,
+}
+
+/// Polls `tasks/get` until the task is in `status`.
+pub async fn until_status(caller: &Caller, task_id: &str, status: &str) -> Value {
+    for _ in 0..200 {
+        let task = caller.ok("tasks/get", json!({"taskId": task_id})).await;
+        if task["status"] == status {
+            return task;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("task {task_id} never became {status}");
+}
