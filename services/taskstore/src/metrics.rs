@@ -22,6 +22,33 @@ pub fn rpc_ended(service: &str, method: &str, code: &'static str, started: Insta
     histogram!("taskstore_rpc_duration_seconds", &labels).record(started.elapsed());
 }
 
+/// An MCP request to `/mcp` was answered: `method` (unknown methods are
+/// counted as `other`, so clients cannot grow the label set), the protocol
+/// revision, and `ok` or the JSON-RPC error code.
+pub fn mcp_request_ended(method: &str, revision: &'static str, outcome: &str, started: Instant) {
+    const KNOWN: [&str; 11] = [
+        "initialize",
+        "ping",
+        "server/discover",
+        "tools/list",
+        "tools/call",
+        "tasks/get",
+        "tasks/result",
+        "tasks/list",
+        "tasks/cancel",
+        "tasks/update",
+        "notifications/cancelled",
+    ];
+    let method = KNOWN.into_iter().find(|m| *m == method).unwrap_or("other");
+    let labels = [
+        ("method", method.to_owned()),
+        ("revision", revision.to_owned()),
+        ("outcome", outcome.to_owned()),
+    ];
+    counter!("taskstore_mcp_requests_total", &labels).increment(1);
+    histogram!("taskstore_mcp_request_duration_seconds", &labels).record(started.elapsed());
+}
+
 /// A task was created.
 pub fn task_created(dispatched: bool) {
     counter!("taskstore_tasks_created_total", "dispatched" => if dispatched { "true" } else { "false" })

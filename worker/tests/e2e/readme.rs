@@ -47,7 +47,11 @@ fn marked_blocks() -> Vec<Block> {
 /// Every block with `marker`, in the README's order, as one script.
 fn blocks(marker: &str) -> String {
     let blocks = marked_blocks();
-    let known = ["run against dev", "run with PostgreSQL and RabbitMQ"];
+    let known = [
+        "run against dev",
+        "mcp against dev",
+        "run with PostgreSQL and RabbitMQ",
+    ];
     for block in &blocks {
         assert!(
             known.contains(&block.marker.as_str()),
@@ -170,11 +174,13 @@ fn run_block(dir: &Path, code: &str, env: &[(&str, String)], timeout: Duration) 
 async fn the_readme_dev_walkthrough_runs_as_written() {
     let dir = scratch();
     let port = free_port();
+    let mcp_port = free_port();
     let endpoint = format!("http://127.0.0.1:{port}");
     let mut dev = Command::new(dir.join("target/release/taskstore"))
         .args(["--log-format", "json", "dev"])
         .current_dir(&dir)
         .env("TASKSTORE_LISTEN", format!("127.0.0.1:{port}"))
+        .env("TASKSTORE_MCP_LISTEN", format!("127.0.0.1:{mcp_port}"))
         .env_remove("TASKSTORE_DATABASE_URL")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -195,11 +201,33 @@ async fn the_readme_dev_walkthrough_runs_as_written() {
         &env,
         Duration::from_secs(120),
     );
+    // The MCP block, on this test's port rather than the default one.
+    let mcp_block = blocks("mcp against dev");
+    assert!(mcp_block.contains("127.0.0.1:50052/mcp"), "{mcp_block}");
+    let mcp = run_block(
+        &dir,
+        &mcp_block.replace(":50052/", &format!(":{mcp_port}/")),
+        &env,
+        Duration::from_secs(60),
+    );
     let _ = Command::new("kill")
         .args(["-TERM", &dev.id().to_string()])
         .status();
     let stopped = dev.wait().expect("dev exits");
     assert!(ran.success, "{}", ran.output);
+    assert!(mcp.success, "{}", mcp.output);
+    for expected in [
+        r#""taskSupport":"optional""#,
+        r#""status":"working""#,
+        "slept 2000 ms",
+        "io.modelcontextprotocol/related-task",
+    ] {
+        assert!(
+            mcp.output.contains(expected),
+            "{expected:?} in\n{}",
+            mcp.output
+        );
+    }
     assert!(stopped.success(), "{stopped:?}");
     for expected in [
         "slept 1000 of 3000 ms",

@@ -143,7 +143,13 @@ async fn request(
         Ok(call) => call,
         Err((status, error)) => return refuse(status, Some(&id), error),
     };
+    let started = std::time::Instant::now();
     let outcome = methods::handle(&gateway, &call, &method, params, &body).await;
+    let code = match &outcome {
+        Ok(_) => "ok".to_owned(),
+        Err(error) => error.code.to_string(),
+    };
+    crate::metrics::mcp_request_ended(&method, call.revision.as_str(), &code, started);
     let (result, session) = match outcome {
         Ok(Reply { result, session }) => (Ok(result), session),
         Err(error) => (Err(error), None),

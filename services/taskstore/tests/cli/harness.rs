@@ -122,6 +122,7 @@ pub fn start_dev(database: &str, extra: &[&str]) -> (Service, serde_json::Value)
     let mut command = Command::new(BIN);
     command
         .args(["--log-format", "json", "dev", "--listen", "127.0.0.1:0"])
+        .args(["--mcp-listen", "127.0.0.1:0"])
         .args(["--shutdown-grace", "5s", "--database-url", database])
         .args(extra)
         .env_remove("TASKSTORE_DATABASE_URL")
