@@ -6,6 +6,7 @@
 use serde_json::json;
 use tonic_types::StatusExt as _;
 
+use super::gateway::TASKS_EXTENSION;
 use super::jsonrpc::{RpcError, code};
 use crate::error::StoreError;
 
@@ -45,4 +46,14 @@ pub(super) fn admission_refused(status: &tonic::Status) -> RpcError {
         Some(ms) => error.with_data(json!({ "retryAfterMs": ms })),
         None => error,
     }
+}
+
+/// A 2026-07-28 request that needs the tasks extension its client did not
+/// declare.
+pub(super) fn missing_extension() -> RpcError {
+    RpcError::new(
+        code::MISSING_REQUIRED_CLIENT_CAPABILITY,
+        format!("this request needs the client capability extensions[\"{TASKS_EXTENSION}\"]"),
+    )
+    .with_data(json!({ "requiredCapabilities": { "extensions": { TASKS_EXTENSION: {} } } }))
 }

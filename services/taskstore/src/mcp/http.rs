@@ -14,9 +14,10 @@ use axum::routing::{get, post};
 use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde_json::{Map, Value, json};
 
+use super::call::Call;
 use super::gateway::{Gateway, TASKS_EXTENSION};
 use super::jsonrpc::{self, Id, Message, RpcError, code};
-use super::methods::{self, Call, Reply};
+use super::methods::{self, Reply};
 use crate::auth::AuthFailure;
 use crate::domain::{Caller, Revision, RevisionRefusal, Scope, SessionId, revision_of};
 

@@ -4,23 +4,12 @@
 use axum::body::Bytes;
 use serde_json::{Map, Value, json};
 
+use super::call::Call;
+use super::errors::missing_extension;
 use super::gateway::{Gateway, TASKS_EXTENSION};
-use super::jsonrpc::{Id, RpcError, code};
+use super::jsonrpc::{RpcError, code};
 use super::{tasks, tools};
-use crate::domain::{Caller, Revision, Scope, SessionId, TaskId, may_call};
-
-/// One request's context, from the HTTP edge.
-#[derive(Debug, Clone)]
-pub(super) struct Call {
-    pub caller: Caller,
-    /// The caller's tenant and, in 2025-11-25, the MCP session.
-    pub scope: Scope,
-    pub revision: Revision,
-    /// The request's id (`None` for a notification).
-    pub id: Option<Id>,
-    /// 2026-07-28: whether the client declared the tasks extension.
-    pub tasks_extension: bool,
-}
+use crate::domain::{Revision, SessionId, TaskId, may_call};
 
 /// A method's answer, and the session to announce (for `initialize`).
 #[derive(Debug)]
@@ -128,14 +117,6 @@ fn with_result_type(revision: Revision, mut result: Value) -> Value {
             .or_insert_with(|| json!("complete"));
     }
     result
-}
-
-pub(super) fn missing_extension() -> RpcError {
-    RpcError::new(
-        code::MISSING_REQUIRED_CLIENT_CAPABILITY,
-        format!("this request needs the client capability extensions[\"{TASKS_EXTENSION}\"]"),
-    )
-    .with_data(json!({ "requiredCapabilities": { "extensions": { TASKS_EXTENSION: {} } } }))
 }
 
 fn server_info() -> Value {

@@ -17,6 +17,7 @@
 //! - [`shapes`]: tasks and tools as each revision writes them;
 //! - [`errors`]: store errors as JSON-RPC errors, in one place.
 
+mod call;
 mod errors;
 mod gateway;
 mod http;

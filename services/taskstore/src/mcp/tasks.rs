@@ -4,10 +4,10 @@
 
 use serde_json::{Map, Value, json};
 
+use super::call::Call;
 use super::errors::admission_refused;
 use super::gateway::Gateway;
 use super::jsonrpc::{RpcError, code};
-use super::methods::Call;
 use super::shapes;
 use crate::domain::{
     ExtensionOutcome, PageRequest, Revision, Task, TaskId, TaskResult, TaskStatus,

@@ -7,10 +7,11 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use serde_json::{Map, Value, json};
 
+use super::call::Call;
 use super::errors::admission_refused;
+use super::errors::missing_extension;
 use super::gateway::Gateway;
 use super::jsonrpc::{RpcError, code};
-use super::methods::{Call, missing_extension};
 use super::shapes;
 use crate::domain::{
     CallMode, CallModeRefusal, DispatchRequest, JsonObject, NewTask, Revision, Scope, ServedTool,
