@@ -246,6 +246,25 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        /// Any bytes, and any JSON value: a message or a reason, never a panic.
+        #[test]
+        fn any_body_parses_or_is_refused(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..256)) {
+            let _ = parse(&bytes);
+        }
+
+        #[test]
+        fn any_json_shape_parses_or_is_refused(
+            id in "(1|\"a\"|null|1\\.5|\\{\\}|\\[\\])",
+            method in "(\"ping\"|7|null|\\[\\])",
+            params in "(\\{\\}|\\[\\]|7|null|\"x\")",
+            version in "(\"2\\.0\"|\"1\\.0\"|2)",
+        ) {
+            let body = format!(r#"{{"jsonrpc":{version},"id":{id},"method":{method},"params":{params}}}"#);
+            let _ = parse(body.as_bytes());
+        }
+    }
+
     #[test]
     fn responses_carry_the_id_and_one_outcome() {
         let id = Id::parse(&json!("a")).expect("id");
