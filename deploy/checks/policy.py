@@ -1,8 +1,9 @@
 """Our deployment policy, checked on rendered manifests: every container
 has resource requests and limits, runs unprivileged on a read-only root
 with no capabilities under seccomp RuntimeDefault, and (outside Jobs) has
-readiness and liveness probes; images are pinned; and the shutdown and
-migration settings of taskstore agree with the pod specs around them."""
+readiness and liveness probes; images are pinned; the shutdown and
+migration settings of taskstore agree with the pod specs around them; and
+an MCP gateway (`taskstore mcp`) serves MCP beyond its own pod."""
 
 from __future__ import annotations
 
@@ -90,6 +91,28 @@ def grace_violations(pod: dict[str, Any], container: dict[str, Any], env: dict[s
         )
 
 
+def mcp_listen_violations(container: dict[str, Any], env: dict[str, str]) -> Iterator[str]:
+    """`taskstore mcp` serves MCP on loopback unless told otherwise: in a
+    pod, out of reach of its Service, its ingress and HTTP probes."""
+    argv = container.get("command", []) + container.get("args", [])
+    if "mcp" not in argv:
+        return
+    listen = env.get("TASKSTORE_MCP_LISTEN")
+    for i, arg in enumerate(argv):
+        if arg == "--mcp-listen" and i + 1 < len(argv):
+            listen = argv[i + 1]
+        elif arg.startswith("--mcp-listen="):
+            listen = arg.split("=", 1)[1]
+    if listen is None:
+        yield "TASKSTORE_MCP_LISTEN is not set: the gateway would serve MCP on loopback only"
+    elif listen.strip().lower() == "off":
+        yield "TASKSTORE_MCP_LISTEN is off: the gateway would serve no MCP"
+    else:
+        host = listen.rsplit(":", 1)[0].strip("[]").lower()
+        if host == "localhost" or host == "::1" or host.startswith("127."):
+            yield f"TASKSTORE_MCP_LISTEN ({listen}) is loopback: nothing outside the pod reaches MCP"
+
+
 def is_ours(container: dict[str, Any]) -> bool:
     return "mcp-taskstore" in container.get("image", "")
 
@@ -123,6 +146,7 @@ def violations(docs: list[dict[str, Any]], allow_open: bool = False) -> list[str
                 continue
             env = env_of(container, config_maps)
             found += [f"{at}: {v}" for v in grace_violations(pod, container, env)]
+            found += [f"{at}: {v}" for v in mcp_listen_violations(container, env)]
             is_service = "taskworker" not in " ".join(container.get("command", []))
             if migrated_by_job and is_service and env.get("TASKSTORE_MIGRATIONS") != "await":
                 found.append(f"{at}: a migrations Job runs, so TASKSTORE_MIGRATIONS must be await")

@@ -124,6 +124,27 @@ class PolicyTest(unittest.TestCase):
         hpa = {"kind": "HorizontalPodAutoscaler", "metadata": {"name": "x"}, "spec": {"scaleTargetRef": {"name": "taskstore"}}}
         self.assert_violation([CONFIG, doc, hpa], "sets replicas")
 
+    def test_the_mcp_gateway_listens_beyond_its_pod(self):
+        gateway = copy.deepcopy(GOOD)
+        container = gateway["spec"]["template"]["spec"]["containers"][0]
+        container["args"] = ["mcp"]
+        container["env"] = [{"name": "TASKSTORE_MCP_LISTEN", "value": "0.0.0.0:8080"}]
+        self.assertEqual(violations([CONFIG, gateway]), [])
+        container["args"] = ["mcp", "--mcp-listen", "[::]:8080"]
+        self.assertEqual(violations([CONFIG, gateway]), [])
+        container["args"] = ["mcp"]
+        cases = {
+            "is not set": [],
+            "is loopback": [{"name": "TASKSTORE_MCP_LISTEN", "value": "127.0.0.1:8080"}],
+            "is off": [{"name": "TASKSTORE_MCP_LISTEN", "value": "off"}],
+        }
+        for expected, env in cases.items():
+            with self.subTest(expected):
+                container["env"] = env
+                self.assert_violation([CONFIG, gateway], expected)
+        # serve has MCP off unless asked: nothing to say.
+        self.assertEqual(violations([CONFIG, GOOD]), [])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -37,6 +37,8 @@ pub enum ServeError {
     Reflection(#[from] tonic_reflection::server::Error),
     #[error("the gRPC server failed: {0}")]
     Transport(#[from] tonic::transport::Error),
+    #[error("the mcp endpoint failed: {0}")]
+    Mcp(String),
 }
 
 /// A bound, not yet running server.

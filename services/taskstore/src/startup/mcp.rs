@@ -65,11 +65,24 @@ impl BoundGateway {
     }
 
     /// Serves until `stop` fires.
-    pub(super) fn spawn(self, stop: CancellationToken) -> JoinHandle<()> {
-        tokio::spawn(async move {
-            if let Err(err) = self.gateway.serve(self.listener, stop).await {
-                tracing::error!(error = %err, "the mcp endpoint failed");
-            }
-        })
+    pub(super) fn spawn(self, stop: CancellationToken) -> JoinHandle<std::io::Result<()>> {
+        tokio::spawn(self.gateway.serve(self.listener, stop))
+    }
+}
+
+/// Resolves when the endpoint (if any) ended on its own with an error or a
+/// panic, and never otherwise. The handle is taken once it ended.
+pub(super) async fn ended(
+    served: &mut Option<JoinHandle<std::io::Result<()>>>,
+) -> crate::server::ServeError {
+    let Some(handle) = served.as_mut() else {
+        return std::future::pending().await;
+    };
+    let outcome = handle.await;
+    *served = None;
+    match outcome {
+        Ok(Ok(())) => std::future::pending().await,
+        Ok(Err(err)) => crate::server::ServeError::Mcp(err.to_string()),
+        Err(err) => crate::server::ServeError::Mcp(format!("panicked: {err}")),
     }
 }

@@ -243,7 +243,7 @@ impl Service {
         };
         let server_stop = CancellationToken::new();
         let mcp_addr = self.mcp_addr();
-        let mcp_served = self.mcp.map(|gateway| gateway.spawn(server_stop.clone()));
+        let mut mcp_served = self.mcp.map(|gateway| gateway.spawn(server_stop.clone()));
         let mut served = tokio::spawn(self.server.run(server_stop.clone()));
         let workers = start_workers(workers, stop.child_token()).await;
         warn_when_open(&self.settings.auth, self.addr);
@@ -265,6 +265,9 @@ impl Service {
         let early_end = tokio::select! {
             () = stop.cancelled() => None,
             ended = &mut served => Some(ended),
+            // The MCP endpoint failing ends the service as the gRPC server
+            // failing does: a replica half up would pass its probes.
+            failed = mcp::ended(&mut mcp_served) => Some(Ok(Err(failed))),
         };
         stop.cancel();
         if !workers.is_empty() {

@@ -24,6 +24,13 @@ class ReleaseReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RELEASE_REASON_UNSPECIFIED: _ClassVar[ReleaseReason]
     RELEASE_REASON_RETRYABLE_ERROR: _ClassVar[ReleaseReason]
     RELEASE_REASON_SHUTDOWN: _ClassVar[ReleaseReason]
+
+class TaskSupport(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TASK_SUPPORT_UNSPECIFIED: _ClassVar[TaskSupport]
+    TASK_SUPPORT_OPTIONAL: _ClassVar[TaskSupport]
+    TASK_SUPPORT_REQUIRED: _ClassVar[TaskSupport]
+    TASK_SUPPORT_FORBIDDEN: _ClassVar[TaskSupport]
 STOP_REASON_UNSPECIFIED: StopReason
 STOP_REASON_CANCELLED: StopReason
 STOP_REASON_FINISHED: StopReason
@@ -32,6 +39,10 @@ STOP_REASON_LEASE_LOST: StopReason
 RELEASE_REASON_UNSPECIFIED: ReleaseReason
 RELEASE_REASON_RETRYABLE_ERROR: ReleaseReason
 RELEASE_REASON_SHUTDOWN: ReleaseReason
+TASK_SUPPORT_UNSPECIFIED: TaskSupport
+TASK_SUPPORT_OPTIONAL: TaskSupport
+TASK_SUPPORT_REQUIRED: TaskSupport
+TASK_SUPPORT_FORBIDDEN: TaskSupport
 
 class ClaimTaskRequest(_message.Message):
     __slots__ = ("task_id", "generation", "worker_id", "tenant_id")
@@ -96,18 +107,34 @@ class ReleaseTaskRequest(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., reason: _Optional[_Union[ReleaseReason, str]] = ..., message: _Optional[str] = ..., tenant_id: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("worker_id", "tools", "slots", "busy", "stopping")
+    __slots__ = ("worker_id", "tools", "slots", "busy", "stopping", "descriptions")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     BUSY_FIELD_NUMBER: _ClassVar[int]
     STOPPING_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     tools: _containers.RepeatedScalarFieldContainer[str]
     slots: int
     busy: int
     stopping: bool
-    def __init__(self, worker_id: _Optional[str] = ..., tools: _Optional[_Iterable[str]] = ..., slots: _Optional[int] = ..., busy: _Optional[int] = ..., stopping: bool = ...) -> None: ...
+    descriptions: _containers.RepeatedCompositeFieldContainer[ToolDescription]
+    def __init__(self, worker_id: _Optional[str] = ..., tools: _Optional[_Iterable[str]] = ..., slots: _Optional[int] = ..., busy: _Optional[int] = ..., stopping: bool = ..., descriptions: _Optional[_Iterable[_Union[ToolDescription, _Mapping]]] = ...) -> None: ...
+
+class ToolDescription(_message.Message):
+    __slots__ = ("name", "title", "description", "input_schema_json", "task_support")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TITLE_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    INPUT_SCHEMA_JSON_FIELD_NUMBER: _ClassVar[int]
+    TASK_SUPPORT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    title: str
+    description: str
+    input_schema_json: str
+    task_support: TaskSupport
+    def __init__(self, name: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., input_schema_json: _Optional[str] = ..., task_support: _Optional[_Union[TaskSupport, str]] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
     __slots__ = ("interval",)

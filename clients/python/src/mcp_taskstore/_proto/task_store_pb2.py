@@ -25,55 +25,56 @@ _sym_db = _symbol_database.Default()
 
 from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
+from mcp_taskstore._proto import execution_pb2 as mcp_dot_tasks_dot_v1_dot_execution__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dmcp/tasks/v1/task_store.proto\x12\x0cmcp.tasks.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf4\x02\n\x04Task\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12(\n\x06status\x18\x02 \x01(\x0e\x32\x18.mcp.tasks.v1.TaskStatus\x12\x1b\n\x0estatus_message\x18\x03 \x01(\tH\x00\x88\x01\x01\x12.\n\ncreated_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x33\n\x0flast_updated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12&\n\x03ttl\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x30\n\rpoll_interval\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x17\n\nsession_id\x18\x08 \x01(\tH\x01\x88\x01\x01\x12\x11\n\x04tool\x18\t \x01(\tH\x02\x88\x01\x01\x42\x11\n\x0f_status_messageB\r\n\x0b_session_idB\x07\n\x05_tool\"\xb5\x02\n\x11\x43reateTaskRequest\x12\x14\n\x07task_id\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x17\n\nsession_id\x18\x02 \x01(\tH\x01\x88\x01\x01\x12&\n\x03ttl\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x17\n\x0frequest_id_json\x18\x04 \x01(\t\x12\x14\n\x0crequest_json\x18\x05 \x01(\t\x12-\n\x08\x64ispatch\x18\x06 \x01(\x0b\x32\x16.mcp.tasks.v1.DispatchH\x02\x88\x01\x01\x12\x11\n\tno_expiry\x18\x07 \x01(\x08\x12\x30\n\rpoll_interval\x18\x08 \x01(\x0b\x32\x19.google.protobuf.DurationB\n\n\x08_task_idB\r\n\x0b_session_idB\x0b\n\t_dispatch\"R\n\x08\x44ispatch\x12\x11\n\x04tool\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x19\n\x0cmax_attempts\x18\x02 \x01(\rH\x01\x88\x01\x01\x42\x07\n\x05_toolB\x0f\n\r_max_attempts\"I\n\x0eGetTaskRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x17\n\nsession_id\x18\x02 \x01(\tH\x00\x88\x01\x01\x42\r\n\x0b_session_id\"\xd6\x01\n\x17UpdateTaskStatusRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12(\n\x06status\x18\x02 \x01(\x0e\x32\x18.mcp.tasks.v1.TaskStatus\x12\x1b\n\x0estatus_message\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x17\n\nsession_id\x18\x04 \x01(\tH\x01\x88\x01\x01\x12\x18\n\x0blease_token\x18\x05 \x01(\tH\x02\x88\x01\x01\x42\x11\n\x0f_status_messageB\r\n\x0b_session_idB\x0e\n\x0c_lease_token\"\xea\x01\n\x16StoreTaskResultRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12(\n\x06status\x18\x02 \x01(\x0e\x32\x18.mcp.tasks.v1.TaskStatus\x12\x13\n\x0bresult_json\x18\x03 \x01(\t\x12\x17\n\nsession_id\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x1b\n\x0estatus_message\x18\x05 \x01(\tH\x01\x88\x01\x01\x12\x18\n\x0blease_token\x18\x06 \x01(\tH\x02\x88\x01\x01\x42\r\n\x0b_session_idB\x11\n\x0f_status_messageB\x0e\n\x0c_lease_token\"]\n\x14GetTaskResultRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x17\n\nsession_id\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x0c\n\x04wait\x18\x03 \x01(\x08\x42\r\n\x0b_session_id\"K\n\x10WatchTaskRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x17\n\nsession_id\x18\x02 \x01(\tH\x00\x88\x01\x01\x42\r\n\x0b_session_id\"x\n\x15GetTaskResultResponse\x12(\n\x06status\x18\x01 \x01(\x0e\x32\x18.mcp.tasks.v1.TaskStatus\x12\x13\n\x0bresult_json\x18\x02 \x01(\t\x12 \n\x04task\x18\x03 \x01(\x0b\x32\x12.mcp.tasks.v1.Task\"\xc8\x01\n\x10ListTasksRequest\x12\x13\n\x06\x63ursor\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x17\n\nsession_id\x18\x02 \x01(\tH\x01\x88\x01\x01\x12\x16\n\tpage_size\x18\x03 \x01(\rH\x02\x88\x01\x01\x12*\n\x08statuses\x18\x04 \x03(\x0e\x32\x18.mcp.tasks.v1.TaskStatus\x12\x11\n\x04tool\x18\x05 \x01(\tH\x03\x88\x01\x01\x42\t\n\x07_cursorB\r\n\x0b_session_idB\x0c\n\n_page_sizeB\x07\n\x05_tool\"`\n\x11ListTasksResponse\x12!\n\x05tasks\x18\x01 \x03(\x0b\x32\x12.mcp.tasks.v1.Task\x12\x18\n\x0bnext_cursor\x18\x02 \x01(\tH\x00\x88\x01\x01\x42\x0e\n\x0c_next_cursor\"L\n\x11\x43\x61ncelTaskRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x17\n\nsession_id\x18\x02 \x01(\tH\x00\x88\x01\x01\x42\r\n\x0b_session_id\"L\n\x11\x44\x65leteTaskRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x17\n\nsession_id\x18\x02 \x01(\tH\x00\x88\x01\x01\x42\r\n\x0b_session_id\"\x14\n\x12\x44\x65leteTaskResponse\"\x17\n\x15\x43leanupExpiredRequest\")\n\x16\x43leanupExpiredResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x04\"\x12\n\x10ListToolsRequest\"<\n\x11ListToolsResponse\x12\'\n\x05tools\x18\x01 \x03(\x0b\x32\x18.mcp.tasks.v1.ServedTool\"z\n\nServedTool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07workers\x18\x02 \x01(\r\x12\r\n\x05slots\x18\x03 \x01(\r\x12\x0c\n\x04\x62usy\x18\x04 \x01(\r\x12\x30\n\x0clast_seen_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp*\xb0\x01\n\nTaskStatus\x12\x1b\n\x17TASK_STATUS_UNSPECIFIED\x10\x00\x12\x17\n\x13TASK_STATUS_WORKING\x10\x01\x12\x1e\n\x1aTASK_STATUS_INPUT_REQUIRED\x10\x02\x12\x19\n\x15TASK_STATUS_COMPLETED\x10\x03\x12\x16\n\x12TASK_STATUS_FAILED\x10\x04\x12\x19\n\x15TASK_STATUS_CANCELLED\x10\x05\x32\xd1\x06\n\tTaskStore\x12\x41\n\nCreateTask\x12\x1f.mcp.tasks.v1.CreateTaskRequest\x1a\x12.mcp.tasks.v1.Task\x12;\n\x07GetTask\x12\x1c.mcp.tasks.v1.GetTaskRequest\x1a\x12.mcp.tasks.v1.Task\x12M\n\x10UpdateTaskStatus\x12%.mcp.tasks.v1.UpdateTaskStatusRequest\x1a\x12.mcp.tasks.v1.Task\x12K\n\x0fStoreTaskResult\x12$.mcp.tasks.v1.StoreTaskResultRequest\x1a\x12.mcp.tasks.v1.Task\x12X\n\rGetTaskResult\x12\".mcp.tasks.v1.GetTaskResultRequest\x1a#.mcp.tasks.v1.GetTaskResultResponse\x12L\n\tListTasks\x12\x1e.mcp.tasks.v1.ListTasksRequest\x1a\x1f.mcp.tasks.v1.ListTasksResponse\x12\x41\n\tWatchTask\x12\x1e.mcp.tasks.v1.WatchTaskRequest\x1a\x12.mcp.tasks.v1.Task0\x01\x12\x41\n\nCancelTask\x12\x1f.mcp.tasks.v1.CancelTaskRequest\x1a\x12.mcp.tasks.v1.Task\x12O\n\nDeleteTask\x12\x1f.mcp.tasks.v1.DeleteTaskRequest\x1a .mcp.tasks.v1.DeleteTaskResponse\x12[\n\x0e\x43leanupExpired\x12#.mcp.tasks.v1.CleanupExpiredRequest\x1a$.mcp.tasks.v1.CleanupExpiredResponse\x12L\n\tListTools\x12\x1e.mcp.tasks.v1.ListToolsRequest\x1a\x1f.mcp.tasks.v1.ListToolsResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dmcp/tasks/v1/task_store.proto\x12\x0cmcp.tasks.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1cmcp/tasks/v1/execution.proto\"\xf4\x02\n\x04Task\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12(\n\x06status\x18\x02 \x01(\x0e\x32\x18.mcp.tasks.v1.TaskStatus\x12\x1b\n\x0estatus_message\x18\x03 \x01(\tH\x00\x88\x01\x01\x12.\n\ncreated_at\x18\x04 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x33\n\x0flast_updated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12&\n\x03ttl\x18\x06 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x30\n\rpoll_interval\x18\x07 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x17\n\nsession_id\x18\x08 \x01(\tH\x01\x88\x01\x01\x12\x11\n\x04tool\x18\t \x01(\tH\x02\x88\x01\x01\x42\x11\n\x0f_status_messageB\r\n\x0b_session_idB\x07\n\x05_tool\"\xb5\x02\n\x11\x43reateTaskRequest\x12\x14\n\x07task_id\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x17\n\nsession_id\x18\x02 \x01(\tH\x01\x88\x01\x01\x12&\n\x03ttl\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x17\n\x0frequest_id_json\x18\x04 \x01(\t\x12\x14\n\x0crequest_json\x18\x05 \x01(\t\x12-\n\x08\x64ispatch\x18\x06 \x01(\x0b\x32\x16.mcp.tasks.v1.DispatchH\x02\x88\x01\x01\x12\x11\n\tno_expiry\x18\x07 \x01(\x08\x12\x30\n\rpoll_interval\x18\x08 \x01(\x0b\x32\x19.google.protobuf.DurationB\n\n\x08_task_idB\r\n\x0b_session_idB\x0b\n\t_dispatch\"R\n\x08\x44ispatch\x12\x11\n\x04tool\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x19\n\x0cmax_attempts\x18\x02 \x01(\rH\x01\x88\x01\x01\x42\x07\n\x05_toolB\x0f\n\r_max_attempts\"I\n\x0eGetTaskRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x17\n\nsession_id\x18\x02 \x01(\tH\x00\x88\x01\x01\x42\r\n\x0b_session_id\"\xd6\x01\n\x17UpdateTaskStatusRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12(\n\x06status\x18\x02 \x01(\x0e\x32\x18.mcp.tasks.v1.TaskStatus\x12\x1b\n\x0estatus_message\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x17\n\nsession_id\x18\x04 \x01(\tH\x01\x88\x01\x01\x12\x18\n\x0blease_token\x18\x05 \x01(\tH\x02\x88\x01\x01\x42\x11\n\x0f_status_messageB\r\n\x0b_session_idB\x0e\n\x0c_lease_token\"\xea\x01\n\x16StoreTaskResultRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12(\n\x06status\x18\x02 \x01(\x0e\x32\x18.mcp.tasks.v1.TaskStatus\x12\x13\n\x0bresult_json\x18\x03 \x01(\t\x12\x17\n\nsession_id\x18\x04 \x01(\tH\x00\x88\x01\x01\x12\x1b\n\x0estatus_message\x18\x05 \x01(\tH\x01\x88\x01\x01\x12\x18\n\x0blease_token\x18\x06 \x01(\tH\x02\x88\x01\x01\x42\r\n\x0b_session_idB\x11\n\x0f_status_messageB\x0e\n\x0c_lease_token\"]\n\x14GetTaskResultRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x17\n\nsession_id\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x0c\n\x04wait\x18\x03 \x01(\x08\x42\r\n\x0b_session_id\"K\n\x10WatchTaskRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x17\n\nsession_id\x18\x02 \x01(\tH\x00\x88\x01\x01\x42\r\n\x0b_session_id\"x\n\x15GetTaskResultResponse\x12(\n\x06status\x18\x01 \x01(\x0e\x32\x18.mcp.tasks.v1.TaskStatus\x12\x13\n\x0bresult_json\x18\x02 \x01(\t\x12 \n\x04task\x18\x03 \x01(\x0b\x32\x12.mcp.tasks.v1.Task\"\xc8\x01\n\x10ListTasksRequest\x12\x13\n\x06\x63ursor\x18\x01 \x01(\tH\x00\x88\x01\x01\x12\x17\n\nsession_id\x18\x02 \x01(\tH\x01\x88\x01\x01\x12\x16\n\tpage_size\x18\x03 \x01(\rH\x02\x88\x01\x01\x12*\n\x08statuses\x18\x04 \x03(\x0e\x32\x18.mcp.tasks.v1.TaskStatus\x12\x11\n\x04tool\x18\x05 \x01(\tH\x03\x88\x01\x01\x42\t\n\x07_cursorB\r\n\x0b_session_idB\x0c\n\n_page_sizeB\x07\n\x05_tool\"`\n\x11ListTasksResponse\x12!\n\x05tasks\x18\x01 \x03(\x0b\x32\x12.mcp.tasks.v1.Task\x12\x18\n\x0bnext_cursor\x18\x02 \x01(\tH\x00\x88\x01\x01\x42\x0e\n\x0c_next_cursor\"L\n\x11\x43\x61ncelTaskRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x17\n\nsession_id\x18\x02 \x01(\tH\x00\x88\x01\x01\x42\r\n\x0b_session_id\"L\n\x11\x44\x65leteTaskRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x17\n\nsession_id\x18\x02 \x01(\tH\x00\x88\x01\x01\x42\r\n\x0b_session_id\"\x14\n\x12\x44\x65leteTaskResponse\"\x17\n\x15\x43leanupExpiredRequest\")\n\x16\x43leanupExpiredResponse\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x04\"\x12\n\x10ListToolsRequest\"<\n\x11ListToolsResponse\x12\'\n\x05tools\x18\x01 \x03(\x0b\x32\x18.mcp.tasks.v1.ServedTool\"\xae\x01\n\nServedTool\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07workers\x18\x02 \x01(\r\x12\r\n\x05slots\x18\x03 \x01(\r\x12\x0c\n\x04\x62usy\x18\x04 \x01(\r\x12\x30\n\x0clast_seen_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x32\n\x0b\x64\x65scription\x18\x06 \x01(\x0b\x32\x1d.mcp.tasks.v1.ToolDescription*\xb0\x01\n\nTaskStatus\x12\x1b\n\x17TASK_STATUS_UNSPECIFIED\x10\x00\x12\x17\n\x13TASK_STATUS_WORKING\x10\x01\x12\x1e\n\x1aTASK_STATUS_INPUT_REQUIRED\x10\x02\x12\x19\n\x15TASK_STATUS_COMPLETED\x10\x03\x12\x16\n\x12TASK_STATUS_FAILED\x10\x04\x12\x19\n\x15TASK_STATUS_CANCELLED\x10\x05\x32\xd1\x06\n\tTaskStore\x12\x41\n\nCreateTask\x12\x1f.mcp.tasks.v1.CreateTaskRequest\x1a\x12.mcp.tasks.v1.Task\x12;\n\x07GetTask\x12\x1c.mcp.tasks.v1.GetTaskRequest\x1a\x12.mcp.tasks.v1.Task\x12M\n\x10UpdateTaskStatus\x12%.mcp.tasks.v1.UpdateTaskStatusRequest\x1a\x12.mcp.tasks.v1.Task\x12K\n\x0fStoreTaskResult\x12$.mcp.tasks.v1.StoreTaskResultRequest\x1a\x12.mcp.tasks.v1.Task\x12X\n\rGetTaskResult\x12\".mcp.tasks.v1.GetTaskResultRequest\x1a#.mcp.tasks.v1.GetTaskResultResponse\x12L\n\tListTasks\x12\x1e.mcp.tasks.v1.ListTasksRequest\x1a\x1f.mcp.tasks.v1.ListTasksResponse\x12\x41\n\tWatchTask\x12\x1e.mcp.tasks.v1.WatchTaskRequest\x1a\x12.mcp.tasks.v1.Task0\x01\x12\x41\n\nCancelTask\x12\x1f.mcp.tasks.v1.CancelTaskRequest\x1a\x12.mcp.tasks.v1.Task\x12O\n\nDeleteTask\x12\x1f.mcp.tasks.v1.DeleteTaskRequest\x1a .mcp.tasks.v1.DeleteTaskResponse\x12[\n\x0e\x43leanupExpired\x12#.mcp.tasks.v1.CleanupExpiredRequest\x1a$.mcp.tasks.v1.CleanupExpiredResponse\x12L\n\tListTools\x12\x1e.mcp.tasks.v1.ListToolsRequest\x1a\x1f.mcp.tasks.v1.ListToolsResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'mcp.tasks.v1.task_store_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_TASKSTATUS']._serialized_start=2460
-  _globals['_TASKSTATUS']._serialized_end=2636
-  _globals['_TASK']._serialized_start=113
-  _globals['_TASK']._serialized_end=485
-  _globals['_CREATETASKREQUEST']._serialized_start=488
-  _globals['_CREATETASKREQUEST']._serialized_end=797
-  _globals['_DISPATCH']._serialized_start=799
-  _globals['_DISPATCH']._serialized_end=881
-  _globals['_GETTASKREQUEST']._serialized_start=883
-  _globals['_GETTASKREQUEST']._serialized_end=956
-  _globals['_UPDATETASKSTATUSREQUEST']._serialized_start=959
-  _globals['_UPDATETASKSTATUSREQUEST']._serialized_end=1173
-  _globals['_STORETASKRESULTREQUEST']._serialized_start=1176
-  _globals['_STORETASKRESULTREQUEST']._serialized_end=1410
-  _globals['_GETTASKRESULTREQUEST']._serialized_start=1412
-  _globals['_GETTASKRESULTREQUEST']._serialized_end=1505
-  _globals['_WATCHTASKREQUEST']._serialized_start=1507
-  _globals['_WATCHTASKREQUEST']._serialized_end=1582
-  _globals['_GETTASKRESULTRESPONSE']._serialized_start=1584
-  _globals['_GETTASKRESULTRESPONSE']._serialized_end=1704
-  _globals['_LISTTASKSREQUEST']._serialized_start=1707
-  _globals['_LISTTASKSREQUEST']._serialized_end=1907
-  _globals['_LISTTASKSRESPONSE']._serialized_start=1909
-  _globals['_LISTTASKSRESPONSE']._serialized_end=2005
-  _globals['_CANCELTASKREQUEST']._serialized_start=2007
-  _globals['_CANCELTASKREQUEST']._serialized_end=2083
-  _globals['_DELETETASKREQUEST']._serialized_start=2085
-  _globals['_DELETETASKREQUEST']._serialized_end=2161
-  _globals['_DELETETASKRESPONSE']._serialized_start=2163
-  _globals['_DELETETASKRESPONSE']._serialized_end=2183
-  _globals['_CLEANUPEXPIREDREQUEST']._serialized_start=2185
-  _globals['_CLEANUPEXPIREDREQUEST']._serialized_end=2208
-  _globals['_CLEANUPEXPIREDRESPONSE']._serialized_start=2210
-  _globals['_CLEANUPEXPIREDRESPONSE']._serialized_end=2251
-  _globals['_LISTTOOLSREQUEST']._serialized_start=2253
-  _globals['_LISTTOOLSREQUEST']._serialized_end=2271
-  _globals['_LISTTOOLSRESPONSE']._serialized_start=2273
-  _globals['_LISTTOOLSRESPONSE']._serialized_end=2333
-  _globals['_SERVEDTOOL']._serialized_start=2335
-  _globals['_SERVEDTOOL']._serialized_end=2457
-  _globals['_TASKSTORE']._serialized_start=2639
-  _globals['_TASKSTORE']._serialized_end=3488
+  _globals['_TASKSTATUS']._serialized_start=2543
+  _globals['_TASKSTATUS']._serialized_end=2719
+  _globals['_TASK']._serialized_start=143
+  _globals['_TASK']._serialized_end=515
+  _globals['_CREATETASKREQUEST']._serialized_start=518
+  _globals['_CREATETASKREQUEST']._serialized_end=827
+  _globals['_DISPATCH']._serialized_start=829
+  _globals['_DISPATCH']._serialized_end=911
+  _globals['_GETTASKREQUEST']._serialized_start=913
+  _globals['_GETTASKREQUEST']._serialized_end=986
+  _globals['_UPDATETASKSTATUSREQUEST']._serialized_start=989
+  _globals['_UPDATETASKSTATUSREQUEST']._serialized_end=1203
+  _globals['_STORETASKRESULTREQUEST']._serialized_start=1206
+  _globals['_STORETASKRESULTREQUEST']._serialized_end=1440
+  _globals['_GETTASKRESULTREQUEST']._serialized_start=1442
+  _globals['_GETTASKRESULTREQUEST']._serialized_end=1535
+  _globals['_WATCHTASKREQUEST']._serialized_start=1537
+  _globals['_WATCHTASKREQUEST']._serialized_end=1612
+  _globals['_GETTASKRESULTRESPONSE']._serialized_start=1614
+  _globals['_GETTASKRESULTRESPONSE']._serialized_end=1734
+  _globals['_LISTTASKSREQUEST']._serialized_start=1737
+  _globals['_LISTTASKSREQUEST']._serialized_end=1937
+  _globals['_LISTTASKSRESPONSE']._serialized_start=1939
+  _globals['_LISTTASKSRESPONSE']._serialized_end=2035
+  _globals['_CANCELTASKREQUEST']._serialized_start=2037
+  _globals['_CANCELTASKREQUEST']._serialized_end=2113
+  _globals['_DELETETASKREQUEST']._serialized_start=2115
+  _globals['_DELETETASKREQUEST']._serialized_end=2191
+  _globals['_DELETETASKRESPONSE']._serialized_start=2193
+  _globals['_DELETETASKRESPONSE']._serialized_end=2213
+  _globals['_CLEANUPEXPIREDREQUEST']._serialized_start=2215
+  _globals['_CLEANUPEXPIREDREQUEST']._serialized_end=2238
+  _globals['_CLEANUPEXPIREDRESPONSE']._serialized_start=2240
+  _globals['_CLEANUPEXPIREDRESPONSE']._serialized_end=2281
+  _globals['_LISTTOOLSREQUEST']._serialized_start=2283
+  _globals['_LISTTOOLSREQUEST']._serialized_end=2301
+  _globals['_LISTTOOLSRESPONSE']._serialized_start=2303
+  _globals['_LISTTOOLSRESPONSE']._serialized_end=2363
+  _globals['_SERVEDTOOL']._serialized_start=2366
+  _globals['_SERVEDTOOL']._serialized_end=2540
+  _globals['_TASKSTORE']._serialized_start=2722
+  _globals['_TASKSTORE']._serialized_end=3571
 # @@protoc_insertion_point(module_scope)

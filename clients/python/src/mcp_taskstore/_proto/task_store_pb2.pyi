@@ -3,6 +3,7 @@ import datetime
 
 from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from mcp_taskstore._proto import execution_pb2 as _execution_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -206,15 +207,17 @@ class ListToolsResponse(_message.Message):
     def __init__(self, tools: _Optional[_Iterable[_Union[ServedTool, _Mapping]]] = ...) -> None: ...
 
 class ServedTool(_message.Message):
-    __slots__ = ("name", "workers", "slots", "busy", "last_seen_at")
+    __slots__ = ("name", "workers", "slots", "busy", "last_seen_at", "description")
     NAME_FIELD_NUMBER: _ClassVar[int]
     WORKERS_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     BUSY_FIELD_NUMBER: _ClassVar[int]
     LAST_SEEN_AT_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     name: str
     workers: int
     slots: int
     busy: int
     last_seen_at: _timestamp_pb2.Timestamp
-    def __init__(self, name: _Optional[str] = ..., workers: _Optional[int] = ..., slots: _Optional[int] = ..., busy: _Optional[int] = ..., last_seen_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    description: _execution_pb2.ToolDescription
+    def __init__(self, name: _Optional[str] = ..., workers: _Optional[int] = ..., slots: _Optional[int] = ..., busy: _Optional[int] = ..., last_seen_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., description: _Optional[_Union[_execution_pb2.ToolDescription, _Mapping]] = ...) -> None: ...
