@@ -136,9 +136,11 @@ pub struct ServedTool {
 /// The tools `workers` serve, by name.
 pub fn served_tools(workers: &[WorkerInfo]) -> Vec<ServedTool> {
     let mut tools: BTreeMap<&ToolName, ServedTool> = BTreeMap::new();
-    // When each tool's description was reported, so the latest one wins
-    // (workers of two versions may describe a tool differently mid-rollout).
-    let mut described_at: BTreeMap<&ToolName, DateTime<Utc>> = BTreeMap::new();
+    // Whose description of each tool is listed: the worker that started
+    // last (then the greatest id), so that while workers of two versions
+    // report during a rollout, the new version's description is listed
+    // steadily rather than whichever reported last.
+    let mut described_by: BTreeMap<&ToolName, (DateTime<Utc>, &WorkerId)> = BTreeMap::new();
     for worker in workers {
         let report = &worker.heartbeat;
         for name in &report.tools {
@@ -154,12 +156,11 @@ pub fn served_tools(workers: &[WorkerInfo]) -> Vec<ServedTool> {
             tool.slots = tool.slots.saturating_add(report.slots);
             tool.busy = tool.busy.saturating_add(report.busy);
             tool.last_seen_at = tool.last_seen_at.max(worker.last_seen_at);
+            let newer = (worker.first_seen_at, &report.worker_id);
             if let Some(description) = report.description_of(name)
-                && described_at
-                    .get(name)
-                    .is_none_or(|at| *at <= worker.last_seen_at)
+                && described_by.get(name).is_none_or(|known| *known < newer)
             {
-                described_at.insert(name, worker.last_seen_at);
+                described_by.insert(name, newer);
                 tool.description = description.clone();
             }
         }
@@ -242,7 +243,7 @@ mod tests {
     }
 
     #[test]
-    fn the_latest_description_of_a_tool_wins() {
+    fn the_newest_workers_description_of_a_tool_wins() {
         let mut old = worker("old", &["echo"], 1, 0, 10);
         old.heartbeat = old
             .heartbeat
@@ -255,6 +256,9 @@ mod tests {
         ]);
         assert_eq!(new.heartbeat.descriptions.len(), 1);
         let bare = worker("bare", &["echo"], 1, 0, 30);
+        // The old worker reported last: its description still loses to the
+        // one of the worker that started after it.
+        old.last_seen_at = DateTime::from_timestamp_micros(99).expect("time");
         for order in [[&old, &new, &bare], [&bare, &new, &old]] {
             let served = served_tools(&order.map(Clone::clone));
             assert_eq!(served[0].description.description.as_deref(), Some("v2"));

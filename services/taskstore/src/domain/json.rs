@@ -25,6 +25,11 @@ impl JsonObject {
         }
     }
 
+    /// `{"type":"object"}`: the JSON Schema of any object.
+    pub fn open_object_schema() -> Self {
+        Self(r#"{"type":"object"}"#.to_owned())
+    }
+
     pub fn as_str(&self) -> &str {
         &self.0
     }

@@ -111,6 +111,17 @@ impl ToolDescription {
                 format!("must be at most {} bytes", Self::MAX_SCHEMA_BYTES),
             ));
         }
+        // PostgreSQL's jsonb cannot hold NUL: refused here, not at every
+        // heartbeat's write.
+        for (field, text) in [
+            ("title", title),
+            ("description", description),
+            ("input_schema_json", input_schema),
+        ] {
+            if text.contains('\0') || text.contains("\\u0000") {
+                return Err(refuse(field, "must not contain NUL".to_owned()));
+            }
+        }
         let input_schema = if input_schema.trim().is_empty() {
             open_schema()
         } else {
@@ -130,7 +141,7 @@ impl ToolDescription {
 
 /// The schema of a tool that takes any arguments.
 fn open_schema() -> JsonObject {
-    JsonObject::parse(r#"{"type":"object"}"#).unwrap_or_else(|_| unreachable!())
+    JsonObject::open_object_schema()
 }
 
 /// How a `tools/call` runs.
@@ -194,6 +205,8 @@ mod tests {
             (String::new(), "x".repeat(8 * 1024 + 1), String::new()),
             (String::new(), String::new(), "[1]".to_owned()),
             (String::new(), String::new(), "{".to_owned()),
+            ("a\0b".to_owned(), String::new(), String::new()),
+            (String::new(), String::new(), r#"{"d":"\u0000"}"#.to_owned()),
             (
                 String::new(),
                 String::new(),

@@ -8,6 +8,7 @@ use tonic_types::StatusExt as _;
 
 use super::gateway::TASKS_EXTENSION;
 use super::jsonrpc::{RpcError, code};
+use crate::domain::{Revision, RevisionRefusal, Task, TaskStatus};
 use crate::error::StoreError;
 
 impl From<StoreError> for RpcError {
@@ -56,4 +57,51 @@ pub(super) fn missing_extension() -> RpcError {
         format!("this request needs the client capability extensions[\"{TASKS_EXTENSION}\"]"),
     )
     .with_data(json!({ "requiredCapabilities": { "extensions": { TASKS_EXTENSION: {} } } }))
+}
+
+/// What a call that waited for a task answers when the task ended without
+/// a result: cancelled, or failed with nothing stored (its last status
+/// message says why).
+pub(super) fn ended_without_result(task: &Task) -> RpcError {
+    let message = match task.status {
+        TaskStatus::Cancelled => "the task was cancelled".to_owned(),
+        _ => task
+            .status_message
+            .clone()
+            .unwrap_or_else(|| "the task ended without a result".to_owned()),
+    };
+    RpcError::new(code::INTERNAL_ERROR, message)
+}
+
+/// A request whose protocol revision is not accepted, with the HTTP status
+/// the transport prescribes.
+pub(super) fn revision_refused(refusal: RevisionRefusal) -> (http::StatusCode, RpcError) {
+    use http::StatusCode;
+    match refusal {
+        RevisionRefusal::Unsupported(named) => (
+            StatusCode::OK,
+            RpcError::new(
+                code::UNSUPPORTED_PROTOCOL_VERSION,
+                format!("protocol version {named:?} is not supported"),
+            )
+            .with_data(json!({
+                "supported": [Revision::V2026_07_28.as_str()],
+                "requested": named,
+            })),
+        ),
+        RevisionRefusal::HeaderMismatch => (
+            StatusCode::BAD_REQUEST,
+            RpcError::new(
+                code::HEADER_MISMATCH,
+                "the MCP-Protocol-Version header and _meta disagree",
+            ),
+        ),
+        RevisionRefusal::BadHeader(header) => (
+            StatusCode::BAD_REQUEST,
+            RpcError::new(
+                code::INVALID_REQUEST,
+                format!("unsupported MCP-Protocol-Version {header:?}"),
+            ),
+        ),
+    }
 }

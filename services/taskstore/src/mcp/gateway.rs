@@ -7,6 +7,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::in_flight::InFlight;
+use super::served::ServedCache;
 use crate::auth::Authenticator;
 use crate::domain::FleetPolicy;
 use crate::grpc::{Admissions, InputLimits};
@@ -62,8 +63,10 @@ pub(crate) struct Gateway {
     pub authorization_server: Option<String>,
     /// Ends waiting calls when the gateway stops.
     pub shutdown: CancellationToken,
-    /// This replica's synchronous tool calls, for `notifications/cancelled`.
+    /// This replica's synchronous tool calls.
     pub in_flight: InFlight,
+    /// The tools served now, read at most once a second.
+    pub served: ServedCache,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -109,6 +112,7 @@ impl Gateway {
             authorization_server: parts.authorization_server,
             shutdown,
             in_flight: InFlight::default(),
+            served: ServedCache::default(),
         }
     }
 }

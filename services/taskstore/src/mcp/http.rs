@@ -15,17 +15,21 @@ use http::{HeaderMap, HeaderValue, StatusCode, header};
 use serde_json::{Map, Value, json};
 
 use super::call::Call;
+use super::errors::revision_refused;
 use super::gateway::{Gateway, TASKS_EXTENSION};
 use super::jsonrpc::{self, Id, Message, RpcError, code};
 use super::methods::{self, Reply};
 use crate::auth::AuthFailure;
-use crate::domain::{Caller, Revision, RevisionRefusal, Scope, SessionId, revision_of};
+use crate::domain::{Caller, Revision, Scope, SessionId, revision_of};
 
 pub(super) const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 const METHOD_HEADER: &str = "mcp-method";
 const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// How long a request's body may take to arrive (a slow sender holds a
+/// connection and a buffer).
+const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// The routes: `/mcp`, `/healthz`, and the OAuth protected-resource
 /// metadata when bearer tokens of an authorization server are accepted.
@@ -90,20 +94,25 @@ async fn post_message(
             ),
         );
     }
+    // Credentials first: an anonymous caller gets nothing read of its body.
+    let caller = match authenticate(&gateway, &headers).await {
+        Ok(caller) => caller,
+        Err(refusal) => return refusal,
+    };
     let limit = gateway.settings.max_body_bytes;
-    let Ok(bytes) = axum::body::to_bytes(body, limit).await else {
+    let read = tokio::time::timeout(BODY_READ_TIMEOUT, axum::body::to_bytes(body, limit)).await;
+    let Ok(Ok(bytes)) = read else {
         return refuse(
             StatusCode::PAYLOAD_TOO_LARGE,
             None,
             RpcError::new(
                 code::INVALID_REQUEST,
-                format!("the body is larger than {limit} bytes (or was cut short)"),
+                format!(
+                    "the body is larger than {limit} bytes, or did not arrive within {} s",
+                    BODY_READ_TIMEOUT.as_secs()
+                ),
             ),
         );
-    };
-    let caller = match authenticate(&gateway, &headers).await {
-        Ok(caller) => caller,
-        Err(refusal) => return refusal,
     };
     match jsonrpc::parse(&bytes) {
         Err(unparsable) => refuse(
@@ -114,7 +123,7 @@ async fn post_message(
         Ok(Message::Response) => StatusCode::ACCEPTED.into_response(),
         Ok(Message::Notification { method, params }) => {
             if let Ok(call) = call_of(&gateway, &headers, caller, &method, &params, None) {
-                methods::notify(&gateway, &call, &method, &params).await;
+                methods::notify(&gateway, &call, &method, &params);
             }
             StatusCode::ACCEPTED.into_response()
         }
@@ -179,35 +188,7 @@ fn call_of(
         .and_then(|m| m.get(META_VERSION))
         .and_then(Value::as_str);
     let revision =
-        revision_of(meta_version, header_str(headers, VERSION_HEADER)).map_err(|refusal| {
-            match refusal {
-                RevisionRefusal::Unsupported(named) => (
-                    StatusCode::OK,
-                    RpcError::new(
-                        code::UNSUPPORTED_PROTOCOL_VERSION,
-                        format!("protocol version {named:?} is not supported"),
-                    )
-                    .with_data(json!({
-                        "supported": [Revision::V2026_07_28.as_str()],
-                        "requested": named,
-                    })),
-                ),
-                RevisionRefusal::HeaderMismatch => (
-                    StatusCode::BAD_REQUEST,
-                    RpcError::new(
-                        code::HEADER_MISMATCH,
-                        "the MCP-Protocol-Version header and _meta disagree",
-                    ),
-                ),
-                RevisionRefusal::BadHeader(header) => (
-                    StatusCode::BAD_REQUEST,
-                    RpcError::new(
-                        code::INVALID_REQUEST,
-                        format!("unsupported MCP-Protocol-Version {header:?}"),
-                    ),
-                ),
-            }
-        })?;
+        revision_of(meta_version, header_str(headers, VERSION_HEADER)).map_err(revision_refused)?;
     if revision == Revision::V2026_07_28
         && let Some(named) = header_str(headers, METHOD_HEADER)
         && named != method
@@ -237,6 +218,15 @@ fn call_of(
             ),
         },
     };
+    if revision == Revision::V2025_11_25 && session.is_none() && methods::needs_session(method) {
+        return Err((
+            StatusCode::BAD_REQUEST,
+            RpcError::new(
+                code::INVALID_REQUEST,
+                "no Mcp-Session-Id: send initialize first, then the session id it returns with every request",
+            ),
+        ));
+    }
     let extension = meta
         .and_then(|m| m.get(META_CAPABILITIES))
         .and_then(|c| c.get("extensions"))
@@ -325,12 +315,11 @@ async fn authenticate(gateway: &Gateway, headers: &HeaderMap) -> Result<Caller, 
                 None,
                 RpcError::new(code::INVALID_REQUEST, "missing or invalid credentials"),
             );
-            let challenge = match gateway.authorization_server {
-                Some(_) => format!(
-                    "Bearer resource_metadata=\"{}\"",
-                    metadata_url(gateway).unwrap_or_default()
-                ),
-                None => "Bearer".to_owned(),
+            // The metadata's URL is only known when configured (behind an
+            // ingress, the Host header may not be the public one).
+            let challenge = match (&gateway.authorization_server, metadata_url(gateway)) {
+                (Some(_), Some(url)) => format!("Bearer resource_metadata=\"{url}\""),
+                _ => "Bearer".to_owned(),
             };
             if let Ok(value) = HeaderValue::from_str(&challenge) {
                 response

@@ -116,7 +116,7 @@ pub fn parse(body: &[u8]) -> Result<Message, Unparsable> {
         id,
         error: RpcError::new(code::INVALID_REQUEST, message),
     };
-    let Value::Object(object) = value else {
+    let Value::Object(mut object) = value else {
         return Err(invalid(
             None,
             "a message must be one JSON-RPC object (batches are not part of MCP)",
@@ -141,9 +141,11 @@ pub fn parse(body: &[u8]) -> Result<Message, Unparsable> {
     let Some(method) = method.as_str() else {
         return Err(invalid(id, "method must be a string"));
     };
-    let params = match object.get("params") {
+    let method = method.to_owned();
+    // Moved out, not copied: a body may be megabytes.
+    let params = match object.remove("params") {
         None | Some(Value::Null) => Map::new(),
-        Some(Value::Object(params)) => params.clone(),
+        Some(Value::Object(params)) => params,
         Some(_) => {
             return Err(Unparsable {
                 id,
@@ -152,15 +154,8 @@ pub fn parse(body: &[u8]) -> Result<Message, Unparsable> {
         }
     };
     Ok(match id {
-        Some(id) => Message::Request {
-            id,
-            method: method.to_owned(),
-            params,
-        },
-        None => Message::Notification {
-            method: method.to_owned(),
-            params,
-        },
+        Some(id) => Message::Request { id, method, params },
+        None => Message::Notification { method, params },
     })
 }
 

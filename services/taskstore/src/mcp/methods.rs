@@ -9,7 +9,7 @@ use super::errors::missing_extension;
 use super::gateway::{Gateway, TASKS_EXTENSION};
 use super::jsonrpc::{RpcError, code};
 use super::{tasks, tools};
-use crate::domain::{Revision, SessionId, TaskId, may_call};
+use crate::domain::{Revision, Role, SessionId, TaskId, may_call};
 
 /// A method's answer, and the session to announce (for `initialize`).
 #[derive(Debug)]
@@ -38,8 +38,24 @@ fn rpc_of(method: &str) -> Option<&'static str> {
         "tasks/list" => "ListTasks",
         "tasks/cancel" => "CancelTask",
         "tasks/update" => "UpdateTaskStatus",
+        "notifications/cancelled" => "CancelTask",
         _ => return None,
     })
+}
+
+/// Whether `method` acts on tasks, so that a 2025-11-25 request of it must
+/// name its session (the transport answers HTTP 400 without one).
+pub(super) fn needs_session(method: &str) -> bool {
+    rpc_of(method).is_some()
+}
+
+/// Whether the caller may call `method`: its role's rights over the
+/// task-store operation the method amounts to (the table gRPC callers are
+/// held to). Workers run tasks; they never speak MCP, even where their
+/// role may read a task over gRPC.
+fn allowed(call: &Call, method: &str) -> bool {
+    call.caller.role != Role::Worker
+        && rpc_of(method).is_none_or(|rpc| may_call(&call.caller, "mcp.tasks.v1.TaskStore", rpc))
 }
 
 pub(super) async fn handle(
@@ -50,26 +66,18 @@ pub(super) async fn handle(
     body: &Bytes,
 ) -> Result<Reply, RpcError> {
     use Revision::{V2025_11_25 as Core, V2026_07_28 as Extension};
-    if let Some(rpc) = rpc_of(method) {
-        if !may_call(&call.caller, "mcp.tasks.v1.TaskStore", rpc) {
-            return Err(RpcError::new(
-                code::FORBIDDEN,
-                format!("the {} role may not call {method}", call.caller.role),
-            ));
-        }
-        if call.revision == Core && call.scope.session.is_none() {
-            return Err(RpcError::new(
-                code::INVALID_REQUEST,
-                "no Mcp-Session-Id: send initialize first, then the session id it returns with every request",
-            ));
-        }
-        if call.revision == Extension && method.starts_with("tasks/") && !call.tasks_extension {
-            return Err(missing_extension());
-        }
+    if !allowed(call, method) {
+        return Err(RpcError::new(
+            code::FORBIDDEN,
+            format!("the {} role may not call {method}", call.caller.role),
+        ));
+    }
+    if call.revision == Extension && method.starts_with("tasks/") && !call.tasks_extension {
+        return Err(missing_extension());
     }
     let result = match (call.revision, method) {
         (_, "ping") => json!({}),
-        (Core, "initialize") => return Ok(initialize(&params)?),
+        (Core, "initialize") => return initialize(&params),
         (Extension, "server/discover") => discover(),
         (_, "tools/list") => tools::list(gateway, call).await?,
         (_, "tools/call") => tools::call(gateway, call, &params, body).await?,
@@ -93,16 +101,12 @@ pub(super) async fn handle(
 
 /// Notifications: only a client's cancellation of its own in-flight
 /// request means anything here.
-pub(super) async fn notify(
-    gateway: &Gateway,
-    call: &Call,
-    method: &str,
-    params: &Map<String, Value>,
-) {
+pub(super) fn notify(gateway: &Gateway, call: &Call, method: &str, params: &Map<String, Value>) {
     if method == "notifications/cancelled"
+        && allowed(call, method)
         && let Some(request_id) = params.get("requestId")
     {
-        tools::cancel_in_flight(gateway, call, request_id).await;
+        tools::cancel_in_flight(gateway, call, request_id);
     }
 }
 

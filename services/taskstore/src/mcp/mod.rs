@@ -24,6 +24,7 @@ mod http;
 mod in_flight;
 pub mod jsonrpc;
 mod methods;
+mod served;
 mod server;
 mod shapes;
 mod tasks;

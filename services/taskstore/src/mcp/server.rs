@@ -34,13 +34,18 @@ impl McpGateway {
         stop: CancellationToken,
     ) -> std::io::Result<()> {
         let gateway = self.gateway.clone();
+        let in_flight = self.gateway.in_flight.clone();
         let app = router(self.gateway);
         let shutdown = async move {
             stop.cancelled().await;
             gateway.shutdown.cancel();
         };
-        axum::serve(listener, app)
+        let served = axum::serve(listener, app)
             .with_graceful_shutdown(shutdown)
-            .await
+            .await;
+        // Abandoned synchronous calls cancel their tasks; before the store
+        // closes.
+        in_flight.settle().await;
+        served
     }
 }

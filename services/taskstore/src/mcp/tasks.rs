@@ -5,7 +5,7 @@
 use serde_json::{Map, Value, json};
 
 use super::call::Call;
-use super::errors::admission_refused;
+use super::errors::{admission_refused, ended_without_result};
 use super::gateway::Gateway;
 use super::jsonrpc::{RpcError, code};
 use super::shapes;
@@ -62,14 +62,7 @@ async fn detailed(gateway: &Gateway, call: &Call, task: Task) -> Result<Value, R
             object.insert("result".into(), stored_json(stored)?);
         }
         (ExtensionOutcome::Failed, _) | (ExtensionOutcome::Completed, None) => {
-            let message = task
-                .status_message
-                .clone()
-                .unwrap_or_else(|| "the task ended without a result".to_owned());
-            object.insert(
-                "error".into(),
-                json!({ "code": code::INTERNAL_ERROR, "message": message }),
-            );
+            object.insert("error".into(), ended_without_result(&task).to_json());
         }
         // Workers ask in words (the status message); no request a client
         // could answer with `tasks/update` is outstanding.
@@ -131,8 +124,26 @@ pub(super) async fn result(
         waited = gateway.store.wait_for_result(&call.scope, &id, gateway.settings.max_wait) => waited,
         () = gateway.shutdown.cancelled() => Err(StoreError::Unavailable("the server is stopping".into())),
     };
-    let stored = waited?;
-    Ok(shapes::result_of_task(stored_json(&stored)?, &stored.task))
+    match waited {
+        Ok(stored) => Ok(shapes::result_of_task(stored_json(&stored)?, &stored.task)),
+        // Ended without a result, or still running when the wait ran out.
+        Err(StoreError::FailedPrecondition(_)) => {
+            let now = gateway.store.get_task(&call.scope, &id).await?;
+            Err(if now.status.is_terminal() {
+                ended_without_result(&now)
+            } else {
+                RpcError::new(
+                    code::INTERNAL_ERROR,
+                    format!(
+                        "the task is still {} after {} s; call tasks/result again",
+                        now.status,
+                        gateway.settings.max_wait.as_secs()
+                    ),
+                )
+            })
+        }
+        Err(err) => Err(err.into()),
+    }
 }
 
 pub(super) async fn list(
@@ -172,10 +183,15 @@ pub(super) async fn update(
 ) -> Result<Value, RpcError> {
     let id = task_id(params)?;
     gateway.store.get_task(&call.scope, &id).await?;
-    let answered = params
-        .get("inputResponses")
-        .and_then(Value::as_object)
-        .is_some_and(|responses| !responses.is_empty());
+    let answered = match params.get("inputResponses") {
+        None | Some(Value::Null) => false,
+        Some(Value::Object(responses)) => !responses.is_empty(),
+        Some(_) => {
+            return Err(RpcError::invalid_params(
+                "params.inputResponses must be an object",
+            ));
+        }
+    };
     if answered {
         return Err(RpcError::invalid_params(
             "the task has no outstanding input requests to answer",

@@ -8,24 +8,22 @@ use axum::body::Bytes;
 use serde_json::{Map, Value, json};
 
 use super::call::Call;
-use super::errors::admission_refused;
-use super::errors::missing_extension;
+use super::errors::{admission_refused, ended_without_result, missing_extension};
 use super::gateway::Gateway;
+use super::in_flight::CallKey;
 use super::jsonrpc::{RpcError, code};
 use super::shapes;
 use crate::domain::{
-    CallMode, CallModeRefusal, DispatchRequest, JsonObject, NewTask, Revision, Scope, ServedTool,
-    Task, TaskId, TaskStatus, ToolName, Ttl, TtlRequest, call_mode, served_tools,
+    CallMode, CallModeRefusal, DispatchRequest, JsonObject, NewTask, Revision, ServedTool, Task,
+    ToolName, Ttl, TtlRequest, call_mode,
 };
 use crate::error::StoreError;
-use crate::store::TaskStore;
 
-async fn served(gateway: &Gateway) -> Result<Vec<ServedTool>, StoreError> {
-    let workers = gateway
-        .operations
-        .workers(gateway.fleet.seen_within)
-        .await?;
-    Ok(served_tools(&workers))
+async fn served(gateway: &Gateway) -> Result<Arc<Vec<ServedTool>>, StoreError> {
+    gateway
+        .served
+        .get(gateway.operations.as_ref(), &gateway.fleet)
+        .await
 }
 
 pub(super) async fn list(gateway: &Gateway, call: &Call) -> Result<Value, RpcError> {
@@ -57,11 +55,23 @@ pub(super) async fn call(
     let tool_name = ToolName::parse(name).map_err(|_| unknown())?;
     let tool = served(gateway)
         .await?
-        .into_iter()
+        .iter()
         .find(|tool| tool.name == tool_name)
+        .cloned()
         .ok_or_else(unknown)?;
     let (mode, ttl) = decide_mode(call, params, &tool)?;
     let new_task = new_task(gateway, call, body, tool_name, ttl)?;
+    // A synchronous call holds a waiting slot; taken before the task
+    // exists, so that a refused call starts nothing.
+    let slot = match mode {
+        CallMode::Synchronous => Some(
+            gateway
+                .admissions
+                .hold_waiting(&call.scope.tenant)
+                .map_err(|status| admission_refused(&status))?,
+        ),
+        CallMode::Task => None,
+    };
     gateway
         .admissions
         .admit_create(&call.scope.tenant)
@@ -83,7 +93,11 @@ pub(super) async fn call(
                 Value::Object(handle)
             }
         }),
-        CallMode::Synchronous => run_to_end(gateway, call, task).await,
+        CallMode::Synchronous => {
+            let result = run_to_end(gateway, call, task).await;
+            drop(slot);
+            result
+        }
     }
 }
 
@@ -174,109 +188,60 @@ fn new_task(
     })
 }
 
-/// Cancels a synchronous call's task unless it finished: when the client
-/// goes away (the request future is dropped), the call times out, or the
-/// gateway stops. Nobody else knows the task's id, so nobody else would.
-struct CancelUnlessFinished {
-    store: Arc<dyn TaskStore>,
-    scope: Scope,
-    task_id: TaskId,
-    finished: bool,
-}
-
-impl Drop for CancelUnlessFinished {
-    fn drop(&mut self) {
-        if self.finished {
-            return;
-        }
-        let (store, scope, task_id) =
-            (self.store.clone(), self.scope.clone(), self.task_id.clone());
-        tokio::spawn(async move {
-            match store.cancel_task(&scope, &task_id).await {
-                Ok(task) => {
-                    tracing::info!(task_id = %task_id, status = %task.status, "synchronous mcp call abandoned; task cancelled")
-                }
-                Err(err) => {
-                    tracing::warn!(task_id = %task_id, error = %err, "synchronous mcp call abandoned; could not cancel its task")
-                }
-            }
-        });
-    }
-}
-
 /// Waits for the task of a synchronous call and answers with its result.
+/// The call owns the task: abandoned, it cancels it (`in_flight.rs`).
 async fn run_to_end(gateway: &Gateway, call: &Call, task: Task) -> Result<Value, RpcError> {
-    let _slot = gateway
-        .admissions
-        .hold_waiting(&call.scope.tenant)
-        .map_err(|status| admission_refused(&status))?;
-    let request_id = call
-        .id
-        .as_ref()
-        .map(|id| id.as_json().to_string())
-        .unwrap_or_default();
-    gateway
-        .in_flight
-        .insert(&call.scope, &request_id, task.task_id.clone());
-    let mut guard = CancelUnlessFinished {
-        store: gateway.store.clone(),
-        scope: call.scope.clone(),
-        task_id: task.task_id.clone(),
-        finished: false,
-    };
+    let mut guard = gateway.in_flight.start(
+        call_key(call, call.id.as_ref().map(|id| id.as_json())),
+        &call.scope,
+        &task.task_id,
+        gateway.store.clone(),
+    );
     let waited = tokio::select! {
         waited = gateway.store.wait_for_result(&call.scope, &task.task_id, gateway.settings.max_wait) => waited,
         () = gateway.shutdown.cancelled() => Err(StoreError::Unavailable("the server is stopping".into())),
     };
-    gateway.in_flight.remove(&call.scope, &request_id);
     match waited {
         Ok(done) => {
-            guard.finished = true;
+            guard.finished();
             serde_json::from_str(done.result.as_str())
                 .map_err(|_| RpcError::new(code::INTERNAL_ERROR, "a stored result is not JSON"))
         }
         Err(StoreError::FailedPrecondition(_)) => {
-            // Terminal without a result (cancelled, or failed without one),
-            // or still running when the wait ran out.
+            // Ended without a result (cancelled, or failed without one), or
+            // still running when the wait ran out (then the guard cancels it).
             let now = gateway.store.get_task(&call.scope, &task.task_id).await?;
-            guard.finished = now.status.is_terminal();
-            Err(match now.status {
-                TaskStatus::Cancelled => {
-                    RpcError::new(code::INTERNAL_ERROR, "the call was cancelled")
-                }
-                TaskStatus::Working | TaskStatus::InputRequired => RpcError::new(
+            if now.status.is_terminal() {
+                guard.finished();
+                Err(ended_without_result(&now))
+            } else {
+                Err(RpcError::new(
                     code::INTERNAL_ERROR,
                     format!(
                         "the tool ran longer than {} s; its task is cancelled (call it as a task to wait longer)",
                         gateway.settings.max_wait.as_secs()
                     ),
-                ),
-                TaskStatus::Completed | TaskStatus::Failed => RpcError::new(
-                    code::INTERNAL_ERROR,
-                    now.status_message
-                        .unwrap_or_else(|| "the tool failed without a result".to_owned()),
-                ),
-            })
+                ))
+            }
         }
         Err(err) => Err(err.into()),
     }
 }
 
+/// The key of a request of this caller (`request_id` as JSON).
+fn call_key(call: &Call, request_id: Option<&Value>) -> CallKey {
+    CallKey::new(
+        &call.caller.subject,
+        call.revision,
+        &call.scope,
+        &request_id.map(Value::to_string).unwrap_or_default(),
+    )
+}
+
 /// The client cancelled a request of its own: if it is a synchronous call
 /// running here, cancel its task.
-pub(super) async fn cancel_in_flight(gateway: &Gateway, call: &Call, request_id: &Value) {
-    let Some(task_id) = gateway
+pub(super) fn cancel_in_flight(gateway: &Gateway, call: &Call, request_id: &Value) {
+    gateway
         .in_flight
-        .remove(&call.scope, &request_id.to_string())
-    else {
-        return;
-    };
-    match gateway.store.cancel_task(&call.scope, &task_id).await {
-        Ok(_) => {
-            tracing::info!(task_id = %task_id, "mcp client cancelled its call; task cancelled")
-        }
-        Err(err) => {
-            tracing::warn!(task_id = %task_id, error = %err, "could not cancel a cancelled call's task")
-        }
-    }
+        .cancel(&call_key(call, Some(request_id)), gateway.store.clone());
 }

@@ -4,6 +4,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
@@ -67,6 +68,21 @@ impl BoundGateway {
     /// Serves until `stop` fires.
     pub(super) fn spawn(self, stop: CancellationToken) -> JoinHandle<std::io::Result<()>> {
         tokio::spawn(self.gateway.serve(self.listener, stop))
+    }
+}
+
+/// Waits for the endpoint to finish its requests (told to stop already),
+/// for at most `grace`; then drops what is left.
+pub(super) async fn stop_within(served: JoinHandle<std::io::Result<()>>, grace: Duration) {
+    let abort = served.abort_handle();
+    match tokio::time::timeout(grace, served).await {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(err))) => tracing::error!(error = %err, "the mcp endpoint failed"),
+        Ok(Err(err)) => tracing::error!(error = %err, "the mcp endpoint panicked"),
+        Err(_) => {
+            tracing::warn!(grace = ?grace, "mcp requests still open after the shutdown grace; dropped");
+            abort.abort();
+        }
     }
 }
 

@@ -262,12 +262,12 @@ impl Service {
             "listening"
         );
 
-        let early_end = tokio::select! {
-            () = stop.cancelled() => None,
-            ended = &mut served => Some(ended),
-            // The MCP endpoint failing ends the service as the gRPC server
-            // failing does: a replica half up would pass its probes.
-            failed = mcp::ended(&mut mcp_served) => Some(Ok(Err(failed))),
+        // The MCP endpoint failing ends the service as the gRPC server
+        // failing does: a replica half up would pass its probes.
+        let (grpc_ended, mcp_failed) = tokio::select! {
+            () = stop.cancelled() => (None, None),
+            ended = &mut served => (Some(ended), None),
+            failed = mcp::ended(&mut mcp_served) => (None, Some(failed)),
         };
         stop.cancel();
         if !workers.is_empty() {
@@ -284,14 +284,12 @@ impl Service {
             }
         }
         server_stop.cancel();
-        let served = match early_end {
+        let served = match grpc_ended {
             Some(ended) => ended,
             None => served.await,
         };
-        if let Some(mcp) = mcp_served
-            && let Err(err) = mcp.await
-        {
-            tracing::error!(error = %err, "the mcp endpoint panicked");
+        if let Some(mcp) = mcp_served {
+            mcp::stop_within(mcp, self.settings.shutdown_grace).await;
         }
         tracing::info!("shutting down: stopping the background loops");
         background.cancel();
@@ -303,9 +301,10 @@ impl Service {
         }
         self.backends.close().await;
         tracing::info!("stopped");
-        match served {
-            Ok(result) => result.map_err(StartupError::from),
-            Err(err) => Err(StartupError::Crashed(err.to_string())),
+        match (served, mcp_failed) {
+            (_, Some(failed)) => Err(StartupError::from(failed)),
+            (Ok(result), None) => result.map_err(StartupError::from),
+            (Err(err), None) => Err(StartupError::Crashed(err.to_string())),
         }
     }
 

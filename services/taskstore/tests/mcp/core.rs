@@ -101,12 +101,9 @@ async fn tools_run_as_tasks_or_synchronously() {
         -32602,
         "cancelling twice is cancelling a finished task"
     );
-    assert_eq!(
-        caller
-            .error_code("tasks/result", json!({"taskId": long_id}))
-            .await,
-        -32602
-    );
+    let no_result = caller.rpc("tasks/result", json!({"taskId": long_id})).await;
+    assert_eq!(no_result["error"]["code"], -32603, "{no_result}");
+    assert_eq!(no_result["error"]["message"], "the task was cancelled");
 
     // Task support is enforced (-32601, as the spec says).
     assert_eq!(
@@ -209,7 +206,7 @@ async fn an_abandoned_synchronous_call_cancels_its_task() {
     assert_eq!(caller.post(&note.to_string(), &[]).await.status, 202);
     until_status(&caller, &id, "cancelled").await;
     let answer = running.await.expect("the call ends");
-    assert_eq!(answer.body["error"]["message"], "the call was cancelled");
+    assert_eq!(answer.body["error"]["message"], "the task was cancelled");
 
     // The client goes away (its request is dropped mid-wait).
     let other = Caller::new(&gateway, None).initialize().await;

@@ -213,13 +213,27 @@ async fn other_sessions_and_tenants_see_nothing() {
     assert_eq!(forged.post(ping, &[]).await.status, 401);
     forged.token = Some("tsk_not.a.key".to_owned());
     assert_eq!(forged.post(ping, &[]).await.status, 401);
-    let as_worker = Caller::new(&gateway, Some(&worker)).initialize().await;
-    assert_eq!(
-        as_worker
-            .error_code("tools/call", json!({"name": "echo", "task": {}}))
-            .await,
-        -32003
-    );
+    // Worker credentials may read tasks over gRPC (an attempt's reports),
+    // never over MCP.
+    let mut as_worker = Caller::new(&gateway, Some(&worker));
+    as_worker.session = owner.session.clone();
+    for (method, params) in [
+        ("initialize", json!({"protocolVersion": "2025-11-25"})),
+        ("tools/call", json!({"name": "echo", "task": {}})),
+        ("tools/list", json!({})),
+        ("tasks/get", json!({"taskId": id})),
+        ("tasks/result", json!({"taskId": id})),
+        ("tasks/cancel", json!({"taskId": id})),
+    ] {
+        assert_eq!(
+            as_worker.error_code(method, params).await,
+            -32003,
+            "{method}"
+        );
+    }
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                      "params": {"requestId": 1}});
+    assert_eq!(as_worker.post(&note.to_string(), &[]).await.status, 202);
     assert_eq!(
         owner.ok("tasks/cancel", json!({"taskId": id})).await["status"],
         "cancelled"
