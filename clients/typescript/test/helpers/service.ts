@@ -5,7 +5,7 @@
 // exchange of its queue prefix.
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
 import { existsSync, rmSync } from 'node:fs';
-import { connect } from 'node:net';
+import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -42,6 +42,8 @@ export interface RunningService {
   backend: Backend;
   /** http://HOST:PORT */
   endpoint: string;
+  /** serve only: what another replica of this service (see `startGateway`) shares with it. */
+  shared?: SharedBackends;
   /** Stops the workers, the service, and drops its database or file (and its RabbitMQ queues and exchange). */
   stop(): Promise<void>;
 }
@@ -57,8 +59,9 @@ export async function startService(backend: Backend, config: ServiceConfig = {})
 
 async function startDev(config: ServiceConfig): Promise<RunningService> {
   const db = join(tmpdir(), `${unique()}.db`);
+  // dev serves MCP on a fixed port by default; port 0 lets test files run in parallel.
   const proc = spawnLogged(binary('TASKSTORE_BIN', 'taskstore'), [
-    '--log-format', 'json', 'dev', '--listen', '127.0.0.1:0', '--database-url', `sqlite://${db}`,
+    '--log-format', 'json', 'dev', '--listen', '127.0.0.1:0', '--mcp-listen', '127.0.0.1:0', '--database-url', `sqlite://${db}`,
     '--shutdown-grace', '1s', ...(config.args ?? []),
   ]);
   const addr = await listeningAddr(proc, 'taskstore dev');
@@ -111,11 +114,61 @@ async function startServe(config: ServiceConfig): Promise<RunningService> {
     ]);
     procs.push(worker);
     await fleetReady(`http://${addr}`, tools);
-    return { backend: 'serve', endpoint: `http://${addr}`, stop: stopAll };
+    const shared = { databaseUrl: dbUrl.href, amqpUrl, queuePrefix: name, worker };
+    return { backend: 'serve', endpoint: `http://${addr}`, shared, stop: stopAll };
   } catch (err) {
     await stopAll();
     throw err;
   }
+}
+
+export interface SharedBackends {
+  databaseUrl: string;
+  amqpUrl: string;
+  queuePrefix: string;
+  /** The taskworker process, whose log shows what its tools did. */
+  worker: LoggedProcess;
+}
+
+export interface Gateway {
+  proc: LoggedProcess;
+  /** http://HOST:PORT/mcp */
+  url: URL;
+}
+
+/**
+ * Starts `taskstore mcp`: a replica of a serve-mode service (same database,
+ * broker and queue prefix) serving MCP on `mcpListen`. Its own process, so
+ * a test can kill it and start it again on the same address; the caller
+ * stops it (before `service.stop()`).
+ */
+export async function startGateway(service: RunningService, mcpListen: string): Promise<Gateway> {
+  if (!service.shared) throw new Error('a gateway needs a serve-mode service');
+  const { databaseUrl, amqpUrl, queuePrefix } = service.shared;
+  const proc = spawnLogged(binary('TASKSTORE_BIN', 'taskstore'), [
+    '--log-format', 'json', 'mcp', '--auth', 'none', '--listen', '127.0.0.1:0', '--mcp-listen', mcpListen,
+    '--database-url', databaseUrl, '--amqp-url', amqpUrl, '--queue-prefix', queuePrefix, '--shutdown-grace', '1s',
+  ]);
+  try {
+    const { mcp } = await listening(proc, 'taskstore mcp');
+    if (!mcp || mcp === 'off') throw new Error(`taskstore mcp logged mcp=${mcp}`);
+    return { proc, url: new URL(mcp) };
+  } catch (err) {
+    await stopProcess(proc);
+    throw err;
+  }
+}
+
+/** A free TCP port on 127.0.0.1 (free when asked: bound, then released). */
+export function freePort(): Promise<number> {
+  return new Promise((ok, fail) => {
+    const server = createServer();
+    server.once('error', fail);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as { port: number };
+      server.close(() => ok(port));
+    });
+  });
 }
 
 // Waits until the workers have reported in, so the first dispatched job of
@@ -187,10 +240,12 @@ function reachable(what: string, host: string, port: number, env: string): Promi
   });
 }
 
+export type LoggedProcess = ChildProcess & { logTail: string[] };
+
 // Keeps the last lines of a child's stderr, to explain a failure, and echoes
 // them when TASKSTORE_TEST_LOGS is set.
-export function spawnLogged(cmd: string, args: string[]): ChildProcess & { logTail: string[] } {
-  const proc = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'] }) as ChildProcess & { logTail: string[] };
+export function spawnLogged(cmd: string, args: string[]): LoggedProcess {
+  const proc = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'] }) as LoggedProcess;
   proc.logTail = [];
   let partial = '';
   proc.stderr!.setEncoding('utf8');
@@ -208,24 +263,48 @@ export function spawnLogged(cmd: string, args: string[]): ChildProcess & { logTa
 }
 
 /** Waits for the JSON log line `"message":"listening"` and returns its addr. */
-export function listeningAddr(proc: ChildProcess & { logTail: string[] }, what: string, timeoutMs = 60_000): Promise<string> {
+export async function listeningAddr(proc: LoggedProcess, what: string, timeoutMs = 60_000): Promise<string> {
+  return (await listening(proc, what, timeoutMs)).addr;
+}
+
+/**
+ * Waits for the JSON log line `"message":"listening"` and returns its `addr`
+ * (gRPC, HOST:PORT) and `mcp` (the MCP URL, or "off"; absent from binaries
+ * without MCP).
+ */
+export async function listening(proc: LoggedProcess, what: string, timeoutMs = 60_000): Promise<{ addr: string; mcp?: string }> {
+  const rec = await logLine(proc, (r) => r['message'] === 'listening' && typeof r['addr'] === 'string', `${what} to log "listening"`, timeoutMs);
+  return { addr: rec['addr'] as string, ...(typeof rec['mcp'] === 'string' ? { mcp: rec['mcp'] } : {}) };
+}
+
+/**
+ * Waits for a JSON log line of `proc` that `matches` and returns it; fails
+ * on timeout or if the process exits first. Only lines logged after the
+ * call count: call it before doing what should be logged.
+ */
+export function logLine(
+  proc: LoggedProcess,
+  matches: (rec: Record<string, unknown>) => boolean,
+  what: string,
+  timeoutMs = 60_000,
+): Promise<Record<string, unknown>> {
   return new Promise((ok, fail) => {
-    const timer = setTimeout(() => done(new Error(`${what} did not log "listening" within ${timeoutMs} ms:\n${proc.logTail.join('\n')}`)), timeoutMs);
+    const timer = setTimeout(() => done(new Error(`waited ${timeoutMs} ms for ${what}:\n${proc.logTail.join('\n')}`)), timeoutMs);
     const onLine = (line: string) => {
       try {
-        const rec = JSON.parse(line) as { message?: string; addr?: string };
-        if (rec.message === 'listening' && rec.addr) done(null, rec.addr);
+        const rec = JSON.parse(line) as Record<string, unknown>;
+        if (rec && typeof rec === 'object' && matches(rec)) done(null, rec);
       } catch {
         // not JSON: ignore
       }
     };
-    const onExit = (code: number | null) => done(new Error(`${what} exited (${code}) before listening:\n${proc.logTail.join('\n')}`));
-    function done(err: Error | null, addr?: string) {
+    const onExit = (code: number | null) => done(new Error(`the process exited (${code}) while waiting for ${what}:\n${proc.logTail.join('\n')}`));
+    function done(err: Error | null, rec?: Record<string, unknown>) {
       clearTimeout(timer);
       proc.off('logline', onLine);
       proc.off('exit', onExit);
       if (err) fail(err);
-      else ok(addr!);
+      else ok(rec!);
     }
     proc.on('logline', onLine);
     proc.once('exit', onExit);
