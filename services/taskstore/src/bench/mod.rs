@@ -3,6 +3,7 @@
 //! percentiles per operation (progress on stderr, JSON on stdout). The
 //! PostgreSQL baseline it is compared with lives in `benches/`.
 
+mod mcp;
 mod prepare;
 mod scenarios;
 mod stats;
@@ -22,7 +23,7 @@ use self::stats::{Recorded, Summary, merge};
 
 /// What to measure.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "kebab-case")]
 pub enum Scenario {
     /// CreateTask only (store only, no dispatch).
     Create,
@@ -37,6 +38,8 @@ pub enum Scenario {
     /// Tasks in flight and open WatchTask streams; measures how fast an
     /// update reaches its watcher.
     Watch,
+    /// Synchronous MCP `tools/call`s of `--tool` through `--mcp-url`.
+    McpCall,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -87,6 +90,9 @@ pub struct BenchArgs {
     /// tools); the report's `tool_run` is what the tools were asked to run.
     #[arg(long, value_parser = MsRange::parse)]
     pub sleep_ms: Option<MsRange>,
+    /// `mcp-call`: the MCP endpoint, e.g. http://127.0.0.1:50052/mcp.
+    #[arg(long)]
+    pub mcp_url: Option<String>,
 }
 
 /// A range of milliseconds, `LO..HI` (both included).
@@ -134,6 +140,8 @@ pub enum BenchError {
     Rpc(#[from] tonic::Status),
     #[error("a WatchTask stream ended while its task was still running")]
     StreamEnded,
+    #[error("mcp: {0}")]
+    Mcp(String),
 }
 
 /// What every client shares.

@@ -25,6 +25,7 @@ pub(crate) async fn client(
         Scenario::E2e => e2e(&shared, index, &mut recorded).await?,
         Scenario::List => list(&shared, index, &mut recorded).await?,
         Scenario::Watch => super::watch::client(&shared, &prepared, index, &mut recorded).await?,
+        Scenario::McpCall => super::mcp::call(&shared, index, &mut recorded).await?,
     }
     Ok(recorded)
 }

@@ -8,7 +8,11 @@ use crate::harness::{client, start_dev};
 /// `taskstore dev` (in memory) and reports figures. Not a measurement.
 #[tokio::test]
 async fn bench_runs_every_scenario_and_reports() {
-    let (mut service, _) = start_dev("memory:", &[]);
+    let (mut service, listening) = start_dev("memory:", &[]);
+    let mcp_url = listening["mcp"]
+        .as_str()
+        .expect("dev serves MCP")
+        .to_owned();
     for (scenario, operation) in [
         ("create", "create"),
         ("get", "get"),
@@ -16,6 +20,7 @@ async fn bench_runs_every_scenario_and_reports() {
         ("e2e", "create_to_worker_start"),
         ("list", "list_page"),
         ("watch", "watch_delivery"),
+        ("mcp-call", "mcp_call"),
     ] {
         let output = client(
             &service,
@@ -31,6 +36,8 @@ async fn bench_runs_every_scenario_and_reports() {
                 "50",
                 "--poll-interval",
                 "20ms",
+                "--mcp-url",
+                &mcp_url,
             ],
         );
         assert!(output.status.success(), "{scenario}: {}", output.stderr);
