@@ -28,6 +28,10 @@ pub struct McpArgs {
     /// named in the OAuth protected-resource metadata served with --auth jwt.
     #[arg(long, env = "TASKSTORE_MCP_RESOURCE_URL")]
     pub mcp_resource_url: Option<String>,
+    /// Connections to /mcp served at once; more are closed when accepted.
+    /// (Each must send its request headers within 10 s.)
+    #[arg(long, env = "TASKSTORE_MCP_MAX_CONNECTIONS", default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..))]
+    pub mcp_max_connections: u32,
 }
 
 /// `--mcp-listen`: an address, or `off`.
@@ -76,11 +80,12 @@ impl McpArgs {
             return Err(format!("--mcp-resource-url {url:?} must be an http(s) URL"));
         }
         Ok(Some(McpSettings {
-            listen: listen.to_string(),
             allowed_origins: self.mcp_allowed_origins.clone(),
             max_body_bytes,
             max_wait,
             resource_url: self.mcp_resource_url.clone(),
+            max_connections: usize::try_from(self.mcp_max_connections).unwrap_or(usize::MAX),
+            ..McpSettings::on(listen.to_string())
         }))
     }
 }

@@ -34,6 +34,10 @@ pub struct McpSettings {
     /// The URL clients reach `/mcp` at, for the OAuth protected-resource
     /// metadata (served when JWT authentication is on).
     pub resource_url: Option<String>,
+    /// How long a connection may take to send a request's headers.
+    pub header_read_timeout: Duration,
+    /// Connections served at once; more are closed when accepted.
+    pub max_connections: usize,
 }
 
 impl McpSettings {
@@ -45,6 +49,8 @@ impl McpSettings {
             max_body_bytes: 4 * 1024 * 1024,
             max_wait: Duration::from_secs(600),
             resource_url: None,
+            header_read_timeout: Duration::from_secs(10),
+            max_connections: 4096,
         }
     }
 }

@@ -50,6 +50,18 @@ impl Gateway {
     /// A gateway on `pool` (shared by replicas), with `auth`, serving MCP
     /// on `port` (0: any).
     pub async fn on(pool: PgPool, auth: AuthMethod, port: u16) -> Self {
+        Self::on_with(pool, auth, port, |_| {}).await
+    }
+
+    /// As [`Gateway::on`], with its MCP settings adjusted.
+    pub async fn on_with(
+        pool: PgPool,
+        auth: AuthMethod,
+        port: u16,
+        adjust: impl FnOnce(&mut McpSettings),
+    ) -> Self {
+        let mut mcp = McpSettings::on(format!("127.0.0.1:{port}"));
+        adjust(&mut mcp);
         let dir = std::env::temp_dir().join(format!("mcp-tools-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("temp dir");
         let tools_file = dir.join("tools.json");
@@ -65,7 +77,7 @@ impl Gateway {
             Backends::from_store(store, "postgres", "a test schema".into()).with_keys(keys.clone());
         let settings = ServiceSettings {
             auth: vec![auth],
-            mcp: Some(McpSettings::on(format!("127.0.0.1:{port}"))),
+            mcp: Some(mcp),
             queue: Some(QueueSettings {
                 location: QueueLocation::InProcess,
                 broker_tls: Default::default(),
