@@ -17,6 +17,7 @@ use serde_json::{Map, Value, json};
 use super::call::Call;
 use super::errors::revision_refused;
 use super::gateway::{Gateway, TASKS_EXTENSION};
+use super::headers;
 use super::jsonrpc::{self, Id, Message, RpcError, code};
 use super::methods::{self, Reply};
 use crate::auth::AuthFailure;
@@ -24,7 +25,6 @@ use crate::domain::{Caller, Revision, Scope, SessionId, revision_of};
 
 pub(super) const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
-const METHOD_HEADER: &str = "mcp-method";
 const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 /// How long a request's body may take to arrive (a slow sender holds a
@@ -189,17 +189,8 @@ fn call_of(
         .and_then(Value::as_str);
     let revision =
         revision_of(meta_version, header_str(headers, VERSION_HEADER)).map_err(revision_refused)?;
-    if revision == Revision::V2026_07_28
-        && let Some(named) = header_str(headers, METHOD_HEADER)
-        && named != method
-    {
-        return Err((
-            StatusCode::BAD_REQUEST,
-            RpcError::new(
-                code::HEADER_MISMATCH,
-                "the Mcp-Method header does not match the body's method",
-            ),
-        ));
+    if revision == Revision::V2026_07_28 {
+        headers::check(headers, method, params).map_err(|err| (StatusCode::BAD_REQUEST, err))?;
     }
     let tenant = caller
         .tenant_for(None)

@@ -20,6 +20,7 @@
 mod call;
 mod errors;
 mod gateway;
+mod headers;
 mod http;
 mod in_flight;
 pub mod jsonrpc;

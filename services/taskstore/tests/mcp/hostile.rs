@@ -122,6 +122,24 @@ async fn malformed_and_oversize_requests_are_refused() {
         (mismatch.status, mismatch.body["error"]["code"].clone()),
         (400, json!(-32020))
     );
+    // Mcp-Name naming another tool than the body's: refused before any method runs.
+    let renamed = caller
+        .post(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                "name": "sleep", "arguments": {"ms": 60000},
+                "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}})
+            .to_string(),
+            &[
+                ("mcp-protocol-version", "2026-07-28"),
+                ("mcp-method", "tools/call"),
+                ("mcp-name", "echo"),
+            ],
+        )
+        .await;
+    assert_eq!(
+        (renamed.status, renamed.body["error"]["code"].clone()),
+        (400, json!(-32020))
+    );
     let future = caller
         .post(
             &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {
