@@ -76,6 +76,14 @@ mod tests {
     use http::HeaderValue;
     use serde_json::json;
 
+    /// Headers sent, the body's method and params, whether they agree.
+    type Case<'a> = (
+        &'a [(&'static str, &'static str)],
+        &'a str,
+        &'a Map<String, Value>,
+        bool,
+    );
+
     fn with(pairs: &[(&'static str, &'static str)]) -> http::HeaderMap {
         let mut headers = http::HeaderMap::new();
         for (name, value) in pairs {
@@ -90,12 +98,7 @@ mod tests {
         let call = call.as_object().expect("object");
         let task = json!({"taskId": "t1"});
         let task = task.as_object().expect("object");
-        let cases: [(
-            &[(&'static str, &'static str)],
-            &str,
-            &Map<String, Value>,
-            bool,
-        ); 9] = [
+        let cases: [Case<'_>; 9] = [
             (&[], "tools/call", call, true),
             (
                 &[("mcp-method", "tools/call"), ("mcp-name", "echo")],
