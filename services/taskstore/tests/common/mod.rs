@@ -303,3 +303,18 @@ impl Backend for GrpcOverSqlite {
         false
     }
 }
+
+/// A fresh API key for `role` in `tenant` (`*`: every tenant), stored in
+/// `keys`.
+pub async fn issue_key(
+    keys: &dyn taskstore::store::keys::KeyStore,
+    tenant: &str,
+    role: taskstore::domain::Role,
+) -> String {
+    let reach = taskstore::domain::Reach::parse(tenant).expect("reach");
+    let issued = taskstore::auth::api_keys::issue(reach, role, "test").expect("issue");
+    keys.insert_key(&issued.stored)
+        .await
+        .expect("store the key");
+    issued.key
+}

@@ -12,7 +12,7 @@ use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ClientLifecycleMode, ClientServiceExt};
 use serde_json::{Value, json};
 
-use crate::harness::{Caller, Gateway};
+use crate::harness::{Caller, Gateway, error_code_of, result_of};
 
 type Client = RunningService<RoleClient, ClientConfig>;
 
@@ -39,8 +39,13 @@ pub async fn rmcp_client(url: &str, tasks: bool) -> Client {
         .expect("discovers the gateway")
 }
 
-fn arguments(value: Value) -> serde_json::Map<String, Value> {
-    value.as_object().cloned().expect("an object")
+/// One `tools/call` of `tool` with `arguments` (a JSON object).
+async fn call(client: &Client, tool: &'static str, arguments: Value) -> CallToolResponse {
+    let arguments = arguments.as_object().cloned().expect("an object");
+    client
+        .call_tool_once(CallToolRequestParams::new(tool).with_arguments(arguments))
+        .await
+        .expect("tools/call")
 }
 
 async fn until(client: &Client, task_id: &str, status: TaskStatus) -> TaskPayload {
@@ -74,12 +79,7 @@ async fn the_rust_sdk_runs_the_task_lifecycle() {
         assert!(names.iter().any(|n| n == expected), "{names:?}");
     }
 
-    let response = client
-        .call_tool_once(
-            CallToolRequestParams::new("sleep").with_arguments(arguments(json!({"ms": 200}))),
-        )
-        .await
-        .expect("tools/call");
+    let response = call(&client, "sleep", json!({"ms": 200})).await;
     let CallToolResponse::Task(created) = response else {
         panic!("a task handle expected, got {response:?}");
     };
@@ -91,12 +91,7 @@ async fn the_rust_sdk_runs_the_task_lifecycle() {
     assert_eq!(result["content"][0]["text"], "slept 200 ms");
 
     // A long task, cancelled: acknowledged, then seen cancelled.
-    let response = client
-        .call_tool_once(
-            CallToolRequestParams::new("sleep").with_arguments(arguments(json!({"ms": 60000}))),
-        )
-        .await
-        .expect("tools/call");
+    let response = call(&client, "sleep", json!({"ms": 60000})).await;
     let CallToolResponse::Task(long) = response else {
         panic!("a task handle expected");
     };
@@ -116,12 +111,7 @@ async fn the_rust_sdk_runs_the_task_lifecycle() {
         .expect("acknowledged again");
 
     // A tool that cannot be a task answers at once.
-    let response = client
-        .call_tool_once(
-            CallToolRequestParams::new("never_task").with_arguments(arguments(json!({"y": 1}))),
-        )
-        .await
-        .expect("tools/call");
+    let response = call(&client, "never_task", json!({"y": 1})).await;
     let CallToolResponse::Complete(result) = response else {
         panic!("a direct result expected, got {response:?}");
     };
@@ -146,12 +136,7 @@ async fn the_rust_sdk_runs_the_task_lifecycle() {
 async fn without_the_extension_calls_are_synchronous() {
     let gateway = Gateway::open().await;
     let client = rmcp_client(&gateway.url(), false).await;
-    let response = client
-        .call_tool_once(
-            CallToolRequestParams::new("echo").with_arguments(arguments(json!({"text": "direct"}))),
-        )
-        .await
-        .expect("tools/call");
+    let response = call(&client, "echo", json!({"text": "direct"})).await;
     let CallToolResponse::Complete(result) = response else {
         panic!("a direct result expected, got {response:?}");
     };
@@ -229,15 +214,10 @@ impl RawExtensionCaller {
     }
 
     pub async fn ok(&self, method: &str, params: Value) -> Value {
-        let response = self.rpc(method, params).await;
-        assert!(response.get("error").is_none(), "{method}: {response}");
-        response["result"].clone()
+        result_of(method, self.rpc(method, params).await)
     }
 
     pub async fn error_code(&self, method: &str, params: Value) -> i64 {
-        let response = self.rpc(method, params).await;
-        response["error"]["code"]
-            .as_i64()
-            .unwrap_or_else(|| panic!("{method} should fail: {response}"))
+        error_code_of(method, self.rpc(method, params).await)
     }
 }

@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use sqlx::PgPool;
-use taskstore::auth::{AuthMethod, api_keys};
-use taskstore::domain::{Reach, Role};
+use taskstore::auth::AuthMethod;
+use taskstore::domain::Role;
 use taskstore::grpc::InputLimits;
 use taskstore::mcp::McpSettings;
 use taskstore::settings::{
@@ -133,13 +133,7 @@ impl Gateway {
 
     /// A fresh API key for `role` in `tenant`.
     pub async fn key(&self, tenant: &str, role: Role) -> String {
-        let issued =
-            api_keys::issue(Reach::parse(tenant).expect("reach"), role, "test").expect("issue");
-        self.keys
-            .insert_key(&issued.stored)
-            .await
-            .expect("store the key");
-        issued.key
+        common::issue_key(self.keys.as_ref(), tenant, role).await
     }
 
     /// Until the embedded workers have reported their tools.
@@ -248,18 +242,26 @@ impl Caller {
 
     /// The `result` of a request that must succeed.
     pub async fn ok(&self, method: &str, params: Value) -> Value {
-        let response = self.rpc(method, params).await;
-        assert!(response.get("error").is_none(), "{method}: {response}");
-        response["result"].clone()
+        result_of(method, self.rpc(method, params).await)
     }
 
     /// The error code of a request that must fail.
     pub async fn error_code(&self, method: &str, params: Value) -> i64 {
-        let response = self.rpc(method, params).await;
-        response["error"]["code"]
-            .as_i64()
-            .unwrap_or_else(|| panic!("{method} should fail: {response}"))
+        error_code_of(method, self.rpc(method, params).await)
     }
+}
+
+/// The `result` of a JSON-RPC response that must be a success.
+pub fn result_of(method: &str, response: Value) -> Value {
+    assert!(response.get("error").is_none(), "{method}: {response}");
+    response["result"].clone()
+}
+
+/// The error code of a JSON-RPC response that must be an error.
+pub fn error_code_of(method: &str, response: Value) -> i64 {
+    response["error"]["code"]
+        .as_i64()
+        .unwrap_or_else(|| panic!("{method} should fail: {response}"))
 }
 
 /// What the gateway answered.

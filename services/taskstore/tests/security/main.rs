@@ -15,8 +15,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use taskstore::auth::AuthMethod;
-use taskstore::auth::api_keys;
-use taskstore::domain::{Reach, Role, TenantId};
+use taskstore::domain::{Role, TenantId};
 use taskstore::grpc::{InputLimits, pb};
 use taskstore::settings::ServiceSettings;
 use taskstore::startup::{Backends, Service};
@@ -119,13 +118,7 @@ impl World {
 
     /// A fresh key for `role` in `tenant` (`*`: every tenant).
     pub async fn key(&self, tenant: &str, role: Role) -> String {
-        let issued =
-            api_keys::issue(Reach::parse(tenant).expect("reach"), role, "test").expect("issue");
-        self.keys
-            .insert_key(&issued.stored)
-            .await
-            .expect("store the key");
-        issued.key
+        common::issue_key(self.keys.as_ref(), tenant, role).await
     }
 
     pub async fn identity(&self, token: Option<&str>) -> Identity {
