@@ -48,6 +48,14 @@ pub enum AuthFailure {
     Unavailable(String),
 }
 
+/// The token of an `authorization: Bearer <token>` header: how callers
+/// present API keys and JWTs, on the gRPC port and on the MCP endpoint.
+pub fn bearer_token(headers: &http::HeaderMap) -> Option<&str> {
+    let value = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
 /// The configured methods.
 #[derive(Clone)]
 pub enum Authenticator {
@@ -175,5 +183,31 @@ impl Authenticator {
             (_, Some(jwt)) if jwt::looks_like_jwt(token) => jwt.authenticate(token).await,
             _ => Err(AuthFailure::Invalid),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_tokens_are_read_from_the_authorization_header() {
+        let mut headers = http::HeaderMap::new();
+        assert_eq!(bearer_token(&headers), None);
+        headers.insert(
+            http::header::AUTHORIZATION,
+            "Bearer abc".parse().expect("value"),
+        );
+        assert_eq!(bearer_token(&headers), Some("abc"));
+        headers.insert(
+            http::header::AUTHORIZATION,
+            "bearer  abc ".parse().expect("value"),
+        );
+        assert_eq!(bearer_token(&headers), Some("abc"));
+        headers.insert(
+            http::header::AUTHORIZATION,
+            "Basic abc".parse().expect("value"),
+        );
+        assert_eq!(bearer_token(&headers), None);
     }
 }

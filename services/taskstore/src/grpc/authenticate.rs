@@ -15,7 +15,7 @@ use tonic::Status;
 use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
 use tower::{Layer, Service};
 
-use crate::auth::{AuthFailure, Authenticator};
+use crate::auth::{AuthFailure, Authenticator, bearer_token};
 use crate::domain::{Caller, may_call};
 
 /// The layer: `Server::builder().layer(Authenticate::new(authenticator))`.
@@ -50,13 +50,6 @@ pub struct Authenticated<S> {
 /// Services anyone may call.
 fn is_open(service: &str) -> bool {
     service == "grpc.health.v1.Health" || service.starts_with("grpc.reflection.")
-}
-
-/// The token of an `authorization: Bearer <token>` header.
-fn bearer(headers: &http::HeaderMap) -> Option<&str> {
-    let value = headers.get(http::header::AUTHORIZATION)?.to_str().ok()?;
-    let (scheme, token) = value.split_once(' ')?;
-    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
 /// The client's certificate (DER), when the connection is TLS and the
@@ -112,7 +105,7 @@ where
             } else if !is_open(&service) {
                 let certificate = client_certificate(&request);
                 let caller = authenticator
-                    .authenticate(bearer(request.headers()), certificate.as_deref())
+                    .authenticate(bearer_token(request.headers()), certificate.as_deref())
                     .await;
                 match decide(caller, &service, &method) {
                     Ok(caller) => {
@@ -157,27 +150,6 @@ fn decide(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bearer_tokens_are_read_from_the_authorization_header() {
-        let mut headers = http::HeaderMap::new();
-        assert_eq!(bearer(&headers), None);
-        headers.insert(
-            http::header::AUTHORIZATION,
-            "Bearer abc".parse().expect("value"),
-        );
-        assert_eq!(bearer(&headers), Some("abc"));
-        headers.insert(
-            http::header::AUTHORIZATION,
-            "bearer  abc ".parse().expect("value"),
-        );
-        assert_eq!(bearer(&headers), Some("abc"));
-        headers.insert(
-            http::header::AUTHORIZATION,
-            "Basic abc".parse().expect("value"),
-        );
-        assert_eq!(bearer(&headers), None);
-    }
 
     #[test]
     fn refusals_tell_nothing_about_the_credentials() {

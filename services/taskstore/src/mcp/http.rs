@@ -20,7 +20,7 @@ use super::gateway::{Gateway, TASKS_EXTENSION};
 use super::headers;
 use super::jsonrpc::{self, Id, Message, RpcError, code};
 use super::methods::{self, Reply};
-use crate::auth::AuthFailure;
+use crate::auth::{AuthFailure, bearer_token};
 use crate::domain::{Caller, Revision, Scope, SessionId, revision_of};
 
 pub(super) const SESSION_HEADER: &str = "mcp-session-id";
@@ -283,11 +283,11 @@ fn origin_allowed(origin: &HeaderValue, allowed: &[String]) -> bool {
 
 /// Who is calling, or the refusal to send back.
 async fn authenticate(gateway: &Gateway, headers: &HeaderMap) -> Result<Caller, Response> {
-    let bearer = header_str(headers, header::AUTHORIZATION.as_str()).and_then(|value| {
-        let (scheme, token) = value.split_once(' ')?;
-        scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-    });
-    match gateway.authenticator.authenticate(bearer, None).await {
+    match gateway
+        .authenticator
+        .authenticate(bearer_token(headers), None)
+        .await
+    {
         Ok(caller) => Ok(caller),
         Err(AuthFailure::Unavailable(reason)) => {
             tracing::warn!(reason = %reason, "mcp credentials could not be checked");
