@@ -30,6 +30,7 @@ mod server;
 mod shapes;
 mod tasks;
 mod tools;
+mod waiting;
 
 pub use gateway::{GatewayParts, McpSettings, TASKS_EXTENSION};
 pub use server::McpGateway;

@@ -9,9 +9,8 @@ use super::errors::{admission_refused, ended_without_result};
 use super::gateway::Gateway;
 use super::jsonrpc::{RpcError, code};
 use super::shapes;
-use crate::domain::{
-    ExtensionOutcome, PageRequest, Revision, Task, TaskId, TaskResult, TaskStatus,
-};
+use super::waiting::{Ending, result_json, wait_for_end};
+use crate::domain::{ExtensionOutcome, PageRequest, Revision, Task, TaskId, TaskStatus};
 use crate::error::StoreError;
 
 fn task_id(params: &Map<String, Value>) -> Result<TaskId, RpcError> {
@@ -21,11 +20,6 @@ fn task_id(params: &Map<String, Value>) -> Result<TaskId, RpcError> {
         .ok_or_else(|| RpcError::invalid_params("params.taskId must be a string"))?;
     // A malformed id cannot name a task: the same answer as a missing one.
     TaskId::parse(raw).map_err(|_| StoreError::NotFound.into())
-}
-
-fn stored_json(result: &TaskResult) -> Result<Value, RpcError> {
-    serde_json::from_str(result.result.as_str())
-        .map_err(|_| RpcError::new(code::INTERNAL_ERROR, "a stored result is not JSON"))
 }
 
 pub(super) async fn get(
@@ -59,7 +53,7 @@ async fn detailed(gateway: &Gateway, call: &Call, task: Task) -> Result<Value, R
     let mut object = shapes::task(call.revision, &task, outcome.as_str());
     match (outcome, &stored) {
         (ExtensionOutcome::Completed, Some(stored)) => {
-            object.insert("result".into(), stored_json(stored)?);
+            object.insert("result".into(), result_json(stored)?);
         }
         (ExtensionOutcome::Failed, _) | (ExtensionOutcome::Completed, None) => {
             object.insert("error".into(), ended_without_result(&task).to_json());
@@ -120,29 +114,17 @@ pub(super) async fn result(
         .admissions
         .hold_waiting(&call.scope.tenant)
         .map_err(|status| admission_refused(&status))?;
-    let waited = tokio::select! {
-        waited = gateway.store.wait_for_result(&call.scope, &id, gateway.settings.max_wait) => waited,
-        () = gateway.shutdown.cancelled() => Err(StoreError::Unavailable("the server is stopping".into())),
-    };
-    match waited {
-        Ok(stored) => Ok(shapes::result_of_task(stored_json(&stored)?, &stored.task)),
-        // Ended without a result, or still running when the wait ran out.
-        Err(StoreError::FailedPrecondition(_)) => {
-            let now = gateway.store.get_task(&call.scope, &id).await?;
-            Err(if now.status.is_terminal() {
-                ended_without_result(&now)
-            } else {
-                RpcError::new(
-                    code::INTERNAL_ERROR,
-                    format!(
-                        "the task is still {} after {} s; call tasks/result again",
-                        now.status,
-                        gateway.settings.max_wait.as_secs()
-                    ),
-                )
-            })
-        }
-        Err(err) => Err(err.into()),
+    match wait_for_end(gateway, &call.scope, &id).await? {
+        Ending::Result(stored) => Ok(shapes::result_of_task(result_json(&stored)?, &stored.task)),
+        Ending::WithoutResult(task) => Err(ended_without_result(&task)),
+        Ending::StillRunning(task) => Err(RpcError::new(
+            code::INTERNAL_ERROR,
+            format!(
+                "the task is still {} after {} s; call tasks/result again",
+                task.status,
+                gateway.settings.max_wait.as_secs()
+            ),
+        )),
     }
 }
 

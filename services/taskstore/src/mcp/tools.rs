@@ -13,6 +13,7 @@ use super::gateway::Gateway;
 use super::in_flight::CallKey;
 use super::jsonrpc::{RpcError, code};
 use super::shapes;
+use super::waiting::{Ending, result_json, wait_for_end};
 use crate::domain::{
     CallMode, CallModeRefusal, DispatchRequest, JsonObject, NewTask, Revision, ServedTool, Task,
     ToolName, Ttl, TtlRequest, call_mode,
@@ -197,34 +198,23 @@ async fn run_to_end(gateway: &Gateway, call: &Call, task: Task) -> Result<Value,
         &task.task_id,
         gateway.store.clone(),
     );
-    let waited = tokio::select! {
-        waited = gateway.store.wait_for_result(&call.scope, &task.task_id, gateway.settings.max_wait) => waited,
-        () = gateway.shutdown.cancelled() => Err(StoreError::Unavailable("the server is stopping".into())),
-    };
-    match waited {
-        Ok(done) => {
+    match wait_for_end(gateway, &call.scope, &task.task_id).await? {
+        Ending::Result(stored) => {
             guard.finished();
-            serde_json::from_str(done.result.as_str())
-                .map_err(|_| RpcError::new(code::INTERNAL_ERROR, "a stored result is not JSON"))
+            result_json(&stored)
         }
-        Err(StoreError::FailedPrecondition(_)) => {
-            // Ended without a result (cancelled, or failed without one), or
-            // still running when the wait ran out (then the guard cancels it).
-            let now = gateway.store.get_task(&call.scope, &task.task_id).await?;
-            if now.status.is_terminal() {
-                guard.finished();
-                Err(ended_without_result(&now))
-            } else {
-                Err(RpcError::new(
-                    code::INTERNAL_ERROR,
-                    format!(
-                        "the tool ran longer than {} s; its task is cancelled (call it as a task to wait longer)",
-                        gateway.settings.max_wait.as_secs()
-                    ),
-                ))
-            }
+        Ending::WithoutResult(task) => {
+            guard.finished();
+            Err(ended_without_result(&task))
         }
-        Err(err) => Err(err.into()),
+        // The guard cancels it.
+        Ending::StillRunning(_) => Err(RpcError::new(
+            code::INTERNAL_ERROR,
+            format!(
+                "the tool ran longer than {} s; its task is cancelled (call it as a task to wait longer)",
+                gateway.settings.max_wait.as_secs()
+            ),
+        )),
     }
 }
 
