@@ -7,12 +7,37 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt as _};
 
 use crate::domain::{AdmissionPolicy, TenantId, TokenBucket};
+
+/// A refusal, said the same to every kind of caller: gRPC turns it into
+/// RESOURCE_EXHAUSTED with a RetryInfo detail, the MCP endpoint into its
+/// own error code with `retryAfterMs`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct AdmissionRefused {
+    pub message: String,
+    /// When trying again may succeed (a rate refusal says; a waiting-call
+    /// refusal cannot know).
+    pub retry_after: Option<Duration>,
+}
+
+impl From<AdmissionRefused> for Status {
+    fn from(refused: AdmissionRefused) -> Self {
+        match refused.retry_after {
+            Some(wait) => Status::with_error_details(
+                Code::ResourceExhausted,
+                refused.message,
+                ErrorDetails::with_retry_info(Some(wait)),
+            ),
+            None => Status::resource_exhausted(refused.message),
+        }
+    }
+}
 
 #[derive(Debug, Default)]
 pub struct Admissions {
@@ -35,7 +60,7 @@ impl Admissions {
     }
 
     /// Whether `tenant` may create a task now.
-    pub fn admit_create(&self, tenant: &TenantId) -> Result<(), Status> {
+    pub fn admit_create(&self, tenant: &TenantId) -> Result<(), AdmissionRefused> {
         let Some(rate) = self.policy.for_tenant(tenant).creates else {
             return Ok(());
         };
@@ -46,31 +71,33 @@ impl Admissions {
             .or_insert_with(|| TokenBucket::full(rate, now));
         bucket.take(rate, now).map_err(|wait| {
             crate::metrics::admission_refused("create_rate");
-            Status::with_error_details(
-                Code::ResourceExhausted,
-                format!(
+            AdmissionRefused {
+                message: format!(
                     "too many creates: at most {} per second (burst {}); retry in {} ms",
                     rate.per_second,
                     rate.burst,
                     wait.as_millis().max(1)
                 ),
-                ErrorDetails::with_retry_info(Some(wait)),
-            )
+                retry_after: Some(wait),
+            }
         })
     }
 
     /// A slot for a call that waits (a stream, a waiting result), held
     /// until the returned guard is dropped.
-    pub fn hold_waiting(&self, tenant: &TenantId) -> Result<WaitingSlot, Status> {
+    pub fn hold_waiting(&self, tenant: &TenantId) -> Result<WaitingSlot, AdmissionRefused> {
         let limit = self.policy.for_tenant(tenant).max_waiting_calls;
         let mut waiting = locked(&self.waiting);
         let count = waiting.entry(tenant.clone()).or_insert(0);
         if limit.is_some_and(|max| *count >= max) {
             crate::metrics::admission_refused("waiting_calls");
-            return Err(Status::resource_exhausted(format!(
-                "too many waiting calls: at most {} open WatchTask streams and waiting GetTaskResult calls; close one, or poll",
-                limit.unwrap_or_default()
-            )));
+            return Err(AdmissionRefused {
+                message: format!(
+                    "too many waiting calls: at most {} open WatchTask streams and waiting GetTaskResult calls; close one, or poll",
+                    limit.unwrap_or_default()
+                ),
+                retry_after: None,
+            });
         }
         *count += 1;
         Ok(WaitingSlot {
@@ -119,9 +146,11 @@ mod tests {
         });
         assert!(admissions.admit_create(&acme()).is_ok());
         assert!(admissions.admit_create(&acme()).is_ok());
-        let refused = admissions
-            .admit_create(&acme())
-            .expect_err("over the burst");
+        let refused = Status::from(
+            admissions
+                .admit_create(&acme())
+                .expect_err("over the burst"),
+        );
         assert_eq!(refused.code(), Code::ResourceExhausted);
         let retry = refused.get_details_retry_info().expect("a retry hint");
         assert!(retry.retry_delay.is_some_and(|d| d.as_millis() > 0));

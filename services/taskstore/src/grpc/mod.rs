@@ -21,7 +21,7 @@ mod service;
 mod shutdown;
 mod status;
 
-pub use admission::{Admissions, WaitingSlot};
+pub use admission::{AdmissionRefused, Admissions, WaitingSlot};
 pub use authenticate::Authenticate;
 pub use caller::TENANT_METADATA;
 pub use client::{ConnectError, GrpcTaskStore};

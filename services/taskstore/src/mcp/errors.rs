@@ -4,12 +4,12 @@
 //! details stay in the server log.
 
 use serde_json::json;
-use tonic_types::StatusExt as _;
 
 use super::gateway::TASKS_EXTENSION;
 use super::jsonrpc::{RpcError, code};
 use crate::domain::{Revision, RevisionRefusal, Task, TaskStatus};
 use crate::error::StoreError;
+use crate::grpc::AdmissionRefused;
 
 impl From<StoreError> for RpcError {
     fn from(err: StoreError) -> Self {
@@ -35,17 +35,17 @@ impl From<StoreError> for RpcError {
     }
 }
 
-/// An admission refusal (shared with the gRPC service, which speaks
-/// `tonic::Status`): a rate or a waiting-call limit, with when to retry.
-pub(super) fn admission_refused(status: &tonic::Status) -> RpcError {
-    let retry_after = status
-        .get_details_retry_info()
-        .and_then(|info| info.retry_delay)
-        .map(|delay| u64::try_from(delay.as_millis()).unwrap_or(u64::MAX));
-    let error = RpcError::new(code::RESOURCE_EXHAUSTED, status.message());
-    match retry_after {
-        Some(ms) => error.with_data(json!({ "retryAfterMs": ms })),
-        None => error,
+/// An admission refusal (shared with the gRPC port of the replica): a rate
+/// or a waiting-call limit, with when to retry when that is known.
+impl From<AdmissionRefused> for RpcError {
+    fn from(refused: AdmissionRefused) -> Self {
+        let error = RpcError::new(code::RESOURCE_EXHAUSTED, refused.message);
+        match refused.retry_after {
+            Some(wait) => error.with_data(
+                json!({ "retryAfterMs": u64::try_from(wait.as_millis()).unwrap_or(u64::MAX) }),
+            ),
+            None => error,
+        }
     }
 }
 
@@ -103,5 +103,29 @@ pub(super) fn revision_refused(refusal: RevisionRefusal) -> (http::StatusCode, R
                 format!("unsupported MCP-Protocol-Version {header:?}"),
             ),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn admission_refusals_say_when_to_retry_when_known() {
+        let rate = RpcError::from(AdmissionRefused {
+            message: "too many creates".into(),
+            retry_after: Some(Duration::from_millis(250)),
+        });
+        assert_eq!(rate.code, code::RESOURCE_EXHAUSTED);
+        assert_eq!(rate.data, Some(json!({ "retryAfterMs": 250 })));
+        let waiting = RpcError::from(AdmissionRefused {
+            message: "too many waiting calls".into(),
+            retry_after: None,
+        });
+        assert_eq!(
+            (waiting.code, waiting.data),
+            (code::RESOURCE_EXHAUSTED, None)
+        );
     }
 }

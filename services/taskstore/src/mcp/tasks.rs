@@ -5,7 +5,7 @@
 use serde_json::{Map, Value, json};
 
 use super::call::Call;
-use super::errors::{admission_refused, ended_without_result};
+use super::errors::ended_without_result;
 use super::gateway::Gateway;
 use super::jsonrpc::{RpcError, code};
 use super::shapes;
@@ -110,10 +110,7 @@ pub(super) async fn result(
     params: &Map<String, Value>,
 ) -> Result<Value, RpcError> {
     let id = task_id(params)?;
-    let _slot = gateway
-        .admissions
-        .hold_waiting(&call.scope.tenant)
-        .map_err(|status| admission_refused(&status))?;
+    let _slot = gateway.admissions.hold_waiting(&call.scope.tenant)?;
     match wait_for_end(gateway, &call.scope, &id).await? {
         Ending::Result(stored) => Ok(shapes::result_of_task(result_json(&stored)?, &stored.task)),
         Ending::WithoutResult(task) => Err(ended_without_result(&task)),

@@ -8,7 +8,7 @@ use axum::body::Bytes;
 use serde_json::{Map, Value, json};
 
 use super::call::Call;
-use super::errors::{admission_refused, ended_without_result, missing_extension};
+use super::errors::{ended_without_result, missing_extension};
 use super::gateway::Gateway;
 use super::in_flight::CallKey;
 use super::jsonrpc::{RpcError, code};
@@ -65,18 +65,10 @@ pub(super) async fn call(
     // A synchronous call holds a waiting slot; taken before the task
     // exists, so that a refused call starts nothing.
     let slot = match mode {
-        CallMode::Synchronous => Some(
-            gateway
-                .admissions
-                .hold_waiting(&call.scope.tenant)
-                .map_err(|status| admission_refused(&status))?,
-        ),
+        CallMode::Synchronous => Some(gateway.admissions.hold_waiting(&call.scope.tenant)?),
         CallMode::Task => None,
     };
-    gateway
-        .admissions
-        .admit_create(&call.scope.tenant)
-        .map_err(|status| admission_refused(&status))?;
+    gateway.admissions.admit_create(&call.scope.tenant)?;
     let task = gateway.store.create_task(&call.scope, new_task).await?;
     tracing::info!(
         task_id = %task.task_id,
