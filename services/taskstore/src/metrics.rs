@@ -22,24 +22,15 @@ pub fn rpc_ended(service: &str, method: &str, code: &'static str, started: Insta
     histogram!("taskstore_rpc_duration_seconds", &labels).record(started.elapsed());
 }
 
-/// An MCP request to `/mcp` was answered: `method` (unknown methods are
-/// counted as `other`, so clients cannot grow the label set), the protocol
-/// revision, and `ok` or the JSON-RPC error code.
-pub fn mcp_request_ended(method: &str, revision: &'static str, outcome: &str, started: Instant) {
-    const KNOWN: [&str; 11] = [
-        "initialize",
-        "ping",
-        "server/discover",
-        "tools/list",
-        "tools/call",
-        "tasks/get",
-        "tasks/result",
-        "tasks/list",
-        "tasks/cancel",
-        "tasks/update",
-        "notifications/cancelled",
-    ];
-    let method = KNOWN.into_iter().find(|m| *m == method).unwrap_or("other");
+/// An MCP request to `/mcp` was answered: its method (`mcp::methods`
+/// bounds the names), the protocol revision, and `ok` or the JSON-RPC
+/// error code.
+pub fn mcp_request_ended(
+    method: &'static str,
+    revision: &'static str,
+    outcome: &str,
+    started: Instant,
+) {
     let labels = [
         ("method", method.to_owned()),
         ("revision", revision.to_owned()),

@@ -159,7 +159,12 @@ async fn request(
         Ok(_) => "ok".to_owned(),
         Err(error) => error.code.to_string(),
     };
-    crate::metrics::mcp_request_ended(&method, call.revision.as_str(), &code, started);
+    crate::metrics::mcp_request_ended(
+        methods::metric_label(&method),
+        call.revision.as_str(),
+        &code,
+        started,
+    );
     let (result, session) = match outcome {
         Ok(Reply { result, session }) => (Ok(result), session),
         Err(error) => (Err(error), None),

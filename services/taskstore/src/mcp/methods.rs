@@ -27,6 +27,30 @@ impl From<Value> for Reply {
     }
 }
 
+/// Every method name this endpoint knows (in some revision).
+const METHODS: [&str; 11] = [
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "tasks/get",
+    "tasks/result",
+    "tasks/list",
+    "tasks/cancel",
+    "tasks/update",
+    "notifications/cancelled",
+];
+
+/// `method` as a metrics label: unknown names are `other`, so that clients
+/// cannot grow the label set.
+pub(super) fn metric_label(method: &str) -> &'static str {
+    METHODS
+        .into_iter()
+        .find(|known| *known == method)
+        .unwrap_or("other")
+}
+
 /// The task-store RPC each method amounts to: the caller's role must allow
 /// it (the same rights table as gRPC callers).
 fn rpc_of(method: &str) -> Option<&'static str> {
