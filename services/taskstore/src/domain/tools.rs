@@ -79,7 +79,7 @@ impl ToolDescription {
             name,
             title: None,
             description: None,
-            input_schema: open_schema(),
+            input_schema: JsonObject::open_object_schema(),
             task_support: TaskSupport::Optional,
         }
     }
@@ -123,7 +123,7 @@ impl ToolDescription {
             }
         }
         let input_schema = if input_schema.trim().is_empty() {
-            open_schema()
+            JsonObject::open_object_schema()
         } else {
             JsonObject::parse(input_schema)
                 .map_err(|InvalidJson(reason)| refuse("input_schema_json", reason))?
@@ -137,11 +137,6 @@ impl ToolDescription {
             task_support,
         })
     }
-}
-
-/// The schema of a tool that takes any arguments.
-fn open_schema() -> JsonObject {
-    JsonObject::open_object_schema()
 }
 
 /// How a `tools/call` runs.

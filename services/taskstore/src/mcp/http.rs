@@ -23,7 +23,7 @@ use super::methods::{self, Reply};
 use crate::auth::{AuthFailure, bearer_token};
 use crate::domain::{Caller, Revision, Scope, SessionId, revision_of};
 
-pub(super) const SESSION_HEADER: &str = "mcp-session-id";
+const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
@@ -33,7 +33,7 @@ const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30
 
 /// The routes: `/mcp`, `/healthz`, and the OAuth protected-resource
 /// metadata when bearer tokens of an authorization server are accepted.
-pub fn router(gateway: Arc<Gateway>) -> Router {
+pub(super) fn router(gateway: Arc<Gateway>) -> Router {
     let mut router = Router::new()
         .route(
             "/mcp",
@@ -55,7 +55,7 @@ pub fn router(gateway: Arc<Gateway>) -> Router {
 }
 
 /// A JSON body with `status`.
-pub(super) fn json_response(status: StatusCode, body: &Value) -> Response {
+fn json_response(status: StatusCode, body: &Value) -> Response {
     (
         status,
         [(header::CONTENT_TYPE, "application/json")],

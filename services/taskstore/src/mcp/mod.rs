@@ -10,12 +10,16 @@
 //! revision has no sessions.
 //!
 //! - [`gateway`]: what every request shares; [`server`]: serving it;
-//! - [`http`]: the HTTP edge (origin, credentials, body, headers);
+//! - [`http`]: the HTTP edge (origin, credentials, body, revision,
+//!   session), giving a [`call`] context; [`headers`]: the 2026-07-28
+//!   standard headers checked against the body;
 //! - [`jsonrpc`]: messages and error codes;
 //! - [`methods`]: which method does what, per revision;
-//! - [`tools`], [`tasks`]: the methods over the store;
+//! - [`tools`], [`tasks`]: the methods over the store; [`served`]: the
+//!   fleet's tools, read at most once a second; [`waiting`]: waiting for a
+//!   task to end; [`in_flight`]: the synchronous calls running here;
 //! - [`shapes`]: tasks and tools as each revision writes them;
-//! - [`errors`]: store errors as JSON-RPC errors, in one place.
+//! - [`errors`]: store and admission errors as JSON-RPC errors, in one place.
 
 mod call;
 mod errors;

@@ -38,11 +38,6 @@ impl McpGateway {
         }
     }
 
-    /// The routes, for serving on a listener of one's own.
-    pub fn router(&self) -> axum::Router {
-        router(self.gateway.clone())
-    }
-
     /// Serves `/mcp` on `listener` until `stop` fires; then waiting calls end
     /// at once, requests in flight are given until they answer, and the
     /// cancellations of abandoned calls are awaited.
