@@ -31,6 +31,8 @@ pub enum TokenError {
     File { path: String, reason: String },
     #[error("the token file {0} is empty")]
     Empty(String),
+    #[error("the tenant must be printable ASCII without spaces")]
+    MalformedTenant,
 }
 
 impl BearerToken {
@@ -73,6 +75,72 @@ impl BearerToken {
     }
 }
 
+/// The names a program gives its token settings, so that an error names
+/// the one the user set: the flag when it was typed, else its variable.
+#[derive(Debug, Clone, Copy)]
+pub struct TokenSettings {
+    pub flag: &'static str,
+    pub env: &'static str,
+    pub file_flag: &'static str,
+    pub file_env: &'static str,
+}
+
+impl TokenSettings {
+    /// The token from `token` (its flag or variable) or `file`, as they
+    /// were parsed. A typed flag wins over a variable; two of the same
+    /// kind are an error naming both.
+    pub fn resolve(&self, token: Option<&str>, file: Option<&Path>) -> Result<BearerToken, String> {
+        let typed = |flag: &str| typed_on_command_line(flag);
+        let (token, file) = match (token, file) {
+            (Some(token), Some(file)) => match (typed(self.flag), typed(self.file_flag)) {
+                (true, false) => (Some(token), None),
+                (false, true) => (None, Some(file)),
+                (true, true) => {
+                    return Err(format!(
+                        "{} and {} both give a token: use one",
+                        self.flag, self.file_flag
+                    ));
+                }
+                (false, false) => {
+                    return Err(format!(
+                        "{} and {} are both set: unset one",
+                        self.env, self.file_env
+                    ));
+                }
+            },
+            other => other,
+        };
+        BearerToken::from_sources(token, file).map_err(|err| {
+            let setting = if token.is_some() {
+                self.name(self.flag, self.env)
+            } else {
+                self.name(self.file_flag, self.file_env)
+            };
+            format!("{setting}: {err}")
+        })
+    }
+
+    fn name(&self, flag: &str, env: &str) -> String {
+        if typed_on_command_line(flag) {
+            flag.to_owned()
+        } else {
+            env.to_owned()
+        }
+    }
+}
+
+/// Whether `flag` (`--name`) was typed, as `--name VALUE` or `--name=VALUE`.
+fn typed_on_command_line(flag: &str) -> bool {
+    std::env::args_os().skip(1).any(|arg| {
+        arg.to_str().is_some_and(|arg| {
+            arg == flag
+                || arg
+                    .strip_prefix(flag)
+                    .is_some_and(|rest| rest.starts_with('='))
+        })
+    })
+}
+
 impl Interceptor for BearerToken {
     fn call(
         &mut self,
@@ -82,6 +150,52 @@ impl Interceptor for BearerToken {
             request
                 .metadata_mut()
                 .insert("authorization", value.clone());
+        }
+        Ok(request)
+    }
+}
+
+/// What a client presents on every call: its bearer token and, for
+/// credentials that reach every tenant, the tenant it acts in
+/// ([`crate::TENANT_METADATA`]).
+#[derive(Clone, Debug, Default)]
+pub struct Credentials {
+    token: BearerToken,
+    tenant: Option<MetadataValue<Ascii>>,
+}
+
+impl Credentials {
+    /// `token`, acting in `tenant` when one is given. The service checks
+    /// the tenant id's rules; here it only has to be printable ASCII.
+    pub fn new(token: BearerToken, tenant: Option<&str>) -> Result<Self, TokenError> {
+        let tenant = tenant
+            .map(|tenant| {
+                if tenant.is_empty() || !tenant.bytes().all(|b| b.is_ascii_graphic()) {
+                    return Err(TokenError::MalformedTenant);
+                }
+                tenant.parse().map_err(|_| TokenError::MalformedTenant)
+            })
+            .transpose()?;
+        Ok(Self { token, tenant })
+    }
+}
+
+impl From<BearerToken> for Credentials {
+    fn from(token: BearerToken) -> Self {
+        Self {
+            token,
+            tenant: None,
+        }
+    }
+}
+
+impl Interceptor for Credentials {
+    fn call(&mut self, request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        let mut request = self.token.call(request)?;
+        if let Some(tenant) = &self.tenant {
+            request
+                .metadata_mut()
+                .insert(crate::TENANT_METADATA, tenant.clone());
         }
         Ok(request)
     }
@@ -124,5 +238,26 @@ mod tests {
         let request = none.call(tonic::Request::new(())).expect("intercepted");
         assert!(request.metadata().get("authorization").is_none());
         std::fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn credentials_name_their_tenant_on_every_call() {
+        let mut credentials =
+            Credentials::new(BearerToken::new("tsk_a").expect("token"), Some("acme")).expect("ok");
+        let request = credentials
+            .call(tonic::Request::new(()))
+            .expect("intercepted");
+        let tenant = request.metadata().get(crate::TENANT_METADATA);
+        assert_eq!(tenant.map(|v| v.to_str().ok()), Some(Some("acme")));
+        assert!(request.metadata().get("authorization").is_some());
+        let mut plain = Credentials::from(BearerToken::none());
+        let request = plain.call(tonic::Request::new(())).expect("intercepted");
+        assert!(request.metadata().get(crate::TENANT_METADATA).is_none());
+        for bad in ["", "two words", "caf\u{e9}"] {
+            assert!(matches!(
+                Credentials::new(BearerToken::none(), Some(bad)),
+                Err(TokenError::MalformedTenant)
+            ));
+        }
     }
 }

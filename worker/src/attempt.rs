@@ -150,7 +150,10 @@ impl Attempt {
             }
             (_, Ok(result)) => {
                 let failed = is_error(&result);
-                let reported = self.reporter.result(&result, failed, None).await;
+                // A failed task says why in its status message, where
+                // `list` and `watch` show it: the result's first words.
+                let message = failed.then(|| first_text(&result)).flatten();
+                let reported = self.reporter.result(&result, failed, message).await;
                 (reported, if failed { "failed" } else { "completed" })
             }
             (_, Err(ToolError::Retryable(message))) => {
@@ -198,6 +201,27 @@ impl Attempt {
             }
         }
     }
+}
+
+/// Longest status message taken from a failed result's text.
+const MAX_FAILURE_MESSAGE_BYTES: usize = 1024;
+
+/// The first text item of a `CallToolResult`, cut to its first line and
+/// at most [`MAX_FAILURE_MESSAGE_BYTES`].
+fn first_text(result: &Value) -> Option<String> {
+    let text = result
+        .get("content")?
+        .as_array()?
+        .iter()
+        .find(|item| item.get("type").and_then(Value::as_str) == Some("text"))?
+        .get("text")?
+        .as_str()?;
+    let line = text.lines().find(|line| !line.trim().is_empty())?.trim();
+    let mut end = line.len().min(MAX_FAILURE_MESSAGE_BYTES);
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    Some(line[..end].to_owned())
 }
 
 fn stop_now(stop: &OnceLock<Stop>, cancel: &CancellationToken, reason: Stop) {
@@ -302,5 +326,26 @@ async fn keep_lease(
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_failed_result_says_why_in_its_first_text_line() {
+        let result = json!({"content": [
+            {"type": "image", "data": "", "mimeType": "image/png"},
+            {"type": "text", "text": "\n  disk full  \nmore detail"},
+            {"type": "text", "text": "second"}
+        ], "isError": true});
+        assert_eq!(first_text(&result), Some("disk full".into()));
+        assert_eq!(first_text(&json!({"content": []})), None);
+        assert_eq!(first_text(&json!({"isError": true})), None);
+        let long = json!({"content": [{"type": "text", "text": "é".repeat(1000)}]});
+        let cut = first_text(&long).expect("text");
+        assert!(cut.len() <= MAX_FAILURE_MESSAGE_BYTES && cut.chars().all(|c| c == 'é'));
     }
 }

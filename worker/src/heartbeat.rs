@@ -1,7 +1,8 @@
 //! The worker's reports to the service (TaskExecution.Heartbeat): who it is,
 //! what it serves, how busy it is. The first report doubles as the startup
 //! check that the service is reachable at `--endpoint`: until it succeeds
-//! the worker says why, retries with backoff, and takes no job.
+//! the worker says why, retries with backoff, and takes no job; refused
+//! credentials are not an outage, so the worker stops instead.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -57,7 +58,7 @@ pub(crate) fn description(name: &str, info: &crate::ToolInfo) -> pb::ToolDescrip
 }
 
 /// How the first report went.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Registered {
     /// The service knows the worker; report again after this long.
     Yes(Duration),
@@ -65,6 +66,9 @@ pub(crate) enum Registered {
     NotSupported,
     /// Shutdown came first.
     Stopped,
+    /// The service refused the worker's credentials or role: retrying
+    /// cannot help, so the worker stops (the message says why).
+    Refused(String),
 }
 
 impl Heartbeat {
@@ -107,6 +111,20 @@ impl Heartbeat {
                 Err(status) if status.code() == Code::Unimplemented => {
                     tracing::warn!(endpoint = %self.endpoint, "the service does not take worker heartbeats (an older version); running without them");
                     return Registered::NotSupported;
+                }
+                Err(status) if status.code() == Code::Unauthenticated => {
+                    return Registered::Refused(format!(
+                        "the service at {} refused this worker's credentials ({}): give a worker key with --token-file or --token (`taskstore keys create --role worker`)",
+                        self.endpoint,
+                        status.message()
+                    ));
+                }
+                Err(status) if status.code() == Code::PermissionDenied => {
+                    return Registered::Refused(format!(
+                        "the service at {} does not let these credentials run tasks ({}): workers need a worker key (`taskstore keys create --role worker`)",
+                        self.endpoint,
+                        status.message()
+                    ));
                 }
                 Err(status) => {
                     tracing::warn!(

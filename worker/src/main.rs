@@ -8,7 +8,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use clap::Parser;
-use taskstore_proto::credentials::BearerToken;
+use taskstore_proto::credentials::TokenSettings;
 use taskstore_proto::endpoint::ClientTls;
 use taskstore_proto::jobs::{QueueType, Topology};
 use taskstore_telemetry::{LogFormat, Telemetry, metrics};
@@ -98,7 +98,7 @@ struct Args {
     #[arg(long, env = "TASKWORKER_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// A file holding the API key (e.g. a mounted Kubernetes Secret).
-    #[arg(long, env = "TASKWORKER_TOKEN_FILE", conflicts_with = "token")]
+    #[arg(long, env = "TASKWORKER_TOKEN_FILE")]
     token_file: Option<PathBuf>,
     /// Trust this CA (PEM) for an https:// endpoint, instead of the
     /// public web roots.
@@ -184,8 +184,13 @@ async fn run(args: Args) -> Result<(), String> {
         worker_id,
         concurrency: args.concurrency,
         shutdown_grace: args.shutdown_grace,
-        token: BearerToken::from_sources(args.token.as_deref(), args.token_file.as_deref())
-            .map_err(|err| format!("--token: {err}"))?,
+        token: TokenSettings {
+            flag: "--token",
+            env: "TASKWORKER_TOKEN",
+            file_flag: "--token-file",
+            file_env: "TASKWORKER_TOKEN_FILE",
+        }
+        .resolve(args.token.as_deref(), args.token_file.as_deref())?,
         tls: ClientTls::from_files(
             args.ca_cert.as_deref(),
             args.client_cert.as_deref(),

@@ -60,6 +60,9 @@ pub enum WorkerError {
     NoTools,
     #[error(transparent)]
     Endpoint(#[from] InvalidEndpoint),
+    /// The service refused the worker's credentials or role.
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// A worker and the tools it serves.
@@ -153,11 +156,14 @@ impl Worker {
         };
         let reporting = CancellationToken::new();
         let registered = heartbeat.register(&shutdown).await;
-        if let Registered::Yes(interval) = registered {
+        if let Registered::Refused(why) = &registered {
+            return Err(WorkerError::Refused(why.clone()));
+        }
+        if let Registered::Yes(interval) = &registered {
             tokio::spawn(
                 heartbeat
                     .clone()
-                    .keep_reporting(interval, reporting.clone()),
+                    .keep_reporting(*interval, reporting.clone()),
             );
         }
         let mut ready = self.ready.take();

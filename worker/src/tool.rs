@@ -100,6 +100,11 @@ impl ToolContext {
         &self.cancel
     }
 
+    /// The task this attempt runs.
+    pub fn task_id(&self) -> &str {
+        &self.reporter.task_id
+    }
+
     /// This attempt's number, from 1, and how many there may be.
     pub fn attempt(&self) -> (u32, u32) {
         (self.attempt, self.max_attempts)

@@ -40,7 +40,8 @@ pub fn mcp_request_ended(
     histogram!("taskstore_mcp_request_duration_seconds", &labels).record(started.elapsed());
 }
 
-/// A task was created.
+/// A task was created (counted by the store that created it, whatever
+/// edge asked: gRPC, `/mcp`).
 pub fn task_created(dispatched: bool) {
     counter!("taskstore_tasks_created_total", "dispatched" => if dispatched { "true" } else { "false" })
         .increment(1);

@@ -36,7 +36,13 @@ pub fn register(
             .map_err(|err| err.to_string())?;
     }
     if let Some(path) = command_tools {
-        for (name, tool) in CommandToolsFile::load(path)?.into_tools()? {
+        // Relative paths in the file mean "beside the file".
+        let base = path
+            .canonicalize()
+            .ok()
+            .and_then(|file| file.parent().map(Path::to_path_buf))
+            .unwrap_or_default();
+        for (name, tool) in CommandToolsFile::load(path)?.into_tools(&base)? {
             worker = worker
                 .with_tool(&name, tool)
                 .map_err(|err| err.to_string())?;

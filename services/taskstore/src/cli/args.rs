@@ -40,8 +40,12 @@ pub struct ClientArgs {
     #[arg(long, env = "TASKSTORE_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
     /// A file holding the API key (e.g. a mounted Kubernetes Secret).
-    #[arg(long, env = "TASKSTORE_TOKEN_FILE", conflicts_with = "token")]
+    #[arg(long, env = "TASKSTORE_TOKEN_FILE")]
     pub token_file: Option<std::path::PathBuf>,
+    /// The tenant to act in, for a key that reaches every tenant (an
+    /// operator's admin key); other keys act in their own tenant.
+    #[arg(long, env = "TASKSTORE_TENANT")]
+    pub tenant: Option<String>,
     /// Trust this CA (PEM) for an https:// endpoint, instead of the public
     /// web roots.
     #[arg(long, env = "TASKSTORE_CA_CERT", value_name = "PATH")]

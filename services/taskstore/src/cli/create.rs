@@ -94,8 +94,19 @@ fn tools_call(
         "id": request_id,
         "method": "tools/call",
         "params": { "name": tool, "arguments": arguments, "task": {} },
-    });
-    Ok(request.to_string())
+    })
+    .to_string();
+    // The service refuses it too; said here, before connecting, as a
+    // usage error about the flag.
+    if let Ok(parsed) = JsonObject::parse(request.as_str())
+        && let Err(err) = parsed.check_tools_call_arguments()
+    {
+        return Err(ClientError::Usage(format!(
+            "--arguments must be a JSON object, not {}, e.g. --arguments '{ARGUMENTS_EXAMPLE}'",
+            err.kind
+        )));
+    }
+    Ok(request)
 }
 
 fn ttl_arg(raw: &str) -> Result<Ttl, ClientError> {

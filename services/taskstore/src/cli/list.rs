@@ -66,6 +66,9 @@ fn cursor_hint(err: StoreError) -> ClientError {
 /// The command that lists the page after `cursor`.
 fn next_page_command(args: &ClientArgs, listing: &Listing, cursor: &str) -> String {
     let mut command = vec!["taskstore list".to_owned()];
+    if let Some(tenant) = &args.tenant {
+        command.push(format!("--tenant {}", shell_quote(tenant)));
+    }
     if let Some(session) = &args.session {
         command.push(format!("--session {}", shell_quote(session)));
     }
@@ -110,6 +113,7 @@ mod tests {
             session: Some("it's".into()),
             token: Some("tsk_secret".into()),
             token_file: None,
+            tenant: Some("acme".into()),
             ca_cert: None,
             client_cert: None,
             client_key: None,
@@ -124,7 +128,7 @@ mod tests {
         };
         assert_eq!(
             next_page_command(&args, &listing, "CUR"),
-            r"taskstore list --session 'it'\''s' --status failed,working --tool hash --page-size 10 --cursor CUR"
+            r"taskstore list --tenant acme --session 'it'\''s' --status failed,working --tool hash --page-size 10 --cursor CUR"
         );
     }
 }

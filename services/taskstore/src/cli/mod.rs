@@ -20,11 +20,19 @@ pub use self::args::{ClientArgs, ClientCommand, CreateArgs, EXIT_STATUSES};
 pub use self::exit::{ClientError, Exit, Label, report};
 pub use self::keys::{KeysAction, KeysArgs};
 
-use taskstore_proto::credentials::BearerToken;
+use taskstore_proto::credentials::{Credentials, TokenSettings};
 use taskstore_proto::endpoint::ClientTls;
 
 use crate::domain::{Scope, SessionId, TenantId};
 use crate::grpc::GrpcTaskStore;
+
+/// How the client commands name their token settings in errors.
+const TOKEN_SETTINGS: TokenSettings = TokenSettings {
+    flag: "--token",
+    env: "TASKSTORE_TOKEN",
+    file_flag: "--token-file",
+    file_env: "TASKSTORE_TOKEN_FILE",
+};
 
 /// Runs a client command: prints its output, or one line saying what went
 /// wrong, and returns the exit status documented in [`EXIT_STATUSES`].
@@ -40,8 +48,17 @@ pub async fn run(command: ClientCommand) -> ExitCode {
 
 async fn execute(command: ClientCommand) -> Result<Exit, ClientError> {
     let args = command.client_args().clone();
-    let token = BearerToken::from_sources(args.token.as_deref(), args.token_file.as_deref())
-        .map_err(|err| ClientError::Usage(format!("--token: {err}")))?;
+    let token = TOKEN_SETTINGS
+        .resolve(args.token.as_deref(), args.token_file.as_deref())
+        .map_err(ClientError::Usage)?;
+    let tenant = args
+        .tenant
+        .as_deref()
+        .map(TenantId::parse)
+        .transpose()
+        .map_err(|err| ClientError::Usage(format!("--tenant {err}")))?;
+    let credentials = Credentials::new(token, tenant.as_ref().map(TenantId::as_str))
+        .map_err(|err| ClientError::Usage(format!("--tenant: {err}")))?;
     let tls = ClientTls::from_files(
         args.ca_cert.as_deref(),
         args.client_cert.as_deref(),
@@ -50,7 +67,7 @@ async fn execute(command: ClientCommand) -> Result<Exit, ClientError> {
     .map_err(ClientError::Usage)?;
     let mut connection = Connection {
         endpoint: args.endpoint.clone(),
-        token,
+        credentials,
         tls,
         store: None,
     };
@@ -60,7 +77,7 @@ async fn execute(command: ClientCommand) -> Result<Exit, ClientError> {
 /// The service, connected on first use.
 struct Connection {
     endpoint: String,
-    token: BearerToken,
+    credentials: Credentials,
     tls: ClientTls,
     store: Option<GrpcTaskStore>,
 }
@@ -70,7 +87,8 @@ impl Connection {
         let store = match self.store.take() {
             Some(store) => store,
             None => {
-                GrpcTaskStore::connect_with(&self.endpoint, self.token.clone(), &self.tls).await?
+                GrpcTaskStore::connect_with(&self.endpoint, self.credentials.clone(), &self.tls)
+                    .await?
             }
         };
         Ok(self.store.insert(store))

@@ -87,35 +87,62 @@ pub struct Caller {
     pub reach: Reach,
 }
 
+/// The subject of the one caller there is when authentication is off.
+/// Authenticated subjects carry their method's prefix (`key:`, `jwt:`,
+/// `cert:`), so none can be mistaken for it.
+const ANONYMOUS: &str = "anonymous";
+
 impl Caller {
     /// With authentication off (`--auth none`, `dev`): one caller with
     /// every right, in every tenant (the default one unless a request names
     /// another), as before authentication existed.
     pub fn unauthenticated() -> Self {
         Self {
-            subject: "anonymous".to_owned(),
+            subject: ANONYMOUS.to_owned(),
             role: Role::Admin,
             reach: Reach::AllTenants,
         }
     }
 
+    /// Whether this is the caller of a service without authentication.
+    pub fn is_unauthenticated(&self) -> bool {
+        self.subject == ANONYMOUS
+    }
+
     /// The tenant a request acts in: the caller's own, or, for a caller
-    /// that reaches all tenants, the one the request names (the default
-    /// tenant when it names none). A tenant-bound caller naming another
-    /// tenant is refused as if the task did not exist.
-    pub fn tenant_for(&self, named: Option<&TenantId>) -> Result<TenantId, ForeignTenant> {
+    /// that reaches all tenants, the one the request names. Credentials
+    /// for every tenant must name one (a silent default would show an
+    /// operator an empty tenant instead of theirs); only without
+    /// authentication does an unnamed tenant mean the default one. A
+    /// tenant-bound caller naming another tenant is refused.
+    pub fn tenant_for(&self, named: Option<&TenantId>) -> Result<TenantId, TenantRefused> {
         match (&self.reach, named) {
-            (Reach::Tenant(own), Some(named)) if named != own => Err(ForeignTenant),
+            (Reach::Tenant(own), Some(named)) if named != own => Err(TenantRefused::Foreign),
             (Reach::Tenant(own), _) => Ok(own.clone()),
             (Reach::AllTenants, Some(named)) => Ok(named.clone()),
-            (Reach::AllTenants, None) => Ok(TenantId::default_tenant()),
+            (Reach::AllTenants, None) if self.is_unauthenticated() => {
+                Ok(TenantId::default_tenant())
+            }
+            (Reach::AllTenants, None) => Err(TenantRefused::NotNamed),
         }
     }
 }
 
-/// A request named a tenant its caller does not reach.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ForeignTenant;
+/// Why a request cannot act in a tenant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TenantRefused {
+    /// It named a tenant its caller does not reach.
+    #[error("the credentials do not reach that tenant")]
+    Foreign,
+    /// Its credentials reach every tenant and it named none.
+    #[error(
+        "these credentials reach every tenant: name the one to act in ({TENANT_METADATA}; --tenant or TASKSTORE_TENANT in the CLI and client packages)"
+    )]
+    NotNamed,
+}
+
+/// Where a request names its tenant (gRPC metadata, an HTTP header).
+pub const TENANT_METADATA: &str = taskstore_proto::TENANT_METADATA;
 
 /// Whether `caller` may call `service/method`: its role's rights, and, for
 /// the calls that see or change every tenant at once (status, cleanup),
@@ -176,18 +203,34 @@ mod tests {
         assert_eq!(bound.tenant_for(Some(&tenant("acme"))), Ok(tenant("acme")));
         assert_eq!(
             bound.tenant_for(Some(&tenant("globex"))),
-            Err(ForeignTenant)
+            Err(TenantRefused::Foreign)
         );
     }
 
     #[test]
-    fn a_caller_of_all_tenants_acts_in_the_named_one_or_the_default() {
+    fn a_caller_of_all_tenants_acts_in_the_named_one_and_must_name_one() {
         let fleet = caller(Reach::AllTenants);
         assert_eq!(
             fleet.tenant_for(Some(&tenant("globex"))),
             Ok(tenant("globex"))
         );
-        assert_eq!(fleet.tenant_for(None), Ok(TenantId::default_tenant()));
+        assert_eq!(fleet.tenant_for(None), Err(TenantRefused::NotNamed));
+    }
+
+    #[test]
+    fn without_authentication_an_unnamed_tenant_is_the_default_one() {
+        let anonymous = Caller::unauthenticated();
+        assert!(anonymous.is_unauthenticated());
+        assert_eq!(anonymous.tenant_for(None), Ok(TenantId::default_tenant()));
+        assert_eq!(
+            anonymous.tenant_for(Some(&tenant("globex"))),
+            Ok(tenant("globex"))
+        );
+        let named_anonymous_by_a_token = Caller {
+            subject: "jwt:anonymous".into(),
+            ..caller(Reach::AllTenants)
+        };
+        assert!(!named_anonymous_by_a_token.is_unauthenticated());
     }
 
     #[test]

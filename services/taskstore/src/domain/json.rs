@@ -62,6 +62,97 @@ impl JsonObject {
     }
 }
 
+impl JsonObject {
+    /// MCP's rule for a `tools/call` request: `params.arguments`, when
+    /// present, is an object. Every edge that stores a request (gRPC,
+    /// `/mcp`, the CLI before it sends one) asks this, so one rule holds
+    /// for all. Other requests pass unchecked.
+    pub fn check_tools_call_arguments(&self) -> Result<(), ArgumentsNotObject> {
+        #[derive(serde::Deserialize)]
+        struct Call<'a> {
+            #[serde(borrow)]
+            method: Option<std::borrow::Cow<'a, str>>,
+            params: Option<Params>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Params {
+            // `null` is a kind here, not an absent field.
+            #[serde(default, deserialize_with = "present")]
+            arguments: Option<Kind>,
+        }
+        fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Kind>, D::Error> {
+            serde::Deserialize::deserialize(d).map(Some)
+        }
+        let Ok(call) = serde_json::from_str::<Call<'_>>(&self.0) else {
+            // Not shaped like a JSON-RPC request: not a tools/call.
+            return Ok(());
+        };
+        match (
+            call.method.as_deref(),
+            call.params.and_then(|p| p.arguments),
+        ) {
+            (Some("tools/call"), Some(Kind(kind))) if kind != "an object" => {
+                Err(ArgumentsNotObject { kind })
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A `tools/call` request whose `params.arguments` is not an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("params.arguments of a tools/call must be a JSON object, not {kind}")]
+pub struct ArgumentsNotObject {
+    /// What it is instead: `an array`, `a string`, `null`…
+    pub kind: &'static str,
+}
+
+/// The kind of a JSON value, read without building it (arguments can be
+/// large, and this runs on every create).
+struct Kind(&'static str);
+
+impl<'de> serde::Deserialize<'de> for Kind {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = Kind;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_unit<E>(self) -> Result<Kind, E> {
+                Ok(Kind("null"))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Kind, E> {
+                Ok(Kind("a boolean"))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<Kind, E> {
+                Ok(Kind("a number"))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<Kind, E> {
+                Ok(Kind("a number"))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<Kind, E> {
+                Ok(Kind("a number"))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<Kind, E> {
+                Ok(Kind("a string"))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Kind, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Kind("an array"))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Kind, A::Error> {
+                while map
+                    .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                    .is_some()
+                {}
+                Ok(Kind("an object"))
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
+}
+
 /// A JSON-RPC request id, as JSON text: a string or a number.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RequestId(String);
@@ -148,6 +239,45 @@ mod tests {
             Some("echo".into()),
             "escapes and any field order"
         );
+    }
+
+    #[test]
+    fn tools_call_arguments_must_be_objects() {
+        let check = |text: &str| {
+            JsonObject::parse(text)
+                .expect("object")
+                .check_tools_call_arguments()
+        };
+        for good in [
+            r#"{"method":"tools/call","params":{"name":"echo","arguments":{"a":[1]}}}"#,
+            r#"{"method":"tools/call","params":{"name":"echo"}}"#,
+            r#"{"method":"tools/call"}"#,
+            r#"{"method":"other","params":{"arguments":[1]}}"#,
+            r#"{"anything":"else"}"#,
+            r#"{"method":7}"#,
+        ] {
+            assert_eq!(check(good), Ok(()), "{good}");
+        }
+        for (bad, kind) in [
+            (
+                r#"{"method":"tools/call","params":{"arguments":[1]}}"#,
+                "an array",
+            ),
+            (
+                r#"{"params":{"arguments":"x"},"method":"tools/call"}"#,
+                "a string",
+            ),
+            (
+                r#"{"method":"tools/call","params":{"arguments":null}}"#,
+                "null",
+            ),
+            (
+                r#"{"method":"tools/call","params":{"arguments":1.5}}"#,
+                "a number",
+            ),
+        ] {
+            assert_eq!(check(bad), Err(ArgumentsNotObject { kind }), "{bad}");
+        }
     }
 
     #[test]

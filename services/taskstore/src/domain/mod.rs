@@ -15,7 +15,7 @@ mod task;
 mod tools;
 mod ttl;
 
-pub use access::{Caller, ForeignTenant, Reach, Role, UnknownRole, may_call};
+pub use access::{Caller, Reach, Role, TENANT_METADATA, TenantRefused, UnknownRole, may_call};
 pub use cursor::{CursorCodec, CursorPosition, InvalidCursor};
 pub use execution::{
     AttemptEnd, AttemptState, Claim, ClaimRefusal, DispatchRequest, ExecutionPolicy, FenceRefusal,
@@ -26,7 +26,7 @@ pub use fleet::{
     FleetPolicy, OutboxBacklog, ServedTool, WorkerHeartbeat, WorkerId, WorkerInfo, served_tools,
 };
 pub use ids::{InvalidId, SessionId, TaskId, TenantId};
-pub use json::{InvalidJson, JsonObject, RequestId};
+pub use json::{ArgumentsNotObject, InvalidJson, JsonObject, RequestId};
 pub use limits::{Admission, AdmissionPolicy, Rate, TokenBucket};
 pub use mcp::{ExtensionOutcome, Revision, RevisionRefusal, revision_of};
 pub use poll::{MAX_POLL_INTERVAL, PollPolicy};

@@ -1,11 +1,12 @@
 //! The caller of an RPC, as the authentication layer left it, and the
 //! tenant the request acts in: the caller's own, or, for a caller reaching
 //! every tenant (fleet workers, operators), the one named in the
-//! `x-taskstore-tenant` metadata (the default tenant when none is named).
+//! `x-taskstore-tenant` metadata (which such credentials must send; only
+//! without authentication does no tenant mean the default one).
 
 use tonic::{Request, Status};
 
-use crate::domain::{Caller, ForeignTenant, TenantId};
+use crate::domain::{Caller, TenantId, TenantRefused};
 
 pub use taskstore_proto::TENANT_METADATA;
 
@@ -29,9 +30,12 @@ pub(super) fn tenant_of<T>(
         Some(tenant) => Some(tenant),
         None => named_in_metadata(request)?,
     };
-    caller.tenant_for(named.as_ref()).map_err(|ForeignTenant| {
-        Status::permission_denied("the credentials do not reach that tenant")
-    })
+    caller
+        .tenant_for(named.as_ref())
+        .map_err(|refused| match refused {
+            TenantRefused::Foreign => Status::permission_denied(refused.to_string()),
+            TenantRefused::NotNamed => Status::invalid_argument(refused.to_string()),
+        })
 }
 
 fn named_in_metadata<T>(request: &Request<T>) -> Result<Option<TenantId>, Status> {

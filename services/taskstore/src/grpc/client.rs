@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use taskstore_proto::credentials::BearerToken;
+use taskstore_proto::credentials::{BearerToken, Credentials};
 use taskstore_proto::endpoint::{ClientTls, InvalidEndpoint, parse_secure_endpoint, root_cause};
 use taskstore_telemetry::grpc::ClientTracing;
 use tokio_stream::StreamExt;
@@ -34,9 +34,9 @@ pub struct GrpcTaskStore {
     operations: OperationsClient<Traced>,
 }
 
-/// A channel whose calls carry the caller's credentials and the trace
-/// context, and get client spans.
-pub type Traced = InterceptedService<ClientTracing<Channel>, BearerToken>;
+/// A channel whose calls carry the caller's credentials (and the tenant
+/// they act in) and the trace context, and get client spans.
+pub type Traced = InterceptedService<ClientTracing<Channel>, Credentials>;
 
 /// Why the client could not reach the service.
 #[derive(Debug, thiserror::Error)]
@@ -54,11 +54,11 @@ impl GrpcTaskStore {
         Self::connect_with(endpoint, BearerToken::none(), &ClientTls::default()).await
     }
 
-    /// Connects to `endpoint`, presenting `token` on every call; an
+    /// Connects to `endpoint`, presenting `credentials` on every call; an
     /// `https://` endpoint is reached over TLS as `tls` says.
     pub async fn connect_with(
         endpoint: &str,
-        token: BearerToken,
+        credentials: impl Into<Credentials>,
         tls: &ClientTls,
     ) -> Result<Self, ConnectError> {
         let parsed = parse_secure_endpoint(endpoint, tls)?;
@@ -69,15 +69,15 @@ impl GrpcTaskStore {
                 endpoint: parsed.uri().to_string().trim_end_matches('/').to_owned(),
                 reason: root_cause(&err),
             })?;
-        Ok(Self::with_token(channel, token))
+        Ok(Self::with_token(channel, credentials))
     }
 
     pub fn new(channel: Channel) -> Self {
         Self::with_token(channel, BearerToken::none())
     }
 
-    pub fn with_token(channel: Channel, token: BearerToken) -> Self {
-        let channel = InterceptedService::new(ClientTracing::new(channel), token);
+    pub fn with_token(channel: Channel, credentials: impl Into<Credentials>) -> Self {
+        let channel = InterceptedService::new(ClientTracing::new(channel), credentials.into());
         let client = TaskStoreClient::new(channel.clone())
             .max_decoding_message_size(MAX_RESPONSE_BYTES)
             .max_encoding_message_size(MAX_RESPONSE_BYTES);

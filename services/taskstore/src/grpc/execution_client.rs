@@ -36,7 +36,7 @@ impl GrpcExecutionStore {
         Self {
             client: TaskExecutionClient::new(InterceptedService::new(
                 ClientTracing::new(channel),
-                token,
+                token.into(),
             )),
         }
     }

@@ -83,6 +83,9 @@ impl<'a> Edge<'a> {
         let request_id = RequestId::parse(req.request_id_json)
             .map_err(|err| StoreError::invalid("request_id_json", err))?;
         let request = self.json_object("request_json", req.request_json)?;
+        request
+            .check_tools_call_arguments()
+            .map_err(|err| StoreError::invalid("request_json", err))?;
         let dispatch = req.dispatch.map(|d| dispatch(d, &request)).transpose()?;
         Ok((
             scope,

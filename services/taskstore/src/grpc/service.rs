@@ -158,10 +158,8 @@ impl TaskStoreRpc for TaskStoreService {
         let edge = self.edge(&request)?;
         let (scope, new_task) = edge.create(request.into_inner(), trace.as_deref())?;
         self.admissions.admit_create(&scope.tenant)?;
-        let dispatched = new_task.dispatch.is_some();
         let task = self.store.create_task(&scope, new_task).await?;
         record_task_id(task.task_id.as_str());
-        crate::metrics::task_created(dispatched);
         tracing::debug!("task created");
         Ok(Response::new(task.into()))
     }

@@ -21,7 +21,9 @@ use super::headers;
 use super::jsonrpc::{self, Id, Message, RpcError, code};
 use super::methods::{self, Reply};
 use crate::auth::{AuthFailure, bearer_token};
-use crate::domain::{Caller, Revision, Scope, SessionId, revision_of};
+use crate::domain::{
+    Caller, Revision, Scope, SessionId, TENANT_METADATA, TenantId, TenantRefused, revision_of,
+};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -197,9 +199,7 @@ fn call_of(
     if revision == Revision::V2026_07_28 {
         headers::check(headers, method, params).map_err(|err| (StatusCode::BAD_REQUEST, err))?;
     }
-    let tenant = caller
-        .tenant_for(None)
-        .map_err(|_| (StatusCode::FORBIDDEN, forbidden()))?;
+    let tenant = tenant_of(headers, &caller)?;
     let session = match revision {
         Revision::V2026_07_28 => None,
         Revision::V2025_11_25 => match header_str(headers, SESSION_HEADER) {
@@ -235,6 +235,33 @@ fn call_of(
         id,
         tasks_extension: extension,
     })
+}
+
+/// The tenant the request acts in: the caller's own, or, for credentials
+/// of every tenant, the one its `X-Taskstore-Tenant` header names.
+fn tenant_of(headers: &HeaderMap, caller: &Caller) -> Result<TenantId, (StatusCode, RpcError)> {
+    let named = match headers.get(TENANT_METADATA) {
+        None => None,
+        Some(value) => {
+            let raw = value.to_str().unwrap_or("\u{fffd}");
+            let tenant = TenantId::parse(raw).map_err(|err| {
+                (
+                    StatusCode::BAD_REQUEST,
+                    RpcError::new(code::INVALID_REQUEST, format!("{TENANT_METADATA} {err}")),
+                )
+            })?;
+            Some(tenant)
+        }
+    };
+    caller
+        .tenant_for(named.as_ref())
+        .map_err(|refused| match refused {
+            TenantRefused::Foreign => (StatusCode::FORBIDDEN, forbidden()),
+            TenantRefused::NotNamed => (
+                StatusCode::BAD_REQUEST,
+                RpcError::new(code::INVALID_REQUEST, refused.to_string()),
+            ),
+        })
 }
 
 fn forbidden() -> RpcError {

@@ -46,11 +46,6 @@ pub(super) async fn call(
         .get("name")
         .and_then(Value::as_str)
         .ok_or_else(|| RpcError::invalid_params("tools/call needs params.name"))?;
-    if params.get("arguments").is_some_and(|a| !a.is_object()) {
-        return Err(RpcError::invalid_params(
-            "params.arguments must be an object",
-        ));
-    }
     let unknown =
         || RpcError::invalid_params(format!("unknown tool {name:?}: no worker serves it now"));
     let tool_name = ToolName::parse(name).map_err(|_| unknown())?;
@@ -161,6 +156,9 @@ fn new_task(
     let text = std::str::from_utf8(body)
         .map_err(|_| RpcError::invalid_params("the request is not UTF-8"))?;
     let request = JsonObject::parse(text).map_err(|err| RpcError::invalid_params(err.0))?;
+    request
+        .check_tools_call_arguments()
+        .map_err(|err| RpcError::invalid_params(err.to_string()))?;
     let id = call
         .id
         .as_ref()

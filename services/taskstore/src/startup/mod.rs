@@ -7,6 +7,7 @@
 
 mod backends;
 mod embedded;
+mod loops;
 mod mcp;
 
 use std::net::SocketAddr;
@@ -23,16 +24,13 @@ pub use self::backends::{Backends, migrate, open_keys};
 use clap::ValueEnum as _;
 
 use crate::auth::{AuthMethod, Authenticator};
-use crate::dispatch::in_process::InProcessPublisher;
-use crate::dispatch::rabbitmq::RabbitPublisher;
-use crate::dispatch::relay;
 use crate::grpc::{
     Admissions, OperationsService, ServiceFacts, TaskExecutionService, TaskStoreService,
 };
 use crate::health::QueueHealth;
 use crate::periodic::Chore;
 use crate::server::Server;
-use crate::settings::{MetricsSettings, QueueLocation, QueueSettings, ServiceSettings};
+use crate::settings::{MetricsSettings, QueueLocation, ServiceSettings};
 
 /// How long startup waits for the embedded workers to register.
 const WORKERS_READY_WITHIN: Duration = Duration::from_secs(10);
@@ -228,7 +226,7 @@ impl Service {
     /// dispatched after that line reaches a worker.
     pub async fn run_until_stopped(self, stop: CancellationToken) -> Result<(), StartupError> {
         let background = CancellationToken::new();
-        let mut loops = self.spawn_loops(&background);
+        let mut loops = Vec::new();
         if let Some(metrics) = &self.settings.metrics {
             loops.extend(self.serve_metrics(metrics, &background).await?);
         }
@@ -246,6 +244,16 @@ impl Service {
         let mut mcp_served = self.mcp.map(|gateway| gateway.spawn(server_stop.clone()));
         let mut served = tokio::spawn(self.server.run(server_stop.clone()));
         let workers = start_workers(workers, stop.child_token()).await;
+        // The relay starts once the embedded workers consume: a job it
+        // offered before would find no worker and be held for a while
+        // (a task given back at the last stop would wait for nothing).
+        let parts = loops::LoopParts {
+            backends: &self.backends,
+            settings: &self.settings,
+            queue_health: &self.queue_health,
+            in_process: self.in_process.as_ref(),
+        };
+        loops.extend(parts.spawn_loops(&background));
         warn_when_open(&self.settings.auth, self.addr);
         tracing::info!(
             addr = %self.addr,
@@ -308,28 +316,6 @@ impl Service {
         }
     }
 
-    /// The relay and the periodic chores the settings ask for.
-    fn spawn_loops(&self, stop: &CancellationToken) -> Vec<JoinHandle<()>> {
-        let backends = &self.backends;
-        let mut loops = Vec::new();
-        if let Some(chores) = self.settings.chores {
-            let reaper = Chore::ReapExpiredLeases(backends.dispatch.clone());
-            loops.push(reaper.spawn(chores.reaper_interval, stop.clone()));
-            if let Some(interval) = chores.cleanup_interval {
-                for chore in [
-                    Chore::SweepExpiredTasks(backends.store.clone()),
-                    Chore::ForgetSilentWorkers(backends.operations.clone()),
-                ] {
-                    loops.push(chore.spawn(interval, stop.clone()));
-                }
-            }
-        }
-        if let Some(queue) = &self.settings.queue {
-            loops.push(self.spawn_relay(queue, stop.clone()));
-        }
-        loops
-    }
-
     /// The `/metrics` endpoint and the chore that refreshes the store's
     /// gauges. The recorder is process-wide: installed by the first service
     /// of the process that asks for metrics.
@@ -353,28 +339,6 @@ impl Service {
             taskstore_telemetry::metrics::serve(listener, handle, None, stop.clone()),
             snapshot.spawn(settings.snapshot_interval, stop.clone()),
         ])
-    }
-
-    fn spawn_relay(&self, queue: &QueueSettings, stop: CancellationToken) -> JoinHandle<()> {
-        let (store, health) = (self.backends.dispatch.clone(), self.queue_health.clone());
-        match (&queue.location, &self.in_process) {
-            (QueueLocation::RabbitMq(url), _) => {
-                let connect = RabbitPublisher::connector(
-                    url.clone(),
-                    queue.broker_tls.clone(),
-                    queue.topology.clone(),
-                    queue.fault,
-                );
-                relay::spawn(store, connect, queue.poll_interval, health, stop)
-            }
-            (QueueLocation::InProcess, Some(in_process)) => {
-                let connect = InProcessPublisher::connector(in_process.clone());
-                relay::spawn(store, connect, queue.poll_interval, health, stop)
-            }
-            // `build` makes the in-process queue whenever the settings ask
-            // for one, so this cannot happen; relay nothing rather than panic.
-            (QueueLocation::InProcess, None) => tokio::spawn(async {}),
-        }
     }
 }
 

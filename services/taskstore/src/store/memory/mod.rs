@@ -303,6 +303,7 @@ impl TaskStore for MemoryTaskStore {
         if max_attempts > 0 {
             self.inner.outbox.notify_one();
         }
+        crate::metrics::task_created(max_attempts > 0);
         Ok(created)
     }
 

@@ -256,6 +256,7 @@ impl TaskStore for PgTaskStore {
             // only poll (migration 0008).
             self.outbox.notify_one();
         }
+        crate::metrics::task_created(dispatched);
         Ok(task)
     }
 

@@ -1,0 +1,186 @@
+//! The line protocol between a command tool and its worker (version 1,
+//! told to the program in `TASKSTORE_PROTOCOL`):
+//!
+//! - stdin: the call's arguments, one JSON object on one line;
+//! - stdout: the result (a `CallToolResult` object, or any text);
+//! - stderr: lines. A line that is a JSON object with a string member
+//!   `"taskstore"` is a message to the worker (below); any other line is
+//!   free text, shown as the task's progress.
+//!
+//! Messages: `{"taskstore":"progress","message":"…","progress":3,"total":10}`
+//! (every field but `taskstore` optional). A message of a type this
+//! worker does not know is logged and skipped, so that tools written for a
+//! newer worker still run; a known type with wrong fields fails the call.
+
+use serde::Deserialize;
+use serde_json::Value;
+
+/// The version of this protocol.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// What one stderr line says.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Line {
+    /// Free text.
+    Text(String),
+    /// A message to the worker.
+    Message(Message),
+    /// A message of a type this worker does not know.
+    Unknown(String),
+    /// A message of a known type whose fields are wrong.
+    Malformed(String),
+}
+
+/// A message from the program.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    /// How far it got: a message and/or numbers (`progress` of `total`).
+    Progress {
+        message: Option<String>,
+        progress: Option<f64>,
+        total: Option<f64>,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProgressFields {
+    #[serde(rename = "taskstore")]
+    _kind: String,
+    message: Option<String>,
+    progress: Option<f64>,
+    total: Option<f64>,
+}
+
+impl Line {
+    /// Reads one stderr line (without its newline).
+    pub fn parse(line: &str) -> Line {
+        let trimmed = line.trim();
+        if !trimmed.starts_with('{') {
+            return Line::Text(line.to_owned());
+        }
+        let Ok(Value::Object(object)) = serde_json::from_str::<Value>(trimmed) else {
+            return Line::Text(line.to_owned());
+        };
+        let Some(Value::String(kind)) = object.get("taskstore") else {
+            // Someone's JSON log line: text like any other.
+            return Line::Text(line.to_owned());
+        };
+        match kind.as_str() {
+            "progress" => match serde_json::from_value::<ProgressFields>(Value::Object(object)) {
+                Ok(fields)
+                    if fields.progress.is_some_and(|p| !p.is_finite())
+                        || fields.total.is_some_and(|t| !t.is_finite() || t <= 0.0) =>
+                {
+                    Line::Malformed(
+                        "progress: progress and total must be numbers, total above 0".into(),
+                    )
+                }
+                Ok(fields) => Line::Message(Message::Progress {
+                    message: fields.message,
+                    progress: fields.progress,
+                    total: fields.total,
+                }),
+                Err(err) => Line::Malformed(format!("progress: {err}")),
+            },
+            other => Line::Unknown(other.to_owned()),
+        }
+    }
+}
+
+impl Message {
+    /// The task's status message for a progress message: its text, with
+    /// its numbers after it (`copying (3/10)`).
+    pub fn status_message(&self) -> Option<String> {
+        let Message::Progress {
+            message,
+            progress,
+            total,
+        } = self;
+        let numbers = match (progress, total) {
+            (Some(progress), Some(total)) => {
+                Some(format!("{}/{}", number(*progress), number(*total)))
+            }
+            (Some(progress), None) => Some(number(*progress)),
+            (None, _) => None,
+        };
+        match (
+            message.as_deref().map(str::trim).filter(|m| !m.is_empty()),
+            numbers,
+        ) {
+            (Some(message), Some(numbers)) => Some(format!("{message} ({numbers})")),
+            (Some(message), None) => Some(message.to_owned()),
+            (None, numbers) => numbers,
+        }
+    }
+}
+
+/// `3` rather than `3.0`; fractions as they are.
+fn number(value: f64) -> String {
+    if value.fract() == 0.0 && value.abs() < 1e15 {
+        format!("{}", value as i64)
+    } else {
+        format!("{value}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn progress(message: Option<&str>, progress: Option<f64>, total: Option<f64>) -> Line {
+        Line::Message(Message::Progress {
+            message: message.map(str::to_owned),
+            progress,
+            total,
+        })
+    }
+
+    #[test]
+    fn lines_are_text_unless_they_are_messages() {
+        assert_eq!(Line::parse("copying"), Line::Text("copying".into()));
+        assert_eq!(Line::parse("{not json"), Line::Text("{not json".into()));
+        let log = r#"{"level":"info","msg":"hi"}"#;
+        assert_eq!(Line::parse(log), Line::Text(log.into()), "a JSON log line");
+        assert_eq!(
+            Line::parse(r#"{"taskstore":"progress","message":"copying","progress":3,"total":10}"#),
+            progress(Some("copying"), Some(3.0), Some(10.0))
+        );
+        assert_eq!(
+            Line::parse(r#"  {"taskstore":"progress","progress":0.5}"#),
+            progress(None, Some(0.5), None)
+        );
+        assert_eq!(
+            Line::parse(r#"{"taskstore":"later","x":1}"#),
+            Line::Unknown("later".into())
+        );
+        for bad in [
+            r#"{"taskstore":"progress","progress":"3"}"#,
+            r#"{"taskstore":"progress","total":0}"#,
+            r#"{"taskstore":"progress","percent":3}"#,
+        ] {
+            assert!(matches!(Line::parse(bad), Line::Malformed(_)), "{bad}");
+        }
+    }
+
+    #[test]
+    fn progress_reads_as_a_status_message() {
+        let message = |line: &str| match Line::parse(line) {
+            Line::Message(message) => message.status_message(),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            message(r#"{"taskstore":"progress","message":"copying","progress":3,"total":10}"#),
+            Some("copying (3/10)".into())
+        );
+        assert_eq!(
+            message(r#"{"taskstore":"progress","progress":2.5}"#),
+            Some("2.5".into())
+        );
+        assert_eq!(
+            message(r#"{"taskstore":"progress","message":"only words"}"#),
+            Some("only words".into())
+        );
+        assert_eq!(message(r#"{"taskstore":"progress"}"#), None);
+    }
+}
