@@ -16,6 +16,13 @@ export interface ConnectionOptions {
   endpoint: string;
   /** API key, sent as `authorization: Bearer <token>` on every call. */
   token?: string;
+  /**
+   * The tenant to act in, sent as `x-taskstore-tenant` on every call: needed
+   * by credentials that reach every tenant (an operator's admin key); a key
+   * of one tenant acts in its own and may only name that one. Unset: the
+   * environment variable `TASKSTORE_TENANT`, else none.
+   */
+  tenant?: string;
   /** TLS material for an https endpoint. */
   tls?: TlsOptions;
   /** Extra grpc-js channel options; they win over the defaults below. */
@@ -60,6 +67,33 @@ const DEFAULT_CHANNEL_OPTIONS: grpc.ChannelOptions = {
   'grpc.service_config': JSON.stringify(RETRY_SERVICE_CONFIG),
   'grpc.enable_retries': 1,
 };
+
+/** The gRPC metadata that names the tenant a call acts in. */
+export const TENANT_METADATA = 'x-taskstore-tenant';
+
+// The service's tenant id: 1-128 printable ASCII characters without spaces
+// (`*`, every tenant, is for making keys, not a tenant to act in).
+const TENANT_ID = /^[\x21-\x7e]{1,128}$/;
+
+/**
+ * The tenant `opts` names (or `TASKSTORE_TENANT`, when the option is not
+ * given and the variable is not empty), checked; undefined for none.
+ */
+export function resolveTenant(opts: Pick<ConnectionOptions, 'tenant'>, env: NodeJS.ProcessEnv = process.env): string | undefined {
+  let tenant: unknown = opts.tenant;
+  let source = 'the tenant option';
+  if (tenant === undefined) {
+    const fromEnv = env['TASKSTORE_TENANT'];
+    if (fromEnv === undefined || fromEnv === '') return undefined;
+    tenant = fromEnv;
+    source = 'TASKSTORE_TENANT (the default of the tenant option)';
+  }
+  if (typeof tenant !== 'string' || !TENANT_ID.test(tenant)) {
+    throw new Error(`taskstore: ${source} must be 1 to 128 printable ASCII characters without spaces, got ${JSON.stringify(tenant)}`);
+  }
+  if (tenant === '*') throw new Error(`taskstore: ${source} must name one tenant (* means every tenant), got "*"`);
+  return tenant;
+}
 
 export interface ResolvedChannel {
   address: string;

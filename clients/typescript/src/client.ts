@@ -2,7 +2,7 @@
 // services that talk to taskstore without the MCP SDK (and the transport
 // under GrpcTaskStore).
 import * as grpc from '@grpc/grpc-js';
-import { resolveChannel, type ConnectionOptions } from './channel.js';
+import { resolveChannel, resolveTenant, TENANT_METADATA, type ConnectionOptions } from './channel.js';
 import {
   msToDuration,
   statusToWire,
@@ -105,10 +105,14 @@ type Unary = (req: unknown, md: grpc.Metadata, opts: grpc.CallOptions, cb: (err:
 export class TaskStoreClient {
   private readonly client: grpc.Client;
   private readonly token: string | undefined;
+  /** The tenant every call names (`x-taskstore-tenant`), if any. */
+  readonly tenant: string | undefined;
   private readonly timeoutMs: number;
   private readonly waitTimeoutMs: number;
 
   constructor(options: ClientOptions) {
+    // Checked first: a bad tenant is a usage error, before any channel exists.
+    this.tenant = resolveTenant(options);
     const { address, credentials, options: channelOptions } = resolveChannel(options);
     const Ctor = taskStoreServiceClient();
     this.client = new Ctor(address, credentials, channelOptions);
@@ -225,6 +229,7 @@ export class TaskStoreClient {
   private metadata(): grpc.Metadata {
     const md = new grpc.Metadata();
     if (this.token) md.set('authorization', `Bearer ${this.token}`);
+    if (this.tenant !== undefined) md.set(TENANT_METADATA, this.tenant);
     return md;
   }
 
