@@ -14,6 +14,12 @@ from mcp_taskstore import GrpcTaskStore
 import services
 
 
+@pytest.fixture(autouse=True)
+def _no_tenant_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Clients made by the tests name a tenant only when a test says so."""
+    monkeypatch.delenv("TASKSTORE_TENANT", raising=False)
+
+
 # grpc.aio runs on asyncio only.
 @pytest.fixture
 def anyio_backend() -> str:

@@ -170,8 +170,8 @@ def new_sqlite_url() -> str:
     return f"sqlite://{Path(tempfile.mkdtemp(prefix='py-taskstore-dev-')) / 'tasks.db'}"
 
 
-def create_api_key(database_url: str) -> str:
-    """Make a client API key in the database (``taskstore keys create``)."""
+def create_api_key(database_url: str, tenant: str = "default", role: str = "client") -> str:
+    """Make an API key in the database (``taskstore keys create``); tenant ``*`` is every tenant."""
     out = subprocess.run(
         [
             taskstore_bin(),
@@ -180,9 +180,9 @@ def create_api_key(database_url: str) -> str:
             database_url,
             "create",
             "--tenant",
-            "default",
+            tenant,
             "--role",
-            "client",
+            role,
             "--json",
         ],
         check=True,

@@ -49,11 +49,13 @@ class TaskStoreClient:
         token: str | None = None,
         tls: TlsConfig | None = None,
         deadline: float | None = 30.0,
+        tenant: str | None = None,
     ) -> None:
         if isinstance(endpoint, ClientOptions):
             self.options = endpoint
         else:
-            self.options = ClientOptions(endpoint=endpoint, token=token, tls=tls, deadline=deadline)
+            # ClientOptions checks the tenant (or TASKSTORE_TENANT) here, at construction.
+            self.options = ClientOptions(endpoint=endpoint, token=token, tls=tls, deadline=deadline, tenant=tenant)
         self.options.target_and_security()  # validate early, before the first call
         self._channel: grpc.aio.Channel | None = None
         self._stub: pb_grpc.TaskStoreStub | None = None

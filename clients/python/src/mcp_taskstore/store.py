@@ -68,13 +68,14 @@ class GrpcTaskStore(TaskStore):
         session_id: str | None = None,
         page_size: int | None = None,
         poll_interval: timedelta | None = None,
+        tenant: str | None = None,
     ) -> None:
         if isinstance(endpoint, TaskStoreClient):
             self.client = endpoint
         elif isinstance(endpoint, ClientOptions):
             self.client = TaskStoreClient(endpoint)
         else:
-            self.client = TaskStoreClient(endpoint, token=token, tls=tls, deadline=deadline)
+            self.client = TaskStoreClient(endpoint, token=token, tls=tls, deadline=deadline, tenant=tenant)
         self.session_id = session_id
         self.page_size = page_size
         self.poll_interval = poll_interval
