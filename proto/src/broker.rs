@@ -26,3 +26,51 @@ pub async fn connect(url: &str, tls: &ClientTls) -> lapin::Result<Connection> {
     let runtime = lapin::runtime::default_runtime()?;
     Connection::connect_with_config(url, ConnectionProperties::default(), config, runtime).await
 }
+
+/// A broker failure in the words an operator acts on: a refused login or
+/// virtual host says so (no retry will fix it: the URL's credentials or
+/// the broker's permissions must change); anything else as lapin says it.
+pub fn describe(err: &lapin::Error) -> String {
+    use lapin::protocol::{AMQPErrorKind, AMQPHardError, AMQPSoftError};
+    let lapin::ErrorKind::ProtocolError(amqp) = err.kind() else {
+        return err.to_string();
+    };
+    let said = amqp.get_message().as_str();
+    match amqp.kind() {
+        AMQPErrorKind::Soft(AMQPSoftError::ACCESSREFUSED) => format!(
+            "RabbitMQ refused the login or an access: check the user and password in the AMQP URL and the user's permissions ({said})"
+        ),
+        AMQPErrorKind::Hard(AMQPHardError::NOTALLOWED) => format!(
+            "RabbitMQ refused the virtual host: check the vhost in the AMQP URL and the user's permissions on it ({said})"
+        ),
+        _ => err.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use lapin::protocol::{AMQPError, AMQPErrorKind, AMQPHardError, AMQPSoftError};
+
+    use super::describe;
+
+    fn protocol_error(kind: AMQPErrorKind) -> lapin::Error {
+        lapin::ErrorKind::ProtocolError(AMQPError::new(kind, "told by the broker".into())).into()
+    }
+
+    #[test]
+    fn refused_logins_and_vhosts_are_named() {
+        let login = describe(&protocol_error(AMQPErrorKind::Soft(
+            AMQPSoftError::ACCESSREFUSED,
+        )));
+        assert!(
+            login.contains("refused the login") && login.contains("told by the broker"),
+            "{login}"
+        );
+        let vhost = describe(&protocol_error(AMQPErrorKind::Hard(
+            AMQPHardError::NOTALLOWED,
+        )));
+        assert!(vhost.contains("virtual host"), "{vhost}");
+        let other = protocol_error(AMQPErrorKind::Soft(AMQPSoftError::NOTFOUND));
+        assert_eq!(describe(&other), other.to_string());
+    }
+}

@@ -15,6 +15,12 @@ use tracing_subscriber::util::SubscriberInitExt;
 /// libraries' at info and above.
 const SPAN_FILTER: &str = "info";
 
+/// Libraries quietened in every binary unless the filter names them:
+/// lapin logs each failed connection attempt as several ERROR lines, while
+/// our relay and workers say once per outage what failed, and why, in
+/// words an operator acts on.
+const QUIET_EVERYWHERE: &[&str] = &["lapin=off"];
+
 /// The log line format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum LogFormat {
@@ -37,7 +43,12 @@ pub(crate) fn install(
     let filter_of = |base: &str| -> Result<EnvFilter, String> {
         let mut filter = EnvFilter::try_new(base)
             .map_err(|err| format!("invalid log filter {base:?}: {err}"))?;
-        for directive in quiet {
+        for directive in quiet.iter().chain(QUIET_EVERYWHERE) {
+            // A target the user named in the filter is theirs to set.
+            let target = directive.split('=').next().unwrap_or(directive);
+            if base.contains(target) {
+                continue;
+            }
             filter = filter.add_directive(
                 directive
                     .parse()

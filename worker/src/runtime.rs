@@ -167,14 +167,29 @@ impl Worker {
             );
         }
         let mut ready = self.ready.take();
+        // One warning per outage; the retries behind it are debug lines.
+        let mut outage = false;
         while !shutdown.is_cancelled() {
             match self
-                .consume(&clients, &slots, &running, &abandon, &shutdown, &mut ready)
+                .consume(
+                    &clients,
+                    &slots,
+                    &running,
+                    &abandon,
+                    &shutdown,
+                    &mut ready,
+                    &mut outage,
+                )
                 .await
             {
                 Ok(()) => break,
                 Err(err) => {
-                    tracing::warn!(error = %err, retry_in_ms = delay.as_millis() as u64, "job queue unavailable; reconnecting");
+                    if outage {
+                        tracing::debug!(error = %err, retry_in_ms = delay.as_millis() as u64, "job queue still unavailable; reconnecting");
+                    } else {
+                        tracing::warn!(error = %err, "job queue unavailable; reconnecting with backoff until it is back");
+                        outage = true;
+                    }
                     tokio::select! {
                         () = shutdown.cancelled() => break,
                         () = tokio::time::sleep(delay) => {}
@@ -226,6 +241,7 @@ impl Worker {
         abandon: &CancellationToken,
         shutdown: &CancellationToken,
         ready: &mut Option<tokio::sync::oneshot::Sender<()>>,
+        outage: &mut bool,
     ) -> Result<(), QueueLost> {
         let tools: Vec<String> = self.tools.keys().cloned().collect();
         let mut feed = Feed::open(
@@ -236,6 +252,9 @@ impl Worker {
             shutdown,
         )
         .await?;
+        if std::mem::take(outage) {
+            tracing::info!("job queue back; consuming again");
+        }
         if let Some(ready) = ready.take() {
             let _ = ready.send(());
         }

@@ -49,7 +49,7 @@ pub(crate) type Incoming = (String, Box<dyn JobDelivery>);
 /// Why a connection to the job queue ended.
 #[derive(Debug, thiserror::Error)]
 pub(crate) enum QueueLost {
-    #[error(transparent)]
+    #[error("{}", taskstore_proto::broker::describe(.0))]
     Amqp(#[from] lapin::Error),
     #[error("the job queue stopped delivering (connection lost)")]
     ConsumersEnded,

@@ -13,16 +13,12 @@ use taskstore::startup::StartupError;
 use taskstore::{cli, startup};
 use taskstore_telemetry::Telemetry;
 
-/// Log directives added to every filter:
-/// - lapin logs every job the broker returns as a warning with a full dump;
-///   a returned job is expected here (no worker serves its tool yet) and is
-///   handled and reported by the relay;
-/// - PostgreSQL's notices (e.g. "relation _sqlx_migrations already exists,
-///   skipping" on every start) are routine, not news.
-const QUIET: [&str; 2] = [
-    "lapin::returned_messages=error",
-    "sqlx::postgres::notice=warn",
-];
+/// Log directives added to every filter (besides the telemetry crate's,
+/// which quieten lapin: a returned job, expected while no worker serves its
+/// tool, is handled and reported by the relay): PostgreSQL's notices (e.g.
+/// "relation _sqlx_migrations already exists, skipping" on every start)
+/// are routine, not news.
+const QUIET: [&str; 1] = ["sqlx::postgres::notice=warn"];
 
 #[tokio::main]
 async fn main() -> ExitCode {

@@ -9,7 +9,8 @@
 //!
 //! Lookups are cached for a few seconds per key id, so a busy client costs
 //! one query per interval, and a revoked key stops working on every replica
-//! within that interval.
+//! within that interval. Each replica records a key's last use at most once
+//! a minute, off the request's path (`taskstore keys list` shows it).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -32,6 +33,8 @@ const SECRET_BYTES: usize = 32;
 pub const REVOCATION_DELAY: Duration = Duration::from_secs(5);
 /// Cached lookups at most; beyond, the oldest half is dropped.
 const CACHE_CAPACITY: usize = 10_000;
+/// How often a replica records that a key is in use.
+pub const USE_RECORDED_EVERY: Duration = Duration::from_secs(60);
 
 /// A key just made: what to store, and the key itself (shown once).
 #[derive(Debug)]
@@ -64,6 +67,7 @@ pub fn issue(reach: Reach, role: Role, name: &str) -> Result<IssuedKey, getrando
             name: name.to_owned(),
             created_at: Utc::now(),
             revoked_at: None,
+            last_used_at: None,
         },
         key,
     })
@@ -97,6 +101,8 @@ fn digest(key: &str) -> [u8; 32] {
 pub struct ApiKeys {
     store: Arc<dyn KeyStore>,
     cache: Mutex<HashMap<String, (Option<StoredKey>, Instant)>>,
+    /// When this replica last recorded each key's use.
+    recorded_uses: Mutex<HashMap<String, Instant>>,
 }
 
 impl std::fmt::Debug for ApiKeys {
@@ -110,17 +116,25 @@ impl ApiKeys {
         Self {
             store,
             cache: Mutex::new(HashMap::new()),
+            recorded_uses: Mutex::new(HashMap::new()),
         }
     }
 
     /// The caller `token` stands for.
     pub async fn authenticate(&self, token: &str) -> Result<Caller, AuthFailure> {
-        let key_id = key_id_of(token).ok_or(AuthFailure::Invalid)?;
-        let stored = self.lookup(key_id).await?.ok_or(AuthFailure::Invalid)?;
+        let key_id = key_id_of(token).ok_or(AuthFailure::invalid("malformed key"))?;
+        let stored = self
+            .lookup(key_id)
+            .await?
+            .ok_or_else(|| AuthFailure::invalid_key(key_id, "unknown key"))?;
         let matches: bool = stored.secret_sha256.ct_eq(&digest(token)).into();
-        if !matches || stored.revoked_at.is_some() {
-            return Err(AuthFailure::Invalid);
+        if !matches {
+            return Err(AuthFailure::invalid_key(key_id, "wrong secret"));
         }
+        if stored.revoked_at.is_some() {
+            return Err(AuthFailure::invalid_key(key_id, "revoked"));
+        }
+        self.record_use(key_id);
         Ok(Caller {
             subject: format!("key:{}", stored.key_id),
             role: stored.role,
@@ -147,6 +161,33 @@ impl ApiKeys {
             cache.insert(key_id.to_owned(), (stored.clone(), Instant::now()));
         }
         Ok(stored)
+    }
+
+    /// Records the key's use in the store, in the background, unless this
+    /// replica did within [`USE_RECORDED_EVERY`].
+    fn record_use(&self, key_id: &str) {
+        {
+            let mut uses = self
+                .recorded_uses
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if uses
+                .get(key_id)
+                .is_some_and(|at| at.elapsed() < USE_RECORDED_EVERY)
+            {
+                return;
+            }
+            if uses.len() >= CACHE_CAPACITY {
+                uses.retain(|_, at| at.elapsed() < USE_RECORDED_EVERY);
+            }
+            uses.insert(key_id.to_owned(), Instant::now());
+        }
+        let (store, key_id) = (self.store.clone(), key_id.to_owned());
+        tokio::spawn(async move {
+            if let Err(err) = store.record_use(&key_id).await {
+                tracing::debug!(key = %key_id, error = %err, "the key's last use was not recorded");
+            }
+        });
     }
 
     fn cached(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Option<StoredKey>, Instant)>> {
@@ -189,10 +230,10 @@ mod tests {
         // A fresh checker sees the revocation at once; a caching one within
         // the revocation delay.
         let fresh = ApiKeys::new(store);
-        assert!(matches!(
+        assert_eq!(
             fresh.authenticate(&issued.key).await,
-            Err(AuthFailure::Invalid)
-        ));
+            Err(AuthFailure::invalid_key(&issued.stored.key_id, "revoked"))
+        );
     }
 
     #[tokio::test]
@@ -205,17 +246,20 @@ mod tests {
         let last = altered.pop().expect("a character");
         altered.push(if last == 'A' { 'B' } else { 'A' });
         let other = issue(Reach::AllTenants, Role::Worker, "").expect("issue");
-        for token in [
-            altered.as_str(),
-            other.key.as_str(),
-            "",
-            "tsk_",
-            "tsk_aaaaaaaaaaaa_short",
-            "Bearer x",
-            &issued.key[..issued.key.len() - 1],
+        let id = |key: &str| key_id_of(key).expect("a key id").to_owned();
+        for (token, credential, reason) in [
+            (altered.as_str(), Some(id(&issued.key)), "wrong secret"),
+            (other.key.as_str(), Some(id(&other.key)), "unknown key"),
+            ("", None, "malformed key"),
+            ("tsk_", None, "malformed key"),
+            ("tsk_aaaaaaaaaaaa_short", None, "malformed key"),
+            ("Bearer x", None, "malformed key"),
+            (&issued.key[..issued.key.len() - 1], None, "malformed key"),
         ] {
-            assert!(
-                matches!(keys.authenticate(token).await, Err(AuthFailure::Invalid)),
+            let refused = keys.authenticate(token).await.expect_err(token);
+            assert_eq!(
+                (refused.credential(), refused.reason()),
+                (credential.map(|id| format!("key:{id}")).as_deref(), reason),
                 "{token:?}"
             );
         }

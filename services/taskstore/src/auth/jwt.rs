@@ -98,11 +98,16 @@ impl JwtVerifier {
     }
 
     pub async fn authenticate(&self, token: &str) -> Result<Caller, AuthFailure> {
-        let header = jsonwebtoken::decode_header(token).map_err(|_| AuthFailure::Invalid)?;
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|_| AuthFailure::invalid("malformed token"))?;
         if !self.settings.algorithms.contains(&header.alg) {
-            return Err(AuthFailure::Invalid);
+            return Err(AuthFailure::invalid(
+                "token signed with an algorithm not allowed",
+            ));
         }
-        let kid = header.kid.ok_or(AuthFailure::Invalid)?;
+        let kid = header
+            .kid
+            .ok_or(AuthFailure::invalid("token without a key id (kid)"))?;
         let key = self.key(&kid).await?;
         let mut validation = Validation::new(header.alg);
         validation.set_issuer(&[&self.settings.issuer]);
@@ -115,7 +120,7 @@ impl JwtVerifier {
             &key,
             &validation,
         )
-        .map_err(|_| AuthFailure::Invalid)?
+        .map_err(|_| AuthFailure::invalid("token signature, issuer, audience or time not valid"))?
         .claims;
         self.caller(&claims)
     }
@@ -127,13 +132,13 @@ impl JwtVerifier {
         let text = |name: &str| claims.get(name).and_then(|v| v.as_str());
         let role = text(&self.settings.role_claim)
             .and_then(|raw| Role::parse(raw).ok())
-            .ok_or(AuthFailure::Invalid)?;
+            .ok_or(AuthFailure::invalid("token without a valid role claim"))?;
         let reach = text(&self.settings.tenant_claim)
             .and_then(|raw| Reach::parse(raw).ok())
-            .ok_or(AuthFailure::Invalid)?;
+            .ok_or(AuthFailure::invalid("token without a valid tenant claim"))?;
         // As with keys: a client acts in one tenant.
         if role == Role::Client && reach == Reach::AllTenants {
-            return Err(AuthFailure::Invalid);
+            return Err(AuthFailure::invalid("a client token of every tenant"));
         }
         let subject = text("sub").unwrap_or_default();
         Ok(Caller {
@@ -169,7 +174,9 @@ impl JwtVerifier {
                 }
             }
         }
-        cache.keys.get(kid).cloned().ok_or(AuthFailure::Invalid)
+        cache.keys.get(kid).cloned().ok_or(AuthFailure::invalid(
+            "token signed by a key the issuer does not publish",
+        ))
     }
 
     async fn fetch(&self) -> Result<HashMap<String, DecodingKey>, String> {

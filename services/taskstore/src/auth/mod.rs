@@ -43,9 +43,54 @@ pub enum AuthFailure {
     /// No credentials.
     Missing,
     /// Credentials no method accepts: unknown, malformed, revoked, expired.
-    Invalid,
+    Invalid(Rejection),
     /// The credentials could not be checked now (the key store is down).
     Unavailable(String),
+}
+
+/// What was wrong with refused credentials, for the server's log (an
+/// operator rotating a key watches its refusals stop): never a secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejection {
+    /// The credential, when it names itself: `key:<id>` of an API key.
+    pub credential: Option<String>,
+    /// `revoked`, `unknown key`, `wrong secret`, `expired or not valid`…
+    pub reason: &'static str,
+}
+
+impl AuthFailure {
+    /// Refused for `reason`, naming no credential.
+    pub fn invalid(reason: &'static str) -> Self {
+        AuthFailure::Invalid(Rejection {
+            credential: None,
+            reason,
+        })
+    }
+
+    /// Refused for `reason`: the API key `key_id`.
+    pub fn invalid_key(key_id: &str, reason: &'static str) -> Self {
+        AuthFailure::Invalid(Rejection {
+            credential: Some(format!("key:{key_id}")),
+            reason,
+        })
+    }
+
+    /// The credential this failure is about, when it names one.
+    pub fn credential(&self) -> Option<&str> {
+        match self {
+            AuthFailure::Invalid(rejection) => rejection.credential.as_deref(),
+            AuthFailure::Missing | AuthFailure::Unavailable(_) => None,
+        }
+    }
+
+    /// Why, in a few words, for the log.
+    pub fn reason(&self) -> &str {
+        match self {
+            AuthFailure::Missing => "no credentials",
+            AuthFailure::Invalid(rejection) => rejection.reason,
+            AuthFailure::Unavailable(_) => "credentials cannot be checked now",
+        }
+    }
 }
 
 /// The token of an `authorization: Bearer <token>` header: how callers
@@ -175,13 +220,17 @@ impl Authenticator {
                     reach: Reach::AllTenants,
                 })
             } else {
-                Err(AuthFailure::Invalid)
+                Err(AuthFailure::invalid(
+                    "not this process's embedded worker token",
+                ))
             };
         }
         match (api_keys, jwt) {
             (Some(keys), _) if api_keys::looks_like_key(token) => keys.authenticate(token).await,
             (_, Some(jwt)) if jwt::looks_like_jwt(token) => jwt.authenticate(token).await,
-            _ => Err(AuthFailure::Invalid),
+            _ => Err(AuthFailure::invalid(
+                "not a credential of a configured method",
+            )),
         }
     }
 }

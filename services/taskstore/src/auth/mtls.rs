@@ -13,11 +13,14 @@ const URI_PREFIX: &str = "urn:taskstore:";
 
 /// The caller a verified client certificate (DER) names.
 pub fn caller_of_certificate(der: &[u8]) -> Result<Caller, AuthFailure> {
-    let (_, certificate) = X509Certificate::from_der(der).map_err(|_| AuthFailure::Invalid)?;
+    let (_, certificate) = X509Certificate::from_der(der)
+        .map_err(|_| AuthFailure::invalid("malformed certificate"))?;
     let names = certificate
         .subject_alternative_name()
-        .map_err(|_| AuthFailure::Invalid)?
-        .ok_or(AuthFailure::Invalid)?;
+        .map_err(|_| AuthFailure::invalid("malformed certificate names"))?
+        .ok_or(AuthFailure::invalid(
+            "certificate names no taskstore identity",
+        ))?;
     let mut ours = names
         .value
         .general_names
@@ -28,13 +31,16 @@ pub fn caller_of_certificate(der: &[u8]) -> Result<Caller, AuthFailure> {
         });
     let (Some(named), None) = (ours.next(), ours.next()) else {
         // None, or several: ambiguous.
-        return Err(AuthFailure::Invalid);
+        return Err(AuthFailure::invalid(
+            "certificate names no taskstore identity, or several",
+        ));
     };
-    let (role, tenant) = named.split_once(':').ok_or(AuthFailure::Invalid)?;
-    let role = Role::parse(role).map_err(|_| AuthFailure::Invalid)?;
-    let reach = Reach::parse(tenant).map_err(|_| AuthFailure::Invalid)?;
+    let malformed = || AuthFailure::invalid("certificate names a malformed identity");
+    let (role, tenant) = named.split_once(':').ok_or_else(malformed)?;
+    let role = Role::parse(role).map_err(|_| malformed())?;
+    let reach = Reach::parse(tenant).map_err(|_| malformed())?;
     if role == Role::Client && reach == Reach::AllTenants {
-        return Err(AuthFailure::Invalid);
+        return Err(AuthFailure::invalid("a client identity of every tenant"));
     }
     Ok(Caller {
         subject: format!("cert:{URI_PREFIX}{named}"),

@@ -196,6 +196,10 @@ pub enum ClientCommand {
         /// (for scripts that start it), e.g. `30s`.
         #[arg(long, value_parser = crate::durations::parse_duration)]
         wait: Option<Duration>,
+        /// The service only stores tasks (nothing is dispatched): no
+        /// worker is expected, so none reporting is no problem.
+        #[arg(long, conflicts_with = "tool")]
+        without_workers: bool,
     },
 }
 

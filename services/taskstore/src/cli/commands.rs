@@ -135,12 +135,21 @@ pub(super) async fn run(
             out.deleted(store.cleanup_expired().await?)?;
             Ok(Exit::Done)
         }
-        ClientCommand::Status { tool, wait, .. } => {
+        ClientCommand::Status {
+            tool,
+            wait,
+            without_workers,
+            ..
+        } => {
             let tools = tool
                 .iter()
                 .map(|t| tool_arg(t))
                 .collect::<Result<Vec<_>, _>>()?;
-            super::status::run(connection, args, &tools, wait).await
+            let expected = super::status::Expected {
+                tools,
+                workers: !without_workers,
+            };
+            super::status::run(connection, args, &expected, wait).await
         }
     }
 }

@@ -98,8 +98,8 @@ pub async fn run(action: KeysAction, keys: Arc<dyn KeyStore>) -> Result<Exit, Cl
                 }
             } else {
                 println!(
-                    "{:<14} {:<20} {:<7} {:<8} {:<20} NAME",
-                    "KEY ID", "TENANT", "ROLE", "STATE", "CREATED"
+                    "{:<14} {:<20} {:<7} {:<8} {:<20} {:<20} NAME",
+                    "KEY ID", "TENANT", "ROLE", "STATE", "CREATED", "LAST USED"
                 );
                 for key in &all {
                     let state = if key.revoked_at.is_some() {
@@ -107,13 +107,18 @@ pub async fn run(action: KeysAction, keys: Arc<dyn KeyStore>) -> Result<Exit, Cl
                     } else {
                         "active"
                     };
+                    let last_used = key.last_used_at.map_or_else(
+                        || "never".to_owned(),
+                        |at| at.format("%Y-%m-%d %H:%M:%S").to_string(),
+                    );
                     println!(
-                        "{:<14} {:<20} {:<7} {:<8} {:<20} {}",
+                        "{:<14} {:<20} {:<7} {:<8} {:<20} {:<20} {}",
                         key.key_id,
                         key.reach,
                         key.role,
                         state,
                         key.created_at.format("%Y-%m-%d %H:%M:%S"),
+                        last_used,
                         key.name
                     );
                 }
@@ -144,5 +149,6 @@ fn described(key: &StoredKey) -> serde_json::Value {
         "name": key.name,
         "createdAt": key.created_at.to_rfc3339(),
         "revokedAt": key.revoked_at.map(|at| at.to_rfc3339()),
+        "lastUsedAt": key.last_used_at.map(|at| at.to_rfc3339()),
     })
 }

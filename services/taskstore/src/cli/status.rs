@@ -20,17 +20,26 @@ const RELAY_LAG_LIMIT: Duration = Duration::from_secs(60);
 /// How often `--wait` asks again.
 const WAIT_STEP: Duration = Duration::from_millis(200);
 
+/// What a healthy service has besides its dependencies.
+#[derive(Debug, Clone)]
+pub(super) struct Expected {
+    /// Workers serving these tools.
+    pub(super) tools: Vec<ToolName>,
+    /// At least one worker (unless the service only stores tasks).
+    pub(super) workers: bool,
+}
+
 pub(super) async fn run(
     connection: &mut Connection,
     args: &ClientArgs,
-    tools: &[ToolName],
+    expected: &Expected,
     wait: Option<Duration>,
 ) -> Result<Exit, ClientError> {
     let deadline = wait.map(|wait| tokio::time::Instant::now() + wait);
     let (status, problems) = loop {
         let asked = ask(connection).await;
         let problems = match &asked {
-            Ok(status) => problems(status, tools),
+            Ok(status) => problems(status, expected),
             Err(_) => Vec::new(),
         };
         let settled = asked.as_ref().is_ok_and(|_| problems.is_empty());
@@ -64,9 +73,16 @@ async fn ask(connection: &mut Connection) -> Result<pb::GetStatusResponse, Clien
 }
 
 /// What makes the service degraded, in words.
-fn problems(status: &pb::GetStatusResponse, tools: &[ToolName]) -> Vec<String> {
+fn problems(status: &pb::GetStatusResponse, expected: &Expected) -> Vec<String> {
     let mut problems = Vec::new();
-    for tool in tools {
+    if expected.workers && status.workers.is_empty() {
+        problems.push(
+            "no worker is reporting, so no dispatched task can run: start taskworker (or, for a \
+             service that only stores tasks, pass --without-workers)"
+                .to_owned(),
+        );
+    }
+    for tool in &expected.tools {
         if !status
             .tools
             .iter()
@@ -110,11 +126,14 @@ fn whole_seconds(d: Duration) -> Duration {
     Duration::from_secs(d.as_secs())
 }
 
+/// How long ago `at` was (`19s`), if known.
+fn age(at: Option<DateTime<Utc>>) -> Option<String> {
+    let age = (Utc::now() - at?).to_std().ok()?;
+    Some(humantime::format_duration(whole_seconds(age)).to_string())
+}
+
 fn ago(at: Option<DateTime<Utc>>) -> String {
-    match at.and_then(|at| (Utc::now() - at).to_std().ok()) {
-        Some(age) => format!("{} ago", humantime::format_duration(whole_seconds(age))),
-        None => "-".to_owned(),
-    }
+    age(at).map_or_else(|| "-".to_owned(), |age| format!("{age} ago"))
 }
 
 fn millis(d: Option<prost_types::Duration>) -> f64 {
@@ -127,8 +146,8 @@ fn dependency(state: Option<&pb::DependencyStatus>) -> String {
             Some(latency) => format!("ok ({:.1} ms)", millis(Some(*latency))),
             None => format!("ok (since {})", ago(time(state.since))),
         },
-        Some(state) => match time(state.since) {
-            Some(_) => format!("DOWN for {}: {}", ago(time(state.since)), state.error),
+        Some(state) => match age(time(state.since)) {
+            Some(age) => format!("DOWN for {age}: {}", state.error),
             None => format!("DOWN: {}", state.error),
         },
         None => "unknown".to_owned(),

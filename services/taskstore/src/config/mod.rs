@@ -72,7 +72,8 @@ pub enum Command {
     Client(ClientCommand),
 }
 
-/// Where the database is and how to reach it.
+/// Where the database is and how to reach it. Global: `taskstore keys
+/// create --database-url …` works as `taskstore keys --database-url … create`.
 #[derive(Debug, Clone, Args)]
 pub struct DatabaseArgs {
     /// Where tasks are stored: `postgres://…`, `sqlite://path` (one file) or
@@ -81,12 +82,18 @@ pub struct DatabaseArgs {
     /// Default for `serve` and `migrate`:
     /// postgres://postgres@127.0.0.1:5432/postgres; for `dev`:
     /// sqlite://taskstore-dev.db.
-    #[arg(long, env = "TASKSTORE_DATABASE_URL", hide_env_values = true)]
+    #[arg(
+        long,
+        env = "TASKSTORE_DATABASE_URL",
+        hide_env_values = true,
+        global = true
+    )]
     pub database_url: Option<String>,
     /// A file holding the database URL (with its password), instead of
     /// --database-url: e.g. a mounted Kubernetes Secret.
     #[arg(
         long,
+        global = true,
         env = "TASKSTORE_DATABASE_URL_FILE",
         value_name = "PATH",
         value_parser = values::read_secret_file,
@@ -94,11 +101,16 @@ pub struct DatabaseArgs {
     )]
     pub database_url_file: Option<values::SecretFile>,
     /// Most connections in the pool.
-    #[arg(long, env = "TASKSTORE_DB_MAX_CONNECTIONS", default_value_t = 10)]
+    #[arg(
+        long,
+        env = "TASKSTORE_DB_MAX_CONNECTIONS",
+        default_value_t = 10,
+        global = true
+    )]
     pub db_max_connections: u32,
     /// How long an RPC waits for a database connection before it fails with
     /// UNAVAILABLE (e.g. `5s`).
-    #[arg(long, env = "TASKSTORE_DB_ACQUIRE_TIMEOUT", default_value = "5s", value_parser = parse_duration)]
+    #[arg(long, env = "TASKSTORE_DB_ACQUIRE_TIMEOUT", default_value = "5s", value_parser = parse_duration, global = true)]
     pub db_acquire_timeout: Duration,
 }
 

@@ -260,7 +260,7 @@ impl ServeArgs {
     pub fn auth_methods(&self, mode: Mode) -> Result<Vec<AuthMethod>, String> {
         let methods = match (mode, self.auth.is_empty()) {
             (Mode::Serve | Mode::Mcp, true) => {
-                return Err("serve and mcp need --auth (TASKSTORE_AUTH): api-keys (create keys with `taskstore keys create`), or none to turn authentication off (anyone who reaches the port may then read and change every task)".to_owned());
+                return Err("serve and mcp need --auth (TASKSTORE_AUTH), one or more of: api-keys (keys made with `taskstore keys create`), jwt (tokens of an OIDC issuer: --jwt-issuer, --jwt-audience, --jwt-jwks-url), mtls (client certificates: --tls-client-ca), or none to turn authentication off (anyone who reaches the port may then read and change every task)".to_owned());
             }
             (Mode::Dev, true) => vec![AuthMethod::None],
             (_, false) => self.auth.clone(),

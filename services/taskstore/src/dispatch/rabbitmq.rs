@@ -89,7 +89,7 @@ impl RabbitPublisher {
 }
 
 fn unavailable(err: lapin::Error) -> PublishError {
-    PublishError(err.to_string())
+    PublishError(broker::describe(&err))
 }
 
 impl RabbitPublisher {

@@ -53,8 +53,12 @@ impl fmt::Display for TaskStatus {
 
 /// An unknown status name.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown task status {0:?}")]
+#[error("unknown task status {0:?} (one of {known})", known = known_statuses())]
 pub struct UnknownStatus(pub String);
+
+fn known_statuses() -> String {
+    TaskStatus::ALL.map(TaskStatus::as_str).join(", ")
+}
 
 impl FromStr for TaskStatus {
     type Err = UnknownStatus;

@@ -15,6 +15,7 @@ use tonic::Status;
 use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
 use tower::{Layer, Service};
 
+use super::observe::CallerSlot;
 use crate::auth::{AuthFailure, Authenticator, bearer_token};
 use crate::domain::{Caller, may_call};
 
@@ -65,7 +66,7 @@ fn client_certificate<B>(request: &http::Request<B>) -> Option<Vec<u8>> {
 /// What a refused caller is told.
 fn refusal(failure: &AuthFailure) -> Status {
     match failure {
-        AuthFailure::Missing | AuthFailure::Invalid => {
+        AuthFailure::Missing | AuthFailure::Invalid(_) => {
             Status::unauthenticated("missing or invalid credentials")
         }
         AuthFailure::Unavailable(_) => {
@@ -100,13 +101,24 @@ where
             let (service, method) = (service.to_owned(), method.to_owned());
             // With authentication off there are no roles to check: the one
             // anonymous caller may call everything, as before roles existed.
+            let slot = request.extensions().get::<CallerSlot>().cloned();
             if matches!(authenticator, Authenticator::Off) {
-                request.extensions_mut().insert(Caller::unauthenticated());
+                let caller = Caller::unauthenticated();
+                if let Some(slot) = &slot {
+                    slot.set(caller.subject.clone());
+                }
+                request.extensions_mut().insert(caller);
             } else if !is_open(&service) {
                 let certificate = client_certificate(&request);
                 let caller = authenticator
                     .authenticate(bearer_token(request.headers()), certificate.as_deref())
                     .await;
+                if let Some(slot) = &slot {
+                    slot.set(match &caller {
+                        Ok(caller) => caller.subject.clone(),
+                        Err(failure) => refused_as(failure),
+                    });
+                }
                 match decide(caller, &service, &method) {
                     Ok(caller) => {
                         request.extensions_mut().insert(caller);
@@ -120,6 +132,16 @@ where
     }
 }
 
+/// How the access log names a refused caller: its credential when it
+/// names one (`key:<id>`), and why.
+fn refused_as(failure: &AuthFailure) -> String {
+    format!(
+        "{} (refused: {})",
+        failure.credential().unwrap_or("unknown"),
+        failure.reason()
+    )
+}
+
 /// The caller, if it may call `service/method`.
 fn decide(
     caller: Result<Caller, AuthFailure>,
@@ -131,8 +153,13 @@ fn decide(
             AuthFailure::Unavailable(cause) => {
                 tracing::warn!(error = %cause, "credentials could not be checked");
             }
-            AuthFailure::Missing | AuthFailure::Invalid => {
-                tracing::info!(rpc.method = %method, reason = ?failure, "request refused: not authenticated");
+            AuthFailure::Missing | AuthFailure::Invalid(_) => {
+                tracing::info!(
+                    rpc.method = %method,
+                    credential = failure.credential().unwrap_or("-"),
+                    reason = failure.reason(),
+                    "request refused: not authenticated"
+                );
             }
         }
         refusal(&failure)
@@ -153,7 +180,10 @@ mod tests {
 
     #[test]
     fn refusals_tell_nothing_about_the_credentials() {
-        for failure in [AuthFailure::Missing, AuthFailure::Invalid] {
+        for failure in [
+            AuthFailure::Missing,
+            AuthFailure::invalid_key("abcdefghijkl", "revoked"),
+        ] {
             let status = refusal(&failure);
             assert_eq!(status.code(), tonic::Code::Unauthenticated);
             assert_eq!(status.message(), "missing or invalid credentials");

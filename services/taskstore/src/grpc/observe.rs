@@ -1,9 +1,11 @@
 //! Every RPC the server answers, observed once, in one tower layer: a span
 //! (a child of the caller's `traceparent`, named and described as the
 //! OpenTelemetry conventions for gRPC say) that the handler's log lines and
-//! the store's work happen in, and the `taskstore_rpc_*` metrics, both
+//! the store's work happen in, the `taskstore_rpc_*` metrics, and one
+//! access log line naming the caller (`key:<id>`, refused or not), all
 //! completed when the response ends (for a stream, when the stream does).
 
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -14,6 +16,22 @@ use taskstore_telemetry::grpc::{
 use taskstore_telemetry::propagation::{set_parent, trace_id_of, traceparent_in};
 use tower::{Layer, Service};
 use tracing::Instrument;
+
+/// Who called, as the authentication layer (inside this one) found out:
+/// the caller's subject, or the credential it refused. Never a secret.
+#[derive(Debug, Clone, Default)]
+pub struct CallerSlot(Arc<OnceLock<String>>);
+
+impl CallerSlot {
+    /// Records who called (the first word wins).
+    pub fn set(&self, who: impl Into<String>) {
+        let _ = self.0.set(who.into());
+    }
+
+    fn get(&self) -> &str {
+        self.0.get().map_or("-", String::as_str)
+    }
+}
 
 /// The caller's `traceparent`, as it came (passed on with a task even when
 /// this service exports no traces itself).
@@ -62,15 +80,40 @@ where
         if let Some(trace_id) = trace_id_of(&span) {
             span.record("trace_id", trace_id);
         }
+        let caller = CallerSlot::default();
+        request.extensions_mut().insert(caller.clone());
         let started = Instant::now();
         let call = self.inner.call(request).instrument(span.clone());
         observe_response(
             call,
             Box::new(move |code| {
+                // Before the span records its end: the line carries the
+                // code once, as its own field.
+                log_access(&span, &service, &method, caller.get(), code, started);
                 record_end(&span, code, is_server_error(code));
                 crate::metrics::rpc_ended(&service, &method, code_name(code), started);
             }),
         )
+    }
+}
+
+/// The access log line of one RPC, in its span (which names the method
+/// and carries the trace id): who called, how it ended, how long it took.
+/// Routine RPCs log at debug, as their spans do.
+fn log_access(
+    span: &tracing::Span,
+    service: &str,
+    method: &str,
+    caller: &str,
+    code: i32,
+    started: Instant,
+) {
+    let duration_ms = started.elapsed().as_secs_f64() * 1000.0;
+    let code = code_name(code);
+    if is_routine(service, method) {
+        tracing::debug!(target: "taskstore::access", parent: span, caller, code, duration_ms, "rpc");
+    } else {
+        tracing::info!(target: "taskstore::access", parent: span, caller, code, duration_ms, "rpc");
     }
 }
 

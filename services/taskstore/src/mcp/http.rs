@@ -161,11 +161,16 @@ async fn request(
         Ok(_) => "ok".to_owned(),
         Err(error) => error.code.to_string(),
     };
-    crate::metrics::mcp_request_ended(
-        methods::metric_label(&method),
-        call.revision.as_str(),
-        &code,
-        started,
+    let label = methods::metric_label(&method);
+    crate::metrics::mcp_request_ended(label, call.revision.as_str(), &code, started);
+    tracing::info!(
+        target: "taskstore::access",
+        caller = %call.caller.subject,
+        mcp.method = label,
+        mcp.revision = call.revision.as_str(),
+        outcome = %code,
+        duration_ms = started.elapsed().as_secs_f64() * 1000.0,
+        "mcp request"
     );
     let (result, session) = match outcome {
         Ok(Reply { result, session }) => (Ok(result), session),
@@ -332,7 +337,13 @@ async fn authenticate(gateway: &Gateway, headers: &HeaderMap) -> Result<Caller, 
                 ),
             ))
         }
-        Err(AuthFailure::Missing | AuthFailure::Invalid) => {
+        Err(failure @ (AuthFailure::Missing | AuthFailure::Invalid(_))) => {
+            tracing::info!(
+                target: "taskstore::access",
+                caller = failure.credential().unwrap_or("unknown"),
+                reason = failure.reason(),
+                "mcp request refused: not authenticated"
+            );
             let mut response = refuse(
                 StatusCode::UNAUTHORIZED,
                 None,

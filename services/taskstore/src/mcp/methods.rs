@@ -110,17 +110,57 @@ pub(super) async fn handle(
         (Core, "tasks/result") => tasks::result(gateway, call, &params).await?,
         (Core, "tasks/list") => tasks::list(gateway, call, &params).await?,
         (Extension, "tasks/update") => tasks::update(gateway, call, &params).await?,
-        _ => {
-            return Err(RpcError::new(
-                code::METHOD_NOT_FOUND,
-                format!(
-                    "method {method:?} is not served in protocol version {}",
-                    call.revision
-                ),
-            ));
-        }
+        _ => return Err(not_served(method, call.revision)),
     };
     Ok(with_result_type(call.revision, result).into())
+}
+
+/// The methods each revision serves here (besides `ping`).
+const SERVED: [(Revision, &[&str]); 2] = [
+    (
+        Revision::V2025_11_25,
+        &[
+            "initialize",
+            "tools/list",
+            "tools/call",
+            "tasks/get",
+            "tasks/result",
+            "tasks/list",
+            "tasks/cancel",
+        ],
+    ),
+    (
+        Revision::V2026_07_28,
+        &[
+            "server/discover",
+            "tools/list",
+            "tools/call",
+            "tasks/get",
+            "tasks/update",
+            "tasks/cancel",
+        ],
+    ),
+];
+
+/// Why `method` has no answer: it belongs to the other revision, or this
+/// endpoint (tools and tasks only) does not serve it at all.
+fn not_served(method: &str, revision: Revision) -> RpcError {
+    let elsewhere = SERVED
+        .iter()
+        .find(|(other, methods)| *other != revision && methods.contains(&method));
+    let message = match elsewhere {
+        Some((other, _)) => format!(
+            "method {method:?} belongs to protocol version {other}; this request is in {revision}"
+        ),
+        None => format!(
+            "method {method:?} is not served: this endpoint serves tools and tasks only ({})",
+            SERVED
+                .iter()
+                .find(|(served, _)| *served == revision)
+                .map_or_else(String::new, |(_, methods)| methods.join(", "))
+        ),
+    };
+    RpcError::new(code::METHOD_NOT_FOUND, message)
 }
 
 /// Notifications: only a client's cancellation of its own in-flight
@@ -192,4 +232,35 @@ fn discover() -> Value {
         "cacheScope": "private",
         "_meta": { "io.modelcontextprotocol/serverInfo": server_info() },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unserved_methods_say_whether_another_revision_serves_them() {
+        let core = not_served("resources/list", Revision::V2025_11_25);
+        assert_eq!(core.code, code::METHOD_NOT_FOUND);
+        assert!(
+            core.message
+                .contains("is not served: this endpoint serves tools and tasks only")
+                && !core.message.contains("protocol version"),
+            "{}",
+            core.message
+        );
+        let other = not_served("tasks/update", Revision::V2025_11_25);
+        assert!(
+            other
+                .message
+                .contains("belongs to protocol version 2026-07-28"),
+            "{}",
+            other.message
+        );
+        let back = not_served("tasks/list", Revision::V2026_07_28);
+        assert!(
+            back.message
+                .contains("belongs to protocol version 2025-11-25")
+        );
+    }
 }

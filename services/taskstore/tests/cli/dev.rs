@@ -166,6 +166,14 @@ async fn ctrl_c_stops_dev_at_once_and_the_running_task_runs_after_a_restart() {
     let result = client(&service, &["result", &id, "--wait", "--json"]).json();
     assert_eq!(result["result"]["content"][0]["text"], "slept 3000 ms");
     service.stop(Duration::from_secs(30));
+    // The task given back ran at once: its job was not offered before the
+    // embedded workers consumed (and then held for lack of a worker).
+    let held: Vec<&String> = service
+        .drain_logs()
+        .iter()
+        .filter(|l| l.contains("no worker serves the tool"))
+        .collect();
+    assert!(held.is_empty(), "{held:#?}");
     let _ = std::fs::remove_file(&file);
 }
 

@@ -113,7 +113,7 @@ impl Gateway {
         };
         let token = match auth {
             AuthMethod::None => None,
-            _ => Some(gateway.key("*", Role::Admin).await),
+            _ => Some(gateway.key("default", Role::Client).await),
         };
         gateway.wait_for_tools(token.as_deref()).await;
         gateway

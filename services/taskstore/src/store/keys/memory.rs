@@ -53,4 +53,11 @@ impl KeyStore for MemoryKeys {
             _ => false,
         })
     }
+
+    async fn record_use(&self, key_id: &str) -> Result<(), StoreError> {
+        if let Some(key) = self.keys().get_mut(key_id) {
+            key.last_used_at = Some(Utc::now());
+        }
+        Ok(())
+    }
 }

@@ -29,6 +29,8 @@ pub struct StoredKey {
     pub name: String,
     pub created_at: DateTime<Utc>,
     pub revoked_at: Option<DateTime<Utc>>,
+    /// When a replica last accepted it (recorded at most once a minute).
+    pub last_used_at: Option<DateTime<Utc>>,
 }
 
 #[async_trait]
@@ -42,6 +44,9 @@ pub trait KeyStore: Send + Sync + 'static {
 
     /// Revokes a key; `false` when there is no such active key.
     async fn revoke_key(&self, key_id: &str) -> Result<bool, StoreError>;
+
+    /// Records that the key was accepted now.
+    async fn record_use(&self, key_id: &str) -> Result<(), StoreError>;
 }
 
 /// A stored row, as the databases return it.
@@ -53,10 +58,15 @@ type KeyRow = (
     String,
     DateTime<Utc>,
     Option<DateTime<Utc>>,
+    Option<DateTime<Utc>>,
 );
 
+/// The columns a [`KeyRow`] is read from and a key is written to.
+const COLUMNS: &str =
+    "key_id, secret_sha256, tenant_id, role, name, created_at, revoked_at, last_used_at";
+
 fn key_of_row(row: KeyRow) -> Result<StoredKey, StoreError> {
-    let (key_id, digest, tenant, role, name, created_at, revoked_at) = row;
+    let (key_id, digest, tenant, role, name, created_at, revoked_at, last_used_at) = row;
     let corrupt = |what: &str| StoreError::Internal(format!("api key {key_id} has a bad {what}"));
     Ok(StoredKey {
         secret_sha256: digest
@@ -72,6 +82,7 @@ fn key_of_row(row: KeyRow) -> Result<StoredKey, StoreError> {
         name,
         created_at,
         revoked_at,
+        last_used_at,
     })
 }
 

@@ -3,11 +3,9 @@
 use async_trait::async_trait;
 use sqlx::PgPool;
 
-use super::{KeyRow, KeyStore, StoredKey, key_of_row, tenant_column};
+use super::{COLUMNS, KeyRow, KeyStore, StoredKey, key_of_row, tenant_column};
 use crate::error::StoreError;
 use crate::store::postgres::store_error;
-
-const COLUMNS: &str = "key_id, secret_sha256, tenant_id, role, name, created_at, revoked_at";
 
 #[derive(Debug, Clone)]
 pub struct PgKeys {
@@ -24,7 +22,7 @@ impl PgKeys {
 impl KeyStore for PgKeys {
     async fn insert_key(&self, key: &StoredKey) -> Result<(), StoreError> {
         sqlx::query(&format!(
-            "INSERT INTO api_keys ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)"
+            "INSERT INTO api_keys ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
         ))
         .bind(&key.key_id)
         .bind(&key.secret_sha256[..])
@@ -33,6 +31,7 @@ impl KeyStore for PgKeys {
         .bind(&key.name)
         .bind(key.created_at)
         .bind(key.revoked_at)
+        .bind(key.last_used_at)
         .execute(&self.pool)
         .await
         .map_err(store_error)?;
@@ -68,5 +67,14 @@ impl KeyStore for PgKeys {
         .await
         .map_err(store_error)?;
         Ok(revoked.rows_affected() == 1)
+    }
+
+    async fn record_use(&self, key_id: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE api_keys SET last_used_at = now() WHERE key_id = $1")
+            .bind(key_id)
+            .execute(&self.pool)
+            .await
+            .map_err(store_error)?;
+        Ok(())
     }
 }

@@ -6,10 +6,8 @@ use async_trait::async_trait;
 use chrono::Utc;
 use sqlx::SqlitePool;
 
-use super::{KeyRow, KeyStore, StoredKey, key_of_row, tenant_column};
+use super::{COLUMNS, KeyRow, KeyStore, StoredKey, key_of_row, tenant_column};
 use crate::error::StoreError;
-
-const COLUMNS: &str = "key_id, secret_sha256, tenant_id, role, name, created_at, revoked_at";
 
 #[derive(Debug, Clone)]
 pub struct SqliteKeys {
@@ -31,7 +29,7 @@ fn failed(err: sqlx::Error) -> StoreError {
 impl KeyStore for SqliteKeys {
     async fn insert_key(&self, key: &StoredKey) -> Result<(), StoreError> {
         sqlx::query(&format!(
-            "INSERT INTO api_keys ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)"
+            "INSERT INTO api_keys ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
         ))
         .bind(&key.key_id)
         .bind(&key.secret_sha256[..])
@@ -40,6 +38,7 @@ impl KeyStore for SqliteKeys {
         .bind(&key.name)
         .bind(key.created_at)
         .bind(key.revoked_at)
+        .bind(key.last_used_at)
         .execute(&self.pool)
         .await
         .map_err(failed)?;
@@ -76,5 +75,15 @@ impl KeyStore for SqliteKeys {
         .await
         .map_err(failed)?;
         Ok(revoked.rows_affected() == 1)
+    }
+
+    async fn record_use(&self, key_id: &str) -> Result<(), StoreError> {
+        sqlx::query("UPDATE api_keys SET last_used_at = ? WHERE key_id = ?")
+            .bind(Utc::now())
+            .bind(key_id)
+            .execute(&self.pool)
+            .await
+            .map_err(failed)?;
+        Ok(())
     }
 }
