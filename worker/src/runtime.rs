@@ -65,6 +65,15 @@ pub enum WorkerError {
     Refused(String),
 }
 
+/// What the worker says as it (re)connects to its job source.
+struct Connecting {
+    /// Told once, when the worker first consumes.
+    ready: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Whether an outage was reported: one warning per outage, the retries
+    /// behind it are debug lines.
+    outage: bool,
+}
+
 /// A worker and the tools it serves.
 pub struct Worker {
     config: WorkerConfig,
@@ -166,9 +175,10 @@ impl Worker {
                     .keep_reporting(*interval, reporting.clone()),
             );
         }
-        let mut ready = self.ready.take();
-        // One warning per outage; the retries behind it are debug lines.
-        let mut outage = false;
+        let mut connecting = Connecting {
+            ready: self.ready.take(),
+            outage: false,
+        };
         while !shutdown.is_cancelled() {
             match self
                 .consume(
@@ -177,18 +187,17 @@ impl Worker {
                     &running,
                     &abandon,
                     &shutdown,
-                    &mut ready,
-                    &mut outage,
+                    &mut connecting,
                 )
                 .await
             {
                 Ok(()) => break,
                 Err(err) => {
-                    if outage {
+                    if connecting.outage {
                         tracing::debug!(error = %err, retry_in_ms = delay.as_millis() as u64, "job queue still unavailable; reconnecting");
                     } else {
                         tracing::warn!(error = %err, "job queue unavailable; reconnecting with backoff until it is back");
-                        outage = true;
+                        connecting.outage = true;
                     }
                     tokio::select! {
                         () = shutdown.cancelled() => break,
@@ -240,8 +249,7 @@ impl Worker {
         running: &TaskTracker,
         abandon: &CancellationToken,
         shutdown: &CancellationToken,
-        ready: &mut Option<tokio::sync::oneshot::Sender<()>>,
-        outage: &mut bool,
+        connecting: &mut Connecting,
     ) -> Result<(), QueueLost> {
         let tools: Vec<String> = self.tools.keys().cloned().collect();
         let mut feed = Feed::open(
@@ -252,10 +260,10 @@ impl Worker {
             shutdown,
         )
         .await?;
-        if std::mem::take(outage) {
+        if std::mem::take(&mut connecting.outage) {
             tracing::info!("job queue back; consuming again");
         }
-        if let Some(ready) = ready.take() {
+        if let Some(ready) = connecting.ready.take() {
             let _ = ready.send(());
         }
         self.consuming.store(true, Ordering::Relaxed);
