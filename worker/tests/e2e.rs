@@ -3,6 +3,8 @@
 
 #[path = "e2e/broker_tls.rs"]
 mod broker_tls;
+#[path = "e2e/command_tools.rs"]
+mod command_tools;
 mod common;
 #[path = "e2e/readme.rs"]
 mod readme;

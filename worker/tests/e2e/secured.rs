@@ -244,3 +244,54 @@ async fn a_fleet_with_mtls_runs_tasks_for_certificate_holders() {
     );
     env.cleanup(&["echo"]).await;
 }
+
+/// `taskworker` with credentials the service refuses: no key, a bogus
+/// one, a client's. Not an outage: it says what is wrong and exits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_whose_credentials_are_refused_says_so_and_stops() {
+    let mut env = Env::new().await;
+    env.start_service(&["--auth", "api-keys"]);
+    let dir = std::env::temp_dir().join(format!("taskworker-refused-{}", env.prefix));
+    std::fs::create_dir_all(&dir).expect("dir");
+    let (_, client_key) = make_key(&env, "acme", "client");
+    let bogus = write_secret(&dir, "bogus", "bogus.key");
+    let client = write_secret(&dir, "client", &client_key);
+    for (token, says) in [
+        (None, "refused this worker's credentials"),
+        (Some(&bogus), "refused this worker's credentials"),
+        (Some(&client), "workers need a worker key"),
+    ] {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_taskworker"));
+        command
+            .args(["--endpoint", &env.endpoint, "--queue-prefix", &env.prefix])
+            .args(["--tools", "echo"])
+            .env("TASKWORKER_AMQP_URL", common::amqp_url())
+            .env_remove("TASKWORKER_TOKEN")
+            .env_remove("TASKWORKER_TOKEN_FILE")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        if let Some(file) = token {
+            command.args(["--token-file", file]);
+        }
+        let mut child = command.spawn().expect("spawn taskworker");
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        let status = loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                break status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "a refused worker exits ({says})"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
+            .expect("stderr");
+        assert!(!status.success(), "{stderr}");
+        assert!(stderr.contains(says), "{says} in {stderr}");
+        assert!(!stderr.contains("cannot reach"), "{stderr}");
+    }
+    std::fs::remove_dir_all(&dir).ok();
+    env.cleanup(&["echo"]).await;
+}

@@ -75,13 +75,6 @@ async fn ask(connection: &mut Connection) -> Result<pb::GetStatusResponse, Clien
 /// What makes the service degraded, in words.
 fn problems(status: &pb::GetStatusResponse, expected: &Expected) -> Vec<String> {
     let mut problems = Vec::new();
-    if expected.workers && status.workers.is_empty() {
-        problems.push(
-            "no worker is reporting, so no dispatched task can run: start taskworker (or, for a \
-             service that only stores tasks, pass --without-workers)"
-                .to_owned(),
-        );
-    }
     for tool in &expected.tools {
         if !status
             .tools
@@ -108,6 +101,14 @@ fn problems(status: &pb::GetStatusResponse, expected: &Expected) -> Vec<String> 
                 humantime::format_duration(whole_seconds(lag))
             ));
         }
+    }
+    // Last: a dependency that is down explains more than this does.
+    if expected.workers && status.workers.is_empty() {
+        problems.push(
+            "no worker is reporting, so no dispatched task can run: start taskworker (or, for a \
+             service that only stores tasks, pass --without-workers)"
+                .to_owned(),
+        );
     }
     problems
 }

@@ -22,7 +22,7 @@ use super::jsonrpc::{self, Id, Message, RpcError, code};
 use super::methods::{self, Reply};
 use crate::auth::{AuthFailure, bearer_token};
 use crate::domain::{
-    Caller, Revision, Scope, SessionId, TENANT_METADATA, TenantId, TenantRefused, revision_of,
+    Caller, Revision, Role, Scope, SessionId, TENANT_METADATA, TenantId, TenantRefused, revision_of,
 };
 
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -203,6 +203,11 @@ fn call_of(
         revision_of(meta_version, header_str(headers, VERSION_HEADER)).map_err(revision_refused)?;
     if revision == Revision::V2026_07_28 {
         headers::check(headers, method, params).map_err(|err| (StatusCode::BAD_REQUEST, err))?;
+    }
+    // Workers never speak MCP: refused as the method table refuses them,
+    // before they are asked which tenant they act in.
+    if caller.role == Role::Worker {
+        return Err((StatusCode::OK, methods::not_allowed(&caller, method)));
     }
     let tenant = tenant_of(headers, &caller)?;
     let session = match revision {

@@ -9,7 +9,7 @@ use super::errors::missing_extension;
 use super::gateway::{Gateway, TASKS_EXTENSION};
 use super::jsonrpc::{RpcError, code};
 use super::{tasks, tools};
-use crate::domain::{Revision, Role, SessionId, TaskId, may_call};
+use crate::domain::{Caller, Revision, Role, SessionId, TaskId, may_call};
 
 /// A method's answer, and the session to announce (for `initialize`).
 #[derive(Debug)]
@@ -82,6 +82,14 @@ fn allowed(call: &Call, method: &str) -> bool {
         && rpc_of(method).is_none_or(|rpc| may_call(&call.caller, "mcp.tasks.v1.TaskStore", rpc))
 }
 
+/// The refusal of a method the caller's role may not call.
+pub(super) fn not_allowed(caller: &Caller, method: &str) -> RpcError {
+    RpcError::new(
+        code::FORBIDDEN,
+        format!("the {} role may not call {method}", caller.role),
+    )
+}
+
 pub(super) async fn handle(
     gateway: &Gateway,
     call: &Call,
@@ -91,10 +99,7 @@ pub(super) async fn handle(
 ) -> Result<Reply, RpcError> {
     use Revision::{V2025_11_25 as Core, V2026_07_28 as Extension};
     if !allowed(call, method) {
-        return Err(RpcError::new(
-            code::FORBIDDEN,
-            format!("the {} role may not call {method}", call.caller.role),
-        ));
+        return Err(not_allowed(&call.caller, method));
     }
     if call.revision == Extension && method.starts_with("tasks/") && !call.tasks_extension {
         return Err(missing_extension());

@@ -8,6 +8,7 @@ mod common;
 mod bench;
 mod commands;
 mod dev;
+mod first_hour;
 mod harness;
 mod listing;
 mod migrations;

@@ -96,6 +96,13 @@ async fn hostile_creates_are_invalid_argument_and_change_nothing() {
             },
         ),
         (
+            "tools/call with array arguments",
+            pb::CreateTaskRequest {
+                request_json: r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":[1]}}"#.into(),
+                ..create_request()
+            },
+        ),
+        (
             "broken request",
             pb::CreateTaskRequest {
                 request_json: "{\"a\":".into(),

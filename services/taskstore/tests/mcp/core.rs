@@ -170,12 +170,18 @@ async fn an_error_result_is_failed_here_and_completed_in_the_extension() {
     let id = created["task"]["taskId"].as_str().expect("id").to_owned();
     let failed = until_status(&caller, &id, "failed").await;
     assert_eq!(failed["taskId"], id.as_str());
+    // The failure says why where `tasks/get` shows it.
+    assert_eq!(
+        failed["statusMessage"], "sh exited with exit status: 3",
+        "{failed}"
+    );
     let result = caller.ok("tasks/result", json!({"taskId": id})).await;
     assert_eq!(result["isError"], true);
-    assert!(
-        result["content"][0]["text"]
-            .as_str()
-            .is_some_and(|t| t.contains("broken"))
+    // The reason first, then what the tool printed.
+    assert_eq!(
+        (&result["content"][0]["text"], &result["content"][1]["text"]),
+        (&json!("sh exited with exit status: 3"), &json!("broken")),
+        "{result}"
     );
 
     // The same task through the extension (tenant-wide: no sessions there).

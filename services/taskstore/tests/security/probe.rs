@@ -437,8 +437,8 @@ async fn tenants_share_task_ids_without_seeing_each_other(kind: Kind) {
             .into_inner();
         assert!(result.result_json.contains(text), "{}", result.result_json);
     }
-    // An operator reaches either tenant by naming it, and the default
-    // tenant (empty here) by naming none.
+    // An operator reaches either tenant by naming it, and must name one:
+    // no silent default tenant.
     let list = || pb::ListTasksRequest {
         cursor: None,
         page_size: None,
@@ -457,9 +457,13 @@ async fn tenants_share_task_ids_without_seeing_each_other(kind: Kind) {
         .store
         .list_tasks(list())
         .await
-        .expect("list")
-        .into_inner();
-    assert!(unnamed.tasks.is_empty());
+        .expect_err("an operator must name a tenant");
+    assert_eq!(unnamed.code(), tonic::Code::InvalidArgument);
+    assert!(
+        unnamed.message().contains("x-taskstore-tenant"),
+        "{}",
+        unnamed.message()
+    );
 }
 
 macro_rules! on_every_backend {
