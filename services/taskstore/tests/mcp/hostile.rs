@@ -321,3 +321,52 @@ async fn slow_and_surplus_connections_are_closed() {
     assert_eq!(caller.ok("ping", json!({})).await, json!({}));
     gateway.stop().await;
 }
+
+/// An operator's key reaches every tenant on `/mcp` too, and names the
+/// one it acts in with `X-Taskstore-Tenant`; naming none is refused.
+#[tokio::test]
+async fn an_admin_of_every_tenant_names_its_tenant_in_a_header() {
+    let gateway = Gateway::on(common::migrated_pool().await, AuthMethod::ApiKeys, 0).await;
+    let acme = gateway.key("acme", Role::Client).await;
+    let admin = gateway.key("*", Role::Admin).await;
+    let owner = Caller::new(&gateway, Some(&acme)).initialize().await;
+    let created = owner
+        .ok(
+            "tools/call",
+            json!({"name": "echo", "arguments": {}, "task": {}}),
+        )
+        .await;
+    let id = created["task"]["taskId"].as_str().expect("id").to_owned();
+
+    let mut operator = Caller::new(&gateway, Some(&admin));
+    operator.session = owner.session.clone();
+    let get = json!({"jsonrpc": "2.0", "id": 1, "method": "tasks/get", "params": {"taskId": id}})
+        .to_string();
+    let unnamed = operator.post(&get, &[]).await;
+    assert_eq!(unnamed.status, 400, "{:?}", unnamed.body);
+    assert!(
+        unnamed.body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("reach every tenant")),
+        "{:?}",
+        unnamed.body
+    );
+    let named = operator.post(&get, &[("x-taskstore-tenant", "acme")]).await;
+    assert_eq!(
+        named.body["result"]["taskId"],
+        id.as_str(),
+        "{:?}",
+        named.body
+    );
+    let elsewhere = operator
+        .post(&get, &[("x-taskstore-tenant", "globex")])
+        .await;
+    assert_eq!(
+        elsewhere.body["error"]["code"], -32602,
+        "{:?}",
+        elsewhere.body
+    );
+    let malformed = operator.post(&get, &[("x-taskstore-tenant", "*")]).await;
+    assert_eq!(malformed.status, 400, "{:?}", malformed.body);
+    gateway.stop().await;
+}
