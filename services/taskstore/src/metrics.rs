@@ -66,6 +66,7 @@ pub fn attempt_ended(end: &AttemptEnd, next: &NextStep) {
         AttemptEnd::RetryableFailure { .. } => "retryable_error",
         AttemptEnd::Shutdown => "shutdown",
         AttemptEnd::LeaseExpired => "lease_expired",
+        AttemptEnd::Parked => "parked",
     };
     if let AttemptEnd::LeaseExpired = end {
         counter!("taskstore_lease_expiries_total").increment(1);
@@ -77,6 +78,9 @@ pub fn attempt_ended(end: &AttemptEnd, next: &NextStep) {
         NextStep::Fail { .. } => {
             counter!("taskstore_poison_failures_total", "cause" => cause).increment(1);
             task_finished(TaskStatus::Failed);
+        }
+        NextStep::Park { .. } => {
+            counter!("taskstore_parks_total").increment(1);
         }
         NextStep::Unchanged => {}
     }

@@ -102,9 +102,9 @@ fn connect_message(err: &ConnectError) -> String {
 fn store_message(err: &StoreError) -> String {
     match err {
         StoreError::InvalidArgument(message)
-        | StoreError::FailedPrecondition(message)
         | StoreError::ResourceExhausted(message)
         | StoreError::Unavailable(message) => message.clone(),
+        StoreError::FailedPrecondition(refusal) => refusal.to_string(),
         StoreError::NotFound => "task not found".to_owned(),
         StoreError::Unauthenticated(message) => format!(
             "the service refused the credentials ({message}): pass an API key with --token-file, --token or TASKSTORE_TOKEN"

@@ -10,6 +10,7 @@ mod json;
 mod limits;
 mod mcp;
 mod poll;
+pub mod questions;
 mod status;
 mod task;
 mod tools;
@@ -30,6 +31,10 @@ pub use json::{ArgumentsNotObject, InvalidJson, JsonObject, RequestId};
 pub use limits::{Admission, AdmissionPolicy, Rate, TokenBucket};
 pub use mcp::{ExtensionOutcome, Revision, RevisionRefusal, revision_of};
 pub use poll::{MAX_POLL_INTERVAL, PollPolicy};
+pub use questions::{
+    Answer, Answered, Answers, AskStep, InputKey, InputMethod, InputRequest, Question,
+    QuestionRefusal,
+};
 pub use status::{ResultStatus, TaskStatus, UnknownStatus};
 pub use task::{
     NewResult, NewTask, PageRequest, Scope, StatusUpdate, Task, TaskFilter, TaskPage, TaskResult,

@@ -12,14 +12,14 @@ use tokio_stream::StreamExt;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
-use super::convert::{status_from_pb, task_from_pb};
+use super::convert::{question_from_pb, status_from_pb, task_from_pb};
 use super::pb;
 use super::pb::operations_client::OperationsClient;
 use super::pb::task_store_client::TaskStoreClient;
 use super::status::store_error_from_status;
 use crate::domain::{
-    JsonObject, NewResult, NewTask, PageRequest, Scope, StatusUpdate, Task, TaskId, TaskPage,
-    TaskResult, TaskStatus, TtlRequest,
+    Answered, Answers, InputKey, JsonObject, NewResult, NewTask, PageRequest, Question, Scope,
+    StatusUpdate, Task, TaskId, TaskPage, TaskResult, TaskStatus, TtlRequest,
 };
 use crate::error::StoreError;
 use crate::store::{TaskStore, TaskWatch};
@@ -359,5 +359,61 @@ impl TaskStore for GrpcTaskStore {
             .await
             .map_err(store_error_from_status)?;
         Ok(response.into_inner().deleted)
+    }
+
+    async fn input_requests(
+        &self,
+        scope: &Scope,
+        task_id: &TaskId,
+    ) -> Result<Vec<Question>, StoreError> {
+        let response = self
+            .client()
+            .list_input_requests(pb::ListInputRequestsRequest {
+                task_id: task_id.to_string(),
+                session_id: session_of(scope)?,
+            })
+            .await
+            .map_err(store_error_from_status)?;
+        response
+            .into_inner()
+            .input_requests
+            .into_iter()
+            .map(question_from_pb)
+            .collect()
+    }
+
+    async fn answer_input_requests(
+        &self,
+        scope: &Scope,
+        task_id: &TaskId,
+        answers: Answers,
+    ) -> Result<Answered, StoreError> {
+        let response = self
+            .client()
+            .answer_input_requests(pb::AnswerInputRequestsRequest {
+                task_id: task_id.to_string(),
+                session_id: session_of(scope)?,
+                answers_json: answers
+                    .into_iter()
+                    .map(|(key, answer)| (key.to_string(), answer.into_string()))
+                    .collect(),
+            })
+            .await
+            .map_err(store_error_from_status)?
+            .into_inner();
+        let keys = |keys: Vec<String>| {
+            keys.iter()
+                .map(|k| {
+                    InputKey::parse(k).map_err(|err| {
+                        StoreError::Internal(format!("malformed key from the server: {err}"))
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()
+        };
+        Ok(Answered {
+            task: task_from_pb(response.task.unwrap_or_default())?,
+            taken: keys(response.taken)?,
+            ignored: keys(response.ignored)?,
+        })
     }
 }

@@ -5,7 +5,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use crate::domain::{
-    ServedTool, SessionId, Task, TaskId, TaskStatus, TaskSupport, ToolDescription, ToolName, Ttl,
+    Answer, InputKey, InputRequest, JsonObject, Question, ServedTool, SessionId, Task, TaskId,
+    TaskStatus, TaskSupport, ToolDescription, ToolName, Ttl,
 };
 use crate::error::StoreError;
 
@@ -142,6 +143,43 @@ pub(super) fn duration_from_pb(d: prost_types::Duration) -> Result<Duration, Sto
         return Err(malformed("duration not normalized"));
     }
     Ok(Duration::new(seconds, nanos))
+}
+
+impl From<Question> for pb::InputRequest {
+    fn from(question: Question) -> Self {
+        let (answer_json, answered_at) = match question.answer {
+            Some(answer) => (
+                Some(answer.result.into_string()),
+                Some(timestamp(answer.answered_at)),
+            ),
+            None => (None, None),
+        };
+        pb::InputRequest {
+            key: question.key.to_string(),
+            request_json: question.request.as_json().as_str().to_owned(),
+            asked_at: Some(timestamp(question.asked_at)),
+            answer_json,
+            answered_at,
+        }
+    }
+}
+
+/// A question from the server.
+pub(super) fn question_from_pb(raw: pb::InputRequest) -> Result<Question, StoreError> {
+    let answer = match (raw.answer_json, raw.answered_at) {
+        (Some(text), at @ Some(_)) => Some(Answer {
+            result: JsonObject::parse(text).map_err(malformed)?,
+            answered_at: timestamp_from_pb(at)?,
+        }),
+        (None, _) => None,
+        (Some(_), None) => return Err(malformed("an answer without its time")),
+    };
+    Ok(Question {
+        key: InputKey::parse(&raw.key).map_err(malformed)?,
+        request: InputRequest::parse(raw.request_json).map_err(malformed)?,
+        asked_at: timestamp_from_pb(raw.asked_at)?,
+        answer,
+    })
 }
 
 fn malformed(err: impl std::fmt::Display) -> StoreError {

@@ -168,6 +168,7 @@ impl TaskExecutionRpc for TaskExecutionService {
         let reason = match pb::ReleaseReason::try_from(req.reason) {
             Ok(pb::ReleaseReason::RetryableError) => ReleaseReason::RetryableError,
             Ok(pb::ReleaseReason::Shutdown) => ReleaseReason::Shutdown,
+            Ok(pb::ReleaseReason::Parked) => ReleaseReason::Parked,
             Ok(pb::ReleaseReason::Unspecified) => {
                 return Err(StoreError::invalid("reason", "must be set").into());
             }
@@ -185,11 +186,38 @@ impl TaskExecutionRpc for TaskExecutionService {
             ReleaseOutcome::Retry { after } => pb::ReleaseTaskResponse {
                 will_retry: true,
                 retry_in: Some(duration(after)),
+                parked: false,
             },
             ReleaseOutcome::Failed => pb::ReleaseTaskResponse {
                 will_retry: false,
                 retry_in: None,
+                parked: false,
             },
+            ReleaseOutcome::Parked => pb::ReleaseTaskResponse {
+                will_retry: false,
+                retry_in: None,
+                parked: true,
+            },
+        }))
+    }
+
+    async fn ask_question(
+        &self,
+        request: Request<pb::AskQuestionRequest>,
+    ) -> Result<Response<pb::AskQuestionResponse>, Status> {
+        let tenant = tenant(&request, &request.get_ref().tenant_id)?;
+        let req = request.into_inner();
+        record_task_id(&req.task_id);
+        let id = task_id(&req.task_id)?;
+        let lease = lease_token(&req.lease_token)?;
+        let (key, question) = super::parse::question(&req.key, req.request_json)?;
+        let answer = self
+            .store
+            .ask(&tenant, &id, &lease, &key, &question)
+            .await?;
+        tracing::info!(key = %key, answered = answer.is_some(), "input request asked");
+        Ok(Response::new(pb::AskQuestionResponse {
+            answer_json: answer.map(crate::domain::JsonObject::into_string),
         }))
     }
 

@@ -15,8 +15,8 @@ use super::pb;
 use super::pb::task_execution_client::TaskExecutionClient;
 use super::status::store_error_from_status;
 use crate::domain::{
-    Claim, JsonObject, LeaseToken, ReleaseOutcome, ReleaseReason, Renewal, StopReason, TaskId,
-    TenantId, ToolName,
+    Claim, InputKey, InputRequest, JsonObject, LeaseToken, ReleaseOutcome, ReleaseReason, Renewal,
+    StopReason, TaskId, TenantId, ToolName,
 };
 use crate::error::StoreError;
 use crate::store::execution::ExecutionStore;
@@ -128,6 +128,7 @@ impl ExecutionStore for GrpcExecutionStore {
             reason: match reason {
                 ReleaseReason::RetryableError => pb::ReleaseReason::RetryableError,
                 ReleaseReason::Shutdown => pb::ReleaseReason::Shutdown,
+                ReleaseReason::Parked => pb::ReleaseReason::Parked,
             }
             .into(),
             message: message.to_owned(),
@@ -144,8 +145,37 @@ impl ExecutionStore for GrpcExecutionStore {
             ReleaseOutcome::Retry {
                 after: duration_from_pb(response.retry_in.unwrap_or_default())?,
             }
+        } else if response.parked {
+            ReleaseOutcome::Parked
         } else {
             ReleaseOutcome::Failed
         })
+    }
+
+    async fn ask(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+        lease: &LeaseToken,
+        key: &InputKey,
+        request: &InputRequest,
+    ) -> Result<Option<JsonObject>, StoreError> {
+        let response = self
+            .client
+            .clone()
+            .ask_question(pb::AskQuestionRequest {
+                task_id: task_id.to_string(),
+                lease_token: lease.as_str().to_owned(),
+                tenant_id: tenant.as_str().to_owned(),
+                key: key.to_string(),
+                request_json: request.as_json().as_str().to_owned(),
+            })
+            .await
+            .map_err(store_error_from_status)?
+            .into_inner();
+        response
+            .answer_json
+            .map(|text| JsonObject::parse(text).map_err(|err| malformed(&format!("answer {err}"))))
+            .transpose()
     }
 }

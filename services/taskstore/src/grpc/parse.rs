@@ -1,11 +1,12 @@
 //! Requests from the wire to domain types: every field is hostile until it
 //! is parsed here. A refused field is INVALID_ARGUMENT naming the field.
 
+use crate::domain::questions::MAX_QUESTIONS;
 use crate::domain::{
-    DispatchRequest, JsonObject, LeaseToken, MAX_POLL_INTERVAL, NewResult, NewTask, PageRequest,
-    RequestId, ResultStatus, Scope, SessionId, StatusUpdate, TaskFilter, TaskId, TaskStatus,
-    TaskSupport, TenantId, ToolDescription, ToolName, TraceContext, Ttl, TtlRequest,
-    WorkerHeartbeat,
+    Answers, DispatchRequest, InputKey, InputRequest, JsonObject, LeaseToken, MAX_POLL_INTERVAL,
+    NewResult, NewTask, PageRequest, RequestId, ResultStatus, Scope, SessionId, StatusUpdate,
+    TaskFilter, TaskId, TaskStatus, TaskSupport, TenantId, ToolDescription, ToolName, TraceContext,
+    Ttl, TtlRequest, WorkerHeartbeat,
 };
 use crate::error::StoreError;
 
@@ -16,6 +17,17 @@ use super::pb;
 const MAX_CURSOR_CHARS: usize = 1024;
 /// The most entries a ListTasks status filter may have.
 const MAX_STATUS_FILTERS: usize = 16;
+
+/// AskQuestion's key and request.
+pub(super) fn question(
+    key: &str,
+    request_json: String,
+) -> Result<(InputKey, InputRequest), StoreError> {
+    let key = InputKey::parse(key).map_err(|err| StoreError::invalid("key", err))?;
+    let request = InputRequest::parse(request_json)
+        .map_err(|err| StoreError::invalid("request_json", err))?;
+    Ok((key, request))
+}
 
 /// A heartbeat's tool descriptions (a worker's, so trusted more than a
 /// client, but still checked: they reach every MCP client's `tools/list`).
@@ -191,6 +203,33 @@ impl<'a> Edge<'a> {
                 filter: TaskFilter::new(statuses, tool),
             },
         ))
+    }
+
+    /// AnswerInputRequests: the task and the answers by key (in key order,
+    /// each a JSON object under the JSON size limit).
+    pub(super) fn answers(
+        &self,
+        req: pb::AnswerInputRequestsRequest,
+    ) -> Result<(Scope, TaskId, Answers), StoreError> {
+        let scope = self.scope(req.session_id.as_deref())?;
+        let task_id = task_id(&req.task_id)?;
+        if req.answers_json.is_empty() || req.answers_json.len() > MAX_QUESTIONS {
+            return Err(StoreError::invalid(
+                "answers_json",
+                format!("must have 1 to {MAX_QUESTIONS} entries"),
+            ));
+        }
+        let mut answers = req
+            .answers_json
+            .into_iter()
+            .map(|(key, answer)| {
+                let key = InputKey::parse(&key)
+                    .map_err(|err| StoreError::invalid("answers_json key", err))?;
+                Ok((key, self.json_object("answers_json", answer)?))
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        answers.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok((scope, task_id, answers))
     }
 
     fn scope(&self, session: Option<&str>) -> Result<Scope, StoreError> {

@@ -300,4 +300,43 @@ impl TaskStoreRpc for TaskStoreService {
             .collect();
         Ok(Response::new(pb::ListToolsResponse { tools }))
     }
+
+    async fn list_input_requests(
+        &self,
+        request: Request<pb::ListInputRequestsRequest>,
+    ) -> Result<Response<pb::ListInputRequestsResponse>, Status> {
+        let edge = self.edge(&request)?;
+        let req = request.into_inner();
+        let (scope, task_id) = self.lookup(&edge, &req.task_id, req.session_id.as_deref())?;
+        let questions = self.store.input_requests(&scope, &task_id).await?;
+        Ok(Response::new(pb::ListInputRequestsResponse {
+            input_requests: questions.into_iter().map(pb::InputRequest::from).collect(),
+        }))
+    }
+
+    async fn answer_input_requests(
+        &self,
+        request: Request<pb::AnswerInputRequestsRequest>,
+    ) -> Result<Response<pb::AnswerInputRequestsResponse>, Status> {
+        let edge = self.edge(&request)?;
+        let req = request.into_inner();
+        record_task_id(&req.task_id);
+        let (scope, task_id, answers) = edge.answers(req)?;
+        let answered = self
+            .store
+            .answer_input_requests(&scope, &task_id, answers)
+            .await?;
+        tracing::info!(
+            taken = answered.taken.len(),
+            ignored = answered.ignored.len(),
+            "input requests answered"
+        );
+        let keys =
+            |keys: Vec<crate::domain::InputKey>| keys.into_iter().map(|k| k.to_string()).collect();
+        Ok(Response::new(pb::AnswerInputRequestsResponse {
+            task: Some(answered.task.into()),
+            taken: keys(answered.taken),
+            ignored: keys(answered.ignored),
+        }))
+    }
 }

@@ -1,8 +1,15 @@
 //! The one mapping between store errors and gRPC status codes, both ways.
 
-use tonic::{Code, Status};
+use std::collections::HashMap;
 
-use crate::error::StoreError;
+use tonic::{Code, Status};
+use tonic_types::{ErrorDetails, StatusExt as _};
+
+use crate::domain::{ClaimRefusal, FenceRefusal, QuestionRefusal, TaskStatus};
+use crate::error::{Refusal, StoreError};
+
+/// The `domain` of the ErrorInfo that names a refusal's kind.
+const ERROR_DOMAIN: &str = "mcp-taskstore";
 
 /// Server side. Exhaustive on purpose: a new variant must choose its code.
 impl From<StoreError> for Status {
@@ -11,7 +18,14 @@ impl From<StoreError> for Status {
             StoreError::InvalidArgument(message) => Status::invalid_argument(message),
             StoreError::NotFound => Status::not_found(StoreError::NotFound.to_string()),
             err @ StoreError::AlreadyExists(_) => Status::already_exists(err.to_string()),
-            StoreError::FailedPrecondition(message) => Status::failed_precondition(message),
+            StoreError::FailedPrecondition(refusal) => {
+                let (reason, metadata) = refusal_reason(&refusal);
+                Status::with_error_details(
+                    Code::FailedPrecondition,
+                    refusal.to_string(),
+                    ErrorDetails::with_error_info(reason, ERROR_DOMAIN, metadata),
+                )
+            }
             StoreError::ResourceExhausted(message) => Status::resource_exhausted(message),
             StoreError::Unauthenticated(message) => Status::unauthenticated(message),
             StoreError::PermissionDenied(message) => Status::permission_denied(message),
@@ -29,7 +43,7 @@ pub fn store_error_from_status(status: Status) -> StoreError {
         Code::InvalidArgument | Code::OutOfRange => StoreError::InvalidArgument(message),
         Code::NotFound => StoreError::NotFound,
         Code::AlreadyExists => StoreError::AlreadyExists(message),
-        Code::FailedPrecondition => StoreError::FailedPrecondition(message),
+        Code::FailedPrecondition => StoreError::FailedPrecondition(refusal_from(&status)),
         Code::ResourceExhausted => StoreError::ResourceExhausted(message),
         Code::Unavailable | Code::DeadlineExceeded | Code::Aborted => {
             StoreError::Unavailable(message)
@@ -45,6 +59,69 @@ pub fn store_error_from_status(status: Status) -> StoreError {
     }
 }
 
+/// A refusal's kind on the wire: the ErrorInfo `reason` and its metadata.
+/// Exhaustive, so that a new refusal must choose its name.
+fn refusal_reason(refusal: &Refusal) -> (&'static str, HashMap<String, String>) {
+    let status = |status: &TaskStatus| HashMap::from([("status".to_owned(), status.to_string())]);
+    match refusal {
+        Refusal::Claim(ClaimRefusal::Terminal(s)) => ("CLAIM_TERMINAL", status(s)),
+        Refusal::Claim(ClaimRefusal::NotDispatched) => ("CLAIM_NOT_DISPATCHED", HashMap::new()),
+        Refusal::Claim(ClaimRefusal::StaleJob) => ("CLAIM_STALE_JOB", HashMap::new()),
+        Refusal::Claim(ClaimRefusal::AlreadyClaimed) => ("CLAIM_ALREADY_CLAIMED", HashMap::new()),
+        Refusal::Claim(ClaimRefusal::NotNow) => ("CLAIM_NOT_NOW", HashMap::new()),
+        Refusal::Fence(FenceRefusal::Terminal(s)) => ("FENCE_TERMINAL", status(s)),
+        Refusal::Fence(FenceRefusal::LeaseLost) => ("FENCE_LEASE_LOST", HashMap::new()),
+        Refusal::NoResult(s) => ("NO_RESULT", status(s)),
+        Refusal::Question(QuestionRefusal::KeyReused(key)) => (
+            "QUESTION_KEY_REUSED",
+            HashMap::from([("key".to_owned(), key.clone())]),
+        ),
+        Refusal::Question(QuestionRefusal::TooMany(count)) => (
+            "QUESTION_TOO_MANY",
+            HashMap::from([("count".to_owned(), count.to_string())]),
+        ),
+        Refusal::Unexplained(_) => ("UNEXPLAINED", HashMap::new()),
+    }
+}
+
+/// The refusal a FAILED_PRECONDITION stands for: rebuilt from its
+/// ErrorInfo, or only its words when it names no kind this build knows.
+fn refusal_from(status: &Status) -> Refusal {
+    let unexplained = || Refusal::Unexplained(status.message().to_owned());
+    let Some(info) = status
+        .get_details_error_info()
+        .filter(|info| info.domain == ERROR_DOMAIN)
+    else {
+        return unexplained();
+    };
+    let task_status = || {
+        info.metadata
+            .get("status")
+            .and_then(|s| s.parse::<TaskStatus>().ok())
+    };
+    let refusal = match info.reason.as_str() {
+        "CLAIM_TERMINAL" => task_status().map(|s| Refusal::Claim(ClaimRefusal::Terminal(s))),
+        "CLAIM_NOT_DISPATCHED" => Some(Refusal::Claim(ClaimRefusal::NotDispatched)),
+        "CLAIM_STALE_JOB" => Some(Refusal::Claim(ClaimRefusal::StaleJob)),
+        "CLAIM_ALREADY_CLAIMED" => Some(Refusal::Claim(ClaimRefusal::AlreadyClaimed)),
+        "CLAIM_NOT_NOW" => Some(Refusal::Claim(ClaimRefusal::NotNow)),
+        "FENCE_TERMINAL" => task_status().map(|s| Refusal::Fence(FenceRefusal::Terminal(s))),
+        "FENCE_LEASE_LOST" => Some(Refusal::Fence(FenceRefusal::LeaseLost)),
+        "NO_RESULT" => task_status().map(Refusal::NoResult),
+        "QUESTION_KEY_REUSED" => info
+            .metadata
+            .get("key")
+            .map(|key| Refusal::Question(QuestionRefusal::KeyReused(key.clone()))),
+        "QUESTION_TOO_MANY" => info
+            .metadata
+            .get("count")
+            .and_then(|count| count.parse().ok())
+            .map(|count| Refusal::Question(QuestionRefusal::TooMany(count))),
+        _ => None,
+    };
+    refusal.unwrap_or_else(unexplained)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -58,7 +135,7 @@ mod tests {
             (StoreError::NotFound, Code::NotFound),
             (StoreError::AlreadyExists("t".into()), Code::AlreadyExists),
             (
-                StoreError::FailedPrecondition("x".into()),
+                StoreError::FailedPrecondition(Refusal::Unexplained("x".into())),
                 Code::FailedPrecondition,
             ),
             (
@@ -89,6 +166,36 @@ mod tests {
             let back = store_error_from_status(status);
             assert_eq!(std::mem::discriminant(&back), std::mem::discriminant(&err));
         }
+    }
+
+    #[test]
+    fn refusals_keep_their_kind_across_the_wire() {
+        let refusals = [
+            Refusal::Claim(ClaimRefusal::Terminal(TaskStatus::Cancelled)),
+            Refusal::Claim(ClaimRefusal::NotDispatched),
+            Refusal::Claim(ClaimRefusal::StaleJob),
+            Refusal::Claim(ClaimRefusal::AlreadyClaimed),
+            Refusal::Claim(ClaimRefusal::NotNow),
+            Refusal::Fence(FenceRefusal::Terminal(TaskStatus::Completed)),
+            Refusal::Fence(FenceRefusal::LeaseLost),
+            Refusal::NoResult(TaskStatus::InputRequired),
+            Refusal::Question(QuestionRefusal::KeyReused("confirm".into())),
+            Refusal::Question(QuestionRefusal::TooMany(100)),
+            Refusal::Unexplained("an old server's words".into()),
+        ];
+        for refusal in refusals {
+            let status = Status::from(StoreError::FailedPrecondition(refusal.clone()));
+            assert_eq!(status.message(), refusal.to_string());
+            assert_eq!(
+                store_error_from_status(status),
+                StoreError::FailedPrecondition(refusal)
+            );
+        }
+        let bare = Status::failed_precondition("no details");
+        assert_eq!(
+            store_error_from_status(bare),
+            StoreError::FailedPrecondition(Refusal::Unexplained("no details".into()))
+        );
     }
 
     #[test]

@@ -19,7 +19,9 @@ impl From<StoreError> for RpcError {
             StoreError::AlreadyExists(id) => {
                 RpcError::invalid_params(format!("task {id} already exists"))
             }
-            StoreError::FailedPrecondition(message) => RpcError::invalid_params(message),
+            StoreError::FailedPrecondition(refusal) => {
+                RpcError::invalid_params(refusal.to_string())
+            }
             StoreError::ResourceExhausted(message) => {
                 RpcError::new(code::RESOURCE_EXHAUSTED, message)
             }

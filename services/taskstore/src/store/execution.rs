@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use taskstore_proto::jobs::JobMessage;
 
 use crate::domain::{
-    Claim, ClaimRefusal, FenceRefusal, LeaseToken, ReleaseOutcome, ReleaseReason, Renewal, TaskId,
-    TenantId,
+    Claim, InputKey, InputRequest, JsonObject, LeaseToken, ReleaseOutcome, ReleaseReason, Renewal,
+    TaskId, TenantId,
 };
 use crate::error::StoreError;
 
@@ -45,6 +45,19 @@ pub trait ExecutionStore: Send + Sync + 'static {
         reason: ReleaseReason,
         message: &str,
     ) -> Result<ReleaseOutcome, StoreError>;
+
+    /// Asks the task's caller `request` under `key`, for the attempt
+    /// holding `lease`: the answer when the key was answered before, else
+    /// `None` while the question waits (the task is `input_required` and
+    /// says what is asked). The rules are `domain::questions::ask`.
+    async fn ask(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+        lease: &LeaseToken,
+        key: &InputKey,
+        request: &InputRequest,
+    ) -> Result<Option<JsonObject>, StoreError>;
 }
 
 /// The service's own side of the protocol: what its background loops do.
@@ -107,20 +120,6 @@ pub async fn publish_each<P: JobPublisher + ?Sized>(
         outcomes.push(publisher.publish(job).await);
     }
     outcomes
-}
-
-/// A refused claim is FAILED_PRECONDITION: the job is stale, drop it.
-impl From<ClaimRefusal> for StoreError {
-    fn from(refusal: ClaimRefusal) -> Self {
-        StoreError::FailedPrecondition(refusal.to_string())
-    }
-}
-
-/// A refused fenced report is FAILED_PRECONDITION: the attempt lost the task.
-impl From<FenceRefusal> for StoreError {
-    fn from(refusal: FenceRefusal) -> Self {
-        StoreError::FailedPrecondition(refusal.to_string())
-    }
 }
 
 /// Logged once per task (when its status message changes), not per retry.

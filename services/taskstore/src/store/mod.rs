@@ -15,8 +15,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::domain::{
-    ExecutionPolicy, NewResult, NewTask, PageRequest, PollPolicy, Scope, StatusUpdate, Task,
-    TaskId, TaskPage, TaskResult, TaskStatus, TenantId, TtlPolicy,
+    Answered, Answers, ExecutionPolicy, NewResult, NewTask, PageRequest, PollPolicy, Question,
+    Scope, StatusUpdate, Task, TaskId, TaskPage, TaskResult, TaskStatus, TenantId, TtlPolicy,
 };
 use crate::error::StoreError;
 
@@ -82,6 +82,26 @@ pub trait TaskStore: Send + Sync + 'static {
         task_id: &TaskId,
         timeout: Duration,
     ) -> Result<TaskResult, StoreError>;
+
+    /// The questions (MCP input requests) the task's tool asked, open and
+    /// answered, in the order asked.
+    async fn input_requests(
+        &self,
+        scope: &Scope,
+        task_id: &TaskId,
+    ) -> Result<Vec<Question>, StoreError>;
+
+    /// Answers open questions (MCP `tasks/update`): answers to open keys
+    /// are stored, others ignored. The task stays `input_required` while a
+    /// question is open and is `working` once all are answered; a parked
+    /// task is then dispatched again. A terminal task refuses
+    /// (FAILED_PRECONDITION).
+    async fn answer_input_requests(
+        &self,
+        scope: &Scope,
+        task_id: &TaskId,
+        answers: Answers,
+    ) -> Result<Answered, StoreError>;
 }
 
 /// The stream [`TaskStore::watch_task`] returns.
@@ -262,15 +282,7 @@ pub(crate) fn already_terminal(status: TaskStatus) -> StoreError {
 
 /// The error for GetTaskResult on a task that has no result to give.
 pub(crate) fn no_result(status: TaskStatus) -> StoreError {
-    StoreError::FailedPrecondition(match status {
-        TaskStatus::Working | TaskStatus::InputRequired => {
-            format!("task is still {status}; its result is not ready")
-        }
-        TaskStatus::Cancelled => "task was cancelled; it has no result".to_owned(),
-        TaskStatus::Completed | TaskStatus::Failed => {
-            format!("task is {status} but ended without a stored result")
-        }
-    })
+    crate::error::Refusal::NoResult(status).into()
 }
 
 /// The error for a create refused by a quota.

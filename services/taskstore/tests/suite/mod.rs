@@ -10,6 +10,7 @@ pub mod expiry;
 pub mod isolation;
 pub mod lifecycle;
 pub mod listing;
+pub mod questions;
 pub mod relay;
 pub mod watching;
 
@@ -83,6 +84,13 @@ macro_rules! conformance_suite {
             relay::a_job_for_an_unserved_tool_waits_and_says_so,
             relay::the_relay_wakes_at_once_on_a_new_job,
             relay::a_job_carries_the_trace_its_task_was_created_in,
+            questions::a_question_waits_for_its_answer_and_is_answered_once,
+            questions::a_partial_answer_keeps_the_task_waiting,
+            questions::only_the_attempt_holding_the_lease_asks,
+            questions::answers_reach_only_the_callers_own_tasks,
+            questions::a_parked_task_is_dispatched_again_by_its_answer,
+            questions::an_answer_before_the_park_dispatches_at_once,
+            questions::questions_go_with_their_task,
         );
     };
 }

@@ -20,6 +20,8 @@ pub struct AttemptState {
     pub max_attempts: u32,
     /// The worker that held the lease (for the status message).
     pub owner: String,
+    /// Questions of the task still waiting for an answer.
+    pub open_questions: usize,
 }
 
 /// How an attempt ended without a result.
@@ -31,6 +33,9 @@ pub enum AttemptEnd {
     Shutdown,
     /// The lease ran out: the worker crashed, froze, or was cut off.
     LeaseExpired,
+    /// The tool waited for an answer longer than its worker holds a slot
+    /// for one: the attempt gives the task back until the answer comes.
+    Parked,
 }
 
 /// What becomes of the task.
@@ -46,6 +51,11 @@ pub enum NextStep {
     },
     /// Out of attempts: FAILED, with an error result that says `message`.
     Fail { message: String },
+    /// Parked: no attempt holds the task and no job is queued for it; it
+    /// keeps its status and message (what it asks) and its attempt count
+    /// becomes `attempts`. The answer that completes its questions
+    /// dispatches it again (`questions::after_answers`).
+    Park { attempts: u32 },
     /// The task is terminal already: nothing changes.
     Unchanged,
 }
@@ -56,6 +66,7 @@ impl NextStep {
         match self {
             NextStep::Redispatch { delay, .. } => Some(ReleaseOutcome::Retry { after: *delay }),
             NextStep::Fail { .. } => Some(ReleaseOutcome::Failed),
+            NextStep::Park { .. } => Some(ReleaseOutcome::Parked),
             NextStep::Unchanged => None,
         }
     }
@@ -77,6 +88,17 @@ pub fn after_attempt(
     let owner = &state.owner;
     let more_left = attempt < max;
     match end {
+        // Waiting for a person is not the tool's fault either: the attempt
+        // is given back, and the task waits without a worker.
+        AttemptEnd::Parked if state.open_questions > 0 => NextStep::Park {
+            attempts: attempt.saturating_sub(1),
+        },
+        // Answered while the worker decided to park: it goes on at once.
+        AttemptEnd::Parked => NextStep::Redispatch {
+            attempts: attempt.saturating_sub(1),
+            delay: Duration::ZERO,
+            message: crate::domain::questions::RESUMED_MESSAGE.to_owned(),
+        },
         // Not the tool's fault: the attempt is given back.
         AttemptEnd::Shutdown => NextStep::Redispatch {
             attempts: attempt.saturating_sub(1),
@@ -235,7 +257,34 @@ mod tests {
             attempt,
             max_attempts,
             owner: "w1".into(),
+            open_questions: 0,
         }
+    }
+
+    #[test]
+    fn a_parked_attempt_does_not_count_and_waits_for_its_answers() {
+        let waiting = AttemptState {
+            open_questions: 2,
+            ..state(TaskStatus::InputRequired, 3, 3)
+        };
+        let policy = policy();
+        assert_eq!(
+            after_attempt(&waiting, &AttemptEnd::Parked, &policy, 0.5),
+            NextStep::Park { attempts: 2 }
+        );
+        let answered = state(TaskStatus::Working, 1, 3);
+        assert_eq!(
+            after_attempt(&answered, &AttemptEnd::Parked, &policy, 0.5),
+            NextStep::Redispatch {
+                attempts: 0,
+                delay: Duration::ZERO,
+                message: crate::domain::questions::RESUMED_MESSAGE.into()
+            }
+        );
+        assert_eq!(
+            NextStep::Park { attempts: 0 }.outcome(),
+            Some(ReleaseOutcome::Parked)
+        );
     }
 
     fn retryable() -> AttemptEnd {
@@ -372,6 +421,10 @@ mod tests {
         /// The task reaches a terminal status another way (a result, a
         /// cancellation).
         Finish(TaskStatus),
+        /// The running attempt asks a question.
+        Ask,
+        /// The questions are answered.
+        Answer,
     }
 
     fn event() -> impl Strategy<Value = Event> {
@@ -380,6 +433,9 @@ mod tests {
             2 => Just(Event::End(AttemptEnd::Shutdown)),
             3 => Just(Event::End(AttemptEnd::LeaseExpired)),
             3 => "[a-z]{0,8}".prop_map(|error| Event::End(AttemptEnd::RetryableFailure { error })),
+            2 => Just(Event::End(AttemptEnd::Parked)),
+            2 => Just(Event::Ask),
+            2 => Just(Event::Answer),
             1 => prop_oneof![
                 Just(TaskStatus::Completed),
                 Just(TaskStatus::Failed),
@@ -397,6 +453,8 @@ mod tests {
         attempts: u32,
         max_attempts: u32,
         running: bool,
+        /// A question is open.
+        asking: bool,
     }
 
     proptest! {
@@ -415,7 +473,7 @@ mod tests {
                 backoff_max: Duration::from_millis(cap_ms),
                 ..ExecutionPolicy::default()
             };
-            let mut task = Model { status: TaskStatus::Working, attempts: 0, max_attempts, running: false };
+            let mut task = Model { status: TaskStatus::Working, attempts: 0, max_attempts, running: false, asking: false };
             for (event, jitter) in events.into_iter().zip(jitters) {
                 let before = task.clone();
                 match event {
@@ -430,6 +488,7 @@ mod tests {
                             attempt: task.attempts,
                             max_attempts: task.max_attempts,
                             owner: "w".into(),
+                            open_questions: usize::from(task.asking),
                         };
                         match after_attempt(&state, &end, &policy, jitter) {
                             NextStep::Redispatch { attempts, delay, .. } => {
@@ -443,6 +502,12 @@ mod tests {
                                 task.status = TaskStatus::Failed;
                                 task.running = false;
                             }
+                            NextStep::Park { attempts } => {
+                                prop_assert!(task.asking, "only a task with an open question parks");
+                                prop_assert!(attempts < task.attempts, "parking gives the attempt back");
+                                task.attempts = attempts;
+                                task.running = false;
+                            }
                             NextStep::Unchanged => {
                                 prop_assert!(task.status.is_terminal(), "only a terminal task is left unchanged");
                             }
@@ -454,6 +519,9 @@ mod tests {
                         task.running = false;
                     }
                     Event::Finish(_) => {}
+                    Event::Ask if task.running && !task.status.is_terminal() => task.asking = true,
+                    Event::Ask => {}
+                    Event::Answer => task.asking = false,
                 }
                 if before.status.is_terminal() {
                     prop_assert_eq!(task.status, before.status, "a terminal task never changes");

@@ -153,6 +153,10 @@ pub enum ReleaseReason {
     RetryableError,
     /// The worker is stopping: the attempt does not count.
     Shutdown,
+    /// The tool waits for an answer longer than the worker holds a slot for
+    /// it: the attempt does not count, and the answer dispatches the task
+    /// again.
+    Parked,
 }
 
 /// What became of a released task.
@@ -162,6 +166,8 @@ pub enum ReleaseOutcome {
     Retry { after: Duration },
     /// Out of attempts: stored as FAILED.
     Failed,
+    /// Parked until its questions are answered.
+    Parked,
 }
 
 /// Leases, attempts and retry backoff.

@@ -39,7 +39,8 @@ impl DispatchStore for MemoryTaskStore {
                     NextStep::Redispatch { .. } => {
                         tracing::warn!(task_id = %key.1, "lease expired; dispatching again");
                     }
-                    NextStep::Unchanged => {}
+                    // A lost lease is never a park.
+                    NextStep::Park { .. } | NextStep::Unchanged => {}
                 }
             }
             self.commit(&mut state).await?;

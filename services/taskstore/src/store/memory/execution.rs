@@ -8,9 +8,9 @@ use chrono::{DateTime, Utc};
 use super::MemoryTaskStore;
 use super::state::{Key, Lease, State, delta, key};
 use crate::domain::{
-    AttemptEnd, AttemptState, Claim, ClaimRefusal, ExecutionPolicy, FenceRefusal, JsonObject,
-    LeaseToken, NextStep, ReleaseOutcome, ReleaseReason, Renewal, StopReason, TaskId, TaskStatus,
-    TenantId, after_attempt, error_result, running_message,
+    AttemptEnd, AttemptState, Claim, ClaimRefusal, ExecutionPolicy, FenceRefusal, InputKey,
+    InputRequest, JsonObject, LeaseToken, NextStep, ReleaseOutcome, ReleaseReason, Renewal,
+    StopReason, TaskId, TaskStatus, TenantId, after_attempt, error_result, running_message,
 };
 use crate::error::StoreError;
 use crate::store::execution::ExecutionStore;
@@ -41,6 +41,11 @@ impl MemoryTaskStore {
                 .lease
                 .as_ref()
                 .map_or_else(|| "a worker".to_owned(), |l| l.owner.clone()),
+            open_questions: record
+                .questions
+                .iter()
+                .filter(|q| q.answer.is_none())
+                .count(),
         };
         let policy = &self.config().execution;
         let next = after_attempt(&attempt, end, policy, ExecutionPolicy::jitter());
@@ -58,6 +63,16 @@ impl MemoryTaskStore {
                 record.task.last_updated_at = now;
                 state.touch(key);
                 state.enqueue(key.clone(), generation, &tool, now + delta(*delay));
+            }
+            NextStep::Park { attempts } => {
+                // No lease and no job; a new generation, so that no job of
+                // the parked attempt's can claim it.
+                dispatch.lease = None;
+                dispatch.attempt = *attempts;
+                dispatch.generation += 1;
+                dispatch.parked = true;
+                record.task.last_updated_at = now;
+                state.touch(key);
             }
             NextStep::Fail { message } => {
                 dispatch.lease = None;
@@ -198,6 +213,7 @@ impl ExecutionStore for MemoryTaskStore {
                     error: message.to_owned(),
                 },
                 ReleaseReason::Shutdown => AttemptEnd::Shutdown,
+                ReleaseReason::Parked => AttemptEnd::Parked,
             };
             let next = self.end_attempt(&mut state, &key, &end, now);
             self.commit(&mut state).await?;
@@ -207,5 +223,17 @@ impl ExecutionStore for MemoryTaskStore {
         self.inner.outbox.notify_one();
         next.outcome()
             .ok_or_else(|| StoreError::Internal("a held task was already terminal".into()))
+    }
+
+    async fn ask(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+        lease: &LeaseToken,
+        key: &InputKey,
+        request: &InputRequest,
+    ) -> Result<Option<JsonObject>, StoreError> {
+        self.ask_question(tenant, task_id, lease, key, request)
+            .await
     }
 }

@@ -9,6 +9,7 @@ mod execution;
 mod maintenance;
 mod operations;
 pub(crate) mod persist;
+mod questions;
 mod state;
 
 use std::sync::Arc;
@@ -21,8 +22,8 @@ use self::state::{Dispatch, Key, Record, State, delta, key};
 use super::changes::{ChangeFeed, TaskChange, wait_for_result, watch};
 use super::{StoreConfig, TaskStore, TaskWatch, already_terminal, no_result, quota_reached};
 use crate::domain::{
-    CursorCodec, CursorPosition, LeaseToken, NewResult, NewTask, PageRequest, Scope, StatusUpdate,
-    Task, TaskId, TaskPage, TaskResult, TaskStatus,
+    Answered, Answers, CursorCodec, CursorPosition, LeaseToken, NewResult, NewTask, PageRequest,
+    Question, Scope, StatusUpdate, Task, TaskId, TaskPage, TaskResult, TaskStatus,
 };
 use crate::error::StoreError;
 
@@ -270,6 +271,7 @@ impl TaskStore for MemoryTaskStore {
                 attempt: 0,
                 generation: previous_generation + 1,
                 lease: None,
+                parked: false,
             });
             let record = Record {
                 task: Task {
@@ -289,6 +291,7 @@ impl TaskStore for MemoryTaskStore {
                 result: None,
                 dispatch,
                 trace_context: task.trace_context.map(|t| t.as_str().to_owned()),
+                questions: Vec::new(),
             };
             if let Some(dispatch) = &record.dispatch {
                 let (generation, tool) = (dispatch.generation, dispatch.tool.clone());
@@ -445,5 +448,22 @@ impl TaskStore for MemoryTaskStore {
         timeout: Duration,
     ) -> Result<TaskResult, StoreError> {
         wait_for_result(self, &self.inner.changes, scope, task_id, timeout).await
+    }
+
+    async fn input_requests(
+        &self,
+        scope: &Scope,
+        task_id: &TaskId,
+    ) -> Result<Vec<Question>, StoreError> {
+        self.list_questions(scope, task_id).await
+    }
+
+    async fn answer_input_requests(
+        &self,
+        scope: &Scope,
+        task_id: &TaskId,
+        answers: Answers,
+    ) -> Result<Answered, StoreError> {
+        self.answer_questions(scope, task_id, answers).await
     }
 }

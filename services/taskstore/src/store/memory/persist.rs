@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use super::state::{Dispatch, Job, Key, Lease, Record, State};
 use crate::domain::{
-    JsonObject, LeaseToken, RequestId, SessionId, Task, TaskId, TaskStatus, ToolName, Ttl, tool_of,
+    Answer, InputKey, InputRequest, JsonObject, LeaseToken, Question, RequestId, SessionId, Task,
+    TaskId, TaskStatus, ToolName, Ttl, tool_of,
 };
 use crate::error::StoreError;
 
@@ -54,6 +55,19 @@ pub struct StoredRecord {
     /// Absent in files written before traces were kept.
     #[serde(default)]
     pub trace_context: Option<String>,
+    /// Absent in files written before tasks could ask.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub questions: Vec<StoredQuestion>,
+}
+
+/// A question as stored.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct StoredQuestion {
+    pub key: String,
+    pub request: String,
+    pub asked_at_us: i64,
+    pub answer: Option<String>,
+    pub answered_at_us: Option<i64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -63,6 +77,8 @@ pub struct StoredDispatch {
     pub attempt: u32,
     pub generation: u64,
     pub lease: Option<StoredLease>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub parked: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -124,8 +140,20 @@ impl From<&Record> for StoredRecord {
                     owner: l.owner.clone(),
                     expires_at_us: micros(l.expires_at),
                 }),
+                parked: d.parked,
             }),
             trace_context: record.trace_context.clone(),
+            questions: record
+                .questions
+                .iter()
+                .map(|q| StoredQuestion {
+                    key: q.key.to_string(),
+                    request: q.request.as_json().as_str().to_owned(),
+                    asked_at_us: micros(q.asked_at),
+                    answer: q.answer.as_ref().map(|a| a.result.as_str().to_owned()),
+                    answered_at_us: q.answer.as_ref().map(|a| micros(a.answered_at)),
+                })
+                .collect(),
         }
     }
 }
@@ -180,6 +208,7 @@ impl TryFrom<StoredRecord> for (Key, Record) {
                             })
                         })
                         .transpose()?,
+                    parked: d.parked,
                 })
             })
             .transpose()?;
@@ -201,9 +230,31 @@ impl TryFrom<StoredRecord> for (Key, Record) {
                 .map_err(corrupt)?,
             dispatch,
             trace_context: stored.trace_context,
+            questions: stored
+                .questions
+                .into_iter()
+                .map(question)
+                .collect::<Result<_, _>>()?,
         };
         Ok((key, record))
     }
+}
+
+fn question(stored: StoredQuestion) -> Result<Question, StoreError> {
+    let answer = match (stored.answer, stored.answered_at_us) {
+        (Some(result), Some(at)) => Some(Answer {
+            result: JsonObject::parse(result).map_err(corrupt)?,
+            answered_at: time(at)?,
+        }),
+        (None, None) => None,
+        _ => return Err(corrupt("an answer without its time, or the other way")),
+    };
+    Ok(Question {
+        key: InputKey::parse(&stored.key).map_err(corrupt)?,
+        request: InputRequest::parse(stored.request).map_err(corrupt)?,
+        asked_at: time(stored.asked_at_us)?,
+        answer,
+    })
 }
 
 impl From<&Job> for StoredJob {

@@ -6,7 +6,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeDelta, Utc};
 
-use crate::domain::{JsonObject, LeaseToken, RequestId, Task, TaskId, TaskStatus, ToolName};
+use crate::domain::{
+    InputRequest, JsonObject, LeaseToken, Question, RequestId, Task, TaskId, TaskStatus, ToolName,
+};
 
 /// (tenant, task id).
 pub(super) type Key = (String, String);
@@ -27,6 +29,8 @@ pub(super) struct Dispatch {
     pub attempt: u32,
     pub generation: u64,
     pub lease: Option<Lease>,
+    /// Parked: waiting for answers with no attempt and no job.
+    pub parked: bool,
 }
 
 /// One stored task.
@@ -41,9 +45,20 @@ pub(super) struct Record {
     pub dispatch: Option<Dispatch>,
     /// The trace the task was created in (W3C traceparent).
     pub trace_context: Option<String>,
+    /// The questions its tool asked, in the order asked.
+    pub questions: Vec<Question>,
 }
 
 impl Record {
+    /// The requests still waiting for an answer.
+    pub(super) fn open_requests(&self) -> Vec<&InputRequest> {
+        self.questions
+            .iter()
+            .filter(|q| q.answer.is_none())
+            .map(|q| &q.request)
+            .collect()
+    }
+
     pub(super) fn is_live(&self, now: DateTime<Utc>) -> bool {
         self.expires_at.is_none_or(|at| at > now)
     }

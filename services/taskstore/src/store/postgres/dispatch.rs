@@ -12,7 +12,7 @@ use tokio::sync::Notify;
 
 use super::PgTaskStore;
 use super::error::store_error;
-use super::execution::{HeldRow, millis};
+use super::execution::{HeldRow, held_columns, millis};
 use crate::domain::{AttemptEnd, NextStep, waiting_for_worker_message};
 use crate::error::StoreError;
 use crate::store::execution::{DispatchStore, JobPublisher, Published, log_held_for_worker};
@@ -35,7 +35,9 @@ impl PgTaskStore {
     async fn reap_batch(&self) -> Result<u64, StoreError> {
         let mut tx = self.pool().begin().await.map_err(store_error)?;
         let expired = sqlx::query_as::<_, HeldRow>(concat!(
-            "SELECT tenant_id, task_id, status, attempt, max_attempts, lease_owner FROM tasks",
+            "SELECT ",
+            held_columns!(),
+            " FROM tasks",
             // `max_attempts IS NOT NULL` and the statuses match the partial
             // index of open dispatched tasks (migration 0007): the lease's
             // expiry is deliberately not indexed, so claims stay HOT updates.
@@ -59,7 +61,8 @@ impl PgTaskStore {
                 NextStep::Redispatch { .. } => {
                     tracing::warn!(task_id = %lost.task_id, attempt = lost.attempt, "lease expired; dispatching again");
                 }
-                NextStep::Unchanged => {}
+                // A lost lease is never a park.
+                NextStep::Park { .. } | NextStep::Unchanged => {}
             }
         }
         tx.commit().await.map_err(store_error)?;

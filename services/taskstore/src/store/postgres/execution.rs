@@ -14,9 +14,9 @@ use super::claim_batch::ClaimRequest;
 use super::error::store_error;
 use super::rows::stored_json;
 use crate::domain::{
-    AttemptEnd, AttemptState, Claim, ClaimRefusal, ExecutionPolicy, FenceRefusal, LeaseToken,
-    NextStep, ReleaseOutcome, ReleaseReason, Renewal, StopReason, TaskId, TaskStatus, TenantId,
-    ToolName, after_attempt, error_result,
+    AttemptEnd, AttemptState, Claim, ClaimRefusal, ExecutionPolicy, FenceRefusal, InputKey,
+    InputRequest, JsonObject, LeaseToken, NextStep, ReleaseOutcome, ReleaseReason, Renewal,
+    StopReason, TaskId, TaskStatus, TenantId, ToolName, after_attempt, error_result,
 };
 use crate::error::StoreError;
 use crate::store::execution::ExecutionStore;
@@ -30,7 +30,21 @@ pub(super) struct HeldRow {
     pub(super) attempt: i32,
     pub(super) max_attempts: i32,
     pub(super) lease_owner: Option<String>,
+    /// Its questions still waiting for an answer.
+    pub(super) open_questions: i64,
 }
+
+/// The columns of a [`HeldRow`], read from `tasks`.
+macro_rules! held_columns {
+    () => {
+        concat!(
+            "tenant_id, task_id, status, attempt, max_attempts, lease_owner,",
+            " (SELECT count(*) FROM task_input_requests q WHERE q.tenant_id = tasks.tenant_id",
+            "  AND q.task_id = tasks.task_id AND q.answer_json IS NULL) AS open_questions"
+        )
+    };
+}
+pub(super) use held_columns;
 
 #[derive(sqlx::FromRow)]
 struct StateRow {
@@ -92,6 +106,7 @@ impl PgTaskStore {
                 .lease_owner
                 .clone()
                 .unwrap_or_else(|| "a worker".to_owned()),
+            open_questions: usize::try_from(held.open_questions).unwrap_or(usize::MAX),
         };
         let policy = &self.config.execution;
         let next = after_attempt(&state, end, policy, ExecutionPolicy::jitter());
@@ -120,6 +135,23 @@ impl PgTaskStore {
                 .bind(i32::try_from(*attempts).unwrap_or(i32::MAX))
                 .bind(message)
                 .bind(millis(*delay))
+                .execute(&mut **tx)
+                .await
+                .map_err(store_error)?;
+            }
+            NextStep::Park { attempts } => {
+                // No lease and no job; a new generation, so that no job of
+                // the parked attempt's can claim it.
+                sqlx::query(
+                    "UPDATE tasks SET lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL,
+                            attempt = $3, dispatch_generation = dispatch_generation + 1,
+                            parked_at = now(),
+                            last_updated_at = GREATEST(now(), last_updated_at + interval '1 microsecond')
+                     WHERE tenant_id = $1 AND task_id = $2",
+                )
+                .bind(&held.tenant_id)
+                .bind(&held.task_id)
+                .bind(i32::try_from(*attempts).unwrap_or(i32::MAX))
                 .execute(&mut **tx)
                 .await
                 .map_err(store_error)?;
@@ -239,7 +271,9 @@ impl ExecutionStore for PgTaskStore {
     ) -> Result<ReleaseOutcome, StoreError> {
         let mut tx = self.pool().begin().await.map_err(store_error)?;
         let held = sqlx::query_as::<_, HeldRow>(concat!(
-            "SELECT tenant_id, task_id, status, attempt, max_attempts, lease_owner FROM tasks",
+            "SELECT ",
+            held_columns!(),
+            " FROM tasks",
             " WHERE tenant_id = $1 AND task_id = $2 AND lease_token = $3",
             " AND status IN ('working', 'input_required') AND ",
             live!(),
@@ -263,6 +297,7 @@ impl ExecutionStore for PgTaskStore {
                 error: message.to_owned(),
             },
             ReleaseReason::Shutdown => AttemptEnd::Shutdown,
+            ReleaseReason::Parked => AttemptEnd::Parked,
         };
         let next = self.end_attempt(&mut tx, &held, &end).await?;
         tx.commit().await.map_err(store_error)?;
@@ -270,5 +305,17 @@ impl ExecutionStore for PgTaskStore {
         // The row was locked in a live status, so something was decided.
         next.outcome()
             .ok_or_else(|| StoreError::Internal("a held task was already terminal".into()))
+    }
+
+    async fn ask(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+        lease: &LeaseToken,
+        key: &InputKey,
+        request: &InputRequest,
+    ) -> Result<Option<JsonObject>, StoreError> {
+        self.ask_question(tenant, task_id, lease, key, request)
+            .await
     }
 }

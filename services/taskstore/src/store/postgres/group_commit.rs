@@ -110,9 +110,14 @@ pub(super) async fn insert_rows<'e>(
         "   tool = EXCLUDED.tool, max_attempts = EXCLUDED.max_attempts, attempt = 0,",
         "   trace_context = EXCLUDED.trace_context,",
         "   dispatch_generation = tasks.dispatch_generation + 1,",
-        "   lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL",
+        "   lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, parked_at = NULL",
         " WHERE tasks.expires_at <= now()",
-        " RETURNING *),",
+        // xmax is set on a row the conflict updated: an expired task's id
+        // reused, whose questions go with the old task.
+        " RETURNING *, xmax <> 0 AS reused),",
+        " forgotten AS (",
+        " DELETE FROM task_input_requests q USING task",
+        " WHERE task.reused AND q.tenant_id = task.tenant_id AND q.task_id = task.task_id),",
         " job AS (",
         " INSERT INTO dispatch_outbox (tenant_id, task_id, generation, tool)",
         " SELECT tenant_id, task_id, dispatch_generation, tool FROM task WHERE max_attempts IS NOT NULL)",

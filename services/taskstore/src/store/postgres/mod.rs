@@ -27,8 +27,8 @@ use self::rows::{TaskRow, TaskWithResultRow, stored_json, task_columns};
 use super::changes::{ChangeFeed, wait_for_result, watch};
 use super::{StoreConfig, TaskStore, TaskWatch, already_terminal, no_result};
 use crate::domain::{
-    CursorCodec, LeaseToken, NewResult, NewTask, PageRequest, Scope, StatusUpdate, Task, TaskId,
-    TaskPage, TaskResult, TaskStatus,
+    Answered, Answers, CursorCodec, LeaseToken, NewResult, NewTask, PageRequest, Question, Scope,
+    StatusUpdate, Task, TaskId, TaskPage, TaskResult, TaskStatus,
 };
 use crate::error::StoreError;
 
@@ -95,6 +95,7 @@ mod execution;
 mod group_commit;
 mod listing;
 mod operations;
+mod questions;
 mod transition_batch;
 
 /// The PostgreSQL [`TaskStore`].
@@ -353,6 +354,23 @@ impl TaskStore for PgTaskStore {
         timeout: Duration,
     ) -> Result<TaskResult, StoreError> {
         wait_for_result(self, &self.changes, scope, task_id, timeout).await
+    }
+
+    async fn input_requests(
+        &self,
+        scope: &Scope,
+        task_id: &TaskId,
+    ) -> Result<Vec<Question>, StoreError> {
+        self.list_questions(scope, task_id).await
+    }
+
+    async fn answer_input_requests(
+        &self,
+        scope: &Scope,
+        task_id: &TaskId,
+        answers: Answers,
+    ) -> Result<Answered, StoreError> {
+        self.answer_questions(scope, task_id, answers).await
     }
 
     async fn delete_task(&self, scope: &Scope, task_id: &TaskId) -> Result<(), StoreError> {
