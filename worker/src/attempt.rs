@@ -1,7 +1,7 @@
 //! One claimed attempt: run the tool, keep the lease alive, stop within a
 //! moment of a cancellation, and report the outcome exactly once.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -11,6 +11,7 @@ use tokio_util::sync::CancellationToken;
 
 use tracing::Instrument;
 
+use crate::control::{Control, Stop};
 use crate::metrics;
 use crate::report::{Reported, Reporter};
 use crate::tool::{Tool, ToolContext, ToolError, error_result, is_error};
@@ -19,48 +20,6 @@ use crate::tool::{Tool, ToolContext, ToolError, error_result, is_error};
 /// cancellation: well under the second in which a cancellation must reach
 /// the tool.
 const WATCH_AFTER: Duration = Duration::from_millis(100);
-
-/// Why an attempt stopped before its tool finished.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Stop {
-    /// The task was cancelled: store nothing.
-    Cancelled,
-    /// The task finished without this attempt: store nothing.
-    Finished,
-    /// The task expired or was deleted: store nothing.
-    Gone,
-    /// The lease is gone: another attempt may own the task; store nothing.
-    LeaseLost,
-    /// The service told the worker to stop for a reason it did not name.
-    Told,
-    /// The worker is shutting down: give the task back.
-    Shutdown,
-}
-
-impl std::fmt::Display for Stop {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Stop::Cancelled => "the task was cancelled",
-            Stop::Finished => "the task finished without this attempt",
-            Stop::Gone => "the task no longer exists (expired or deleted)",
-            Stop::LeaseLost => "the lease was lost: the task was dispatched again",
-            Stop::Told => "the service said to stop",
-            Stop::Shutdown => "the worker is shutting down",
-        })
-    }
-}
-
-impl From<pb::StopReason> for Stop {
-    fn from(reason: pb::StopReason) -> Self {
-        match reason {
-            pb::StopReason::Cancelled => Stop::Cancelled,
-            pb::StopReason::Finished => Stop::Finished,
-            pb::StopReason::Gone => Stop::Gone,
-            pb::StopReason::LeaseLost => Stop::LeaseLost,
-            pb::StopReason::Unspecified => Stop::Told,
-        }
-    }
-}
 
 /// Why a terminal task ended, as the watch sees it.
 fn ended(status: pb::TaskStatus) -> Stop {
@@ -79,6 +38,8 @@ pub(crate) struct Attempt {
     pub attempt: u32,
     pub max_attempts: u32,
     pub lease_duration: Duration,
+    /// How long a question may wait before the attempt parks.
+    pub park_after: Duration,
 }
 
 impl Attempt {
@@ -86,33 +47,21 @@ impl Attempt {
     /// period is over.
     pub(crate) async fn run(self, abandon: CancellationToken) {
         let task_id = self.reporter.task_id.clone();
-        let cancel = CancellationToken::new();
-        let stop = Arc::new(OnceLock::new());
+        let control = Arc::new(Control::new(self.park_after));
         // The guards' RPCs (renewals, the watch) belong to the job's trace.
         let here = tracing::Span::current();
         let guards = [
             tokio::spawn(
-                watch_for_end(self.reporter.clone(), cancel.clone(), stop.clone())
-                    .instrument(here.clone()),
+                watch_for_end(self.reporter.clone(), control.clone()).instrument(here.clone()),
             ),
             tokio::spawn(
-                keep_lease(
-                    self.reporter.clone(),
-                    self.lease_duration,
-                    cancel.clone(),
-                    stop.clone(),
-                )
-                .instrument(here.clone()),
+                keep_lease(self.reporter.clone(), self.lease_duration, control.clone())
+                    .instrument(here.clone()),
             ),
-            tokio::spawn(stop_on(
-                abandon,
-                Stop::Shutdown,
-                cancel.clone(),
-                stop.clone(),
-            )),
+            tokio::spawn(stop_on(abandon, Stop::Shutdown, control.clone())),
         ];
         let ctx = ToolContext::new(
-            cancel.clone(),
+            control.clone(),
             self.reporter.clone(),
             self.attempt,
             self.max_attempts,
@@ -133,7 +82,7 @@ impl Attempt {
         }
         let ended = |outcome| metrics::attempt(&self.tool_name, outcome, started.elapsed());
 
-        let reported = match (stop.get().copied(), outcome) {
+        let reported = match (control.stopped(), outcome) {
             (
                 Some(
                     reason @ (Stop::Cancelled
@@ -176,6 +125,13 @@ impl Attempt {
                     .release(pb::ReleaseReason::Shutdown, "worker shutting down".into())
                     .await;
                 (reported, "released")
+            }
+            (Some(Stop::Parked), Err(ToolError::Cancelled)) => {
+                let reported = self
+                    .reporter
+                    .release(pb::ReleaseReason::Parked, "waiting for an answer".into())
+                    .await;
+                (reported, "parked")
             }
             (None, Err(ToolError::Cancelled)) => {
                 let message = "the tool cancelled itself".to_owned();
@@ -224,26 +180,17 @@ fn first_text(result: &Value) -> Option<String> {
     Some(line[..end].to_owned())
 }
 
-fn stop_now(stop: &OnceLock<Stop>, cancel: &CancellationToken, reason: Stop) {
-    let _ = stop.set(reason);
-    cancel.cancel();
-}
-
-async fn stop_on(
-    trigger: CancellationToken,
-    reason: Stop,
-    cancel: CancellationToken,
-    stop: Arc<OnceLock<Stop>>,
-) {
+async fn stop_on(trigger: CancellationToken, reason: Stop, control: Arc<Control>) {
     tokio::select! {
-        () = trigger.cancelled() => stop_now(&stop, &cancel, reason),
-        () = cancel.cancelled() => {}
+        () = trigger.cancelled() => control.stop(reason),
+        () = control.cancel.cancelled() => {}
     }
 }
 
 /// Follows the task over WatchTask: a cancellation (or any terminal status
-/// reached elsewhere) stops the tool within moments.
-async fn watch_for_end(reporter: Reporter, cancel: CancellationToken, stop: Arc<OnceLock<Stop>>) {
+/// reached elsewhere) stops the tool within moments; any other change is
+/// news for a tool waiting for an answer.
+async fn watch_for_end(reporter: Reporter, control: Arc<Control>) {
     // Most tools finish in less than this: they never open a stream (one RPC
     // and one read fewer per task). The first message of a watch is the
     // current state, so a cancellation in the meantime is still seen.
@@ -262,18 +209,19 @@ async fn watch_for_end(reporter: Reporter, cancel: CancellationToken, stop: Arc<
                             let status = pb::TaskStatus::try_from(task.status)
                                 .unwrap_or(pb::TaskStatus::Unspecified);
                             if status.is_terminal() {
-                                return stop_now(&stop, &cancel, ended(status));
+                                return control.stop(ended(status));
                             }
+                            control.changed.notify_waiters();
                         }
                         Err(status) if status.code() == tonic::Code::NotFound => {
-                            return stop_now(&stop, &cancel, Stop::Gone);
+                            return control.stop(Stop::Gone);
                         }
                         Err(_) => break,
                     }
                 }
             }
             Err(status) if status.code() == tonic::Code::NotFound => {
-                return stop_now(&stop, &cancel, Stop::Gone);
+                return control.stop(Stop::Gone);
             }
             Err(_) => {}
         }
@@ -285,12 +233,7 @@ async fn watch_for_end(reporter: Reporter, cancel: CancellationToken, stop: Arc<
 /// Renews the lease a few times per lease period. When the service says
 /// stop, or no renewal succeeded for a whole lease period (so the lease may
 /// be gone), the tool is stopped.
-async fn keep_lease(
-    reporter: Reporter,
-    lease: Duration,
-    cancel: CancellationToken,
-    stop: Arc<OnceLock<Stop>>,
-) {
+async fn keep_lease(reporter: Reporter, lease: Duration, control: Arc<Control>) {
     let every = (lease / 3).max(Duration::from_millis(100));
     let mut last_renewed = tokio::time::Instant::now();
     loop {
@@ -315,14 +258,14 @@ async fn keep_lease(
                             .unwrap_or(pb::StopReason::Unspecified),
                     );
                     tracing::info!(%reason, "told to stop");
-                    return stop_now(&stop, &cancel, reason);
+                    return control.stop(reason);
                 }
                 last_renewed = tokio::time::Instant::now();
             }
             Err(status) => {
                 tracing::warn!(error = %status.message(), "lease renewal failed");
                 if last_renewed.elapsed() >= lease {
-                    return stop_now(&stop, &cancel, Stop::LeaseLost);
+                    return control.stop(Stop::LeaseLost);
                 }
             }
         }

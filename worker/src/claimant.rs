@@ -31,6 +31,8 @@ pub(crate) struct Claimant {
     /// queue.
     pub(crate) system: &'static str,
     pub(crate) queue: String,
+    /// How long a question may wait before the attempt parks.
+    pub(crate) park_after: Duration,
 }
 
 impl Claimant {
@@ -123,6 +125,7 @@ impl Claimant {
                 .lease_duration
                 .and_then(|d| Duration::try_from(d).ok())
                 .unwrap_or(Duration::from_secs(15)),
+            park_after: self.park_after,
         };
         attempt.run(abandon).await;
     }

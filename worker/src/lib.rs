@@ -27,8 +27,10 @@
 //! The execution protocol (claims, leases, fencing, retries) is described in
 //! `docs/execution.md`.
 
+mod asking;
 mod attempt;
 mod claimant;
+mod control;
 mod delivery;
 mod heartbeat;
 mod metrics;
@@ -41,6 +43,7 @@ mod tool;
 pub mod tools;
 pub mod topology;
 
+pub use asking::AskError;
 pub use delivery::JobDelivery;
 pub use runtime::{Worker, WorkerConfig, WorkerError};
 pub use source::JobSource;

@@ -93,6 +93,11 @@ struct Args {
     /// before they are given back to other workers.
     #[arg(long, env = "TASKWORKER_SHUTDOWN_GRACE", default_value = "30s", value_parser = humantime::parse_duration)]
     shutdown_grace: Duration,
+    /// How long a tool's question may wait for its answer while the tool
+    /// holds a slot; past it the attempt gives the task back, and the
+    /// answer dispatches it again (to any worker).
+    #[arg(long, env = "TASKWORKER_PARK_AFTER", default_value = "1m", value_parser = humantime::parse_duration)]
+    park_after: Duration,
     /// The API key to present to the service (a worker key; `*` tenant for
     /// a fleet serving every tenant). Prefer --token-file.
     #[arg(long, env = "TASKWORKER_TOKEN", hide_env_values = true)]
@@ -184,6 +189,7 @@ async fn run(args: Args) -> Result<(), String> {
         worker_id,
         concurrency: args.concurrency,
         shutdown_grace: args.shutdown_grace,
+        park_after: args.park_after,
         token: TokenSettings {
             flag: "--token",
             env: "TASKWORKER_TOKEN",

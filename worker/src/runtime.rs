@@ -42,6 +42,9 @@ pub struct WorkerConfig {
     pub concurrency: usize,
     /// How long running attempts may take to finish on shutdown.
     pub shutdown_grace: Duration,
+    /// How long a tool's question may wait for its answer before the
+    /// attempt parks (gives the task back until the answer comes).
+    pub park_after: Duration,
     /// The credentials presented on every call to the service.
     pub token: BearerToken,
     /// TLS to an `https://` endpoint: the CA to trust and, for mTLS, the
@@ -325,6 +328,7 @@ impl Worker {
                         tool_name: tool,
                         system,
                         queue,
+                        park_after: self.config.park_after,
                     };
                     let abandon = abandon.clone();
                     metrics::slot_busy(true);

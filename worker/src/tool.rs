@@ -1,10 +1,14 @@
 //! What a tool is: an async handler that gets the call's arguments and a
 //! [`ToolContext`], and returns a `CallToolResult`-shaped JSON object.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::asking::{self, AskError};
+use crate::control::Control;
 use crate::report::Reporter;
 
 /// How a tool call can fail. A result with `isError: true` is not a failure
@@ -73,7 +77,7 @@ impl ToolInfo {
 /// What a running tool can do besides computing its result.
 #[derive(Debug, Clone)]
 pub struct ToolContext {
-    cancel: CancellationToken,
+    control: Arc<Control>,
     reporter: Reporter,
     attempt: u32,
     max_attempts: u32,
@@ -81,23 +85,52 @@ pub struct ToolContext {
 
 impl ToolContext {
     pub(crate) fn new(
-        cancel: CancellationToken,
+        control: Arc<Control>,
         reporter: Reporter,
         attempt: u32,
         max_attempts: u32,
     ) -> Self {
         Self {
-            cancel,
+            control,
             reporter,
             attempt,
             max_attempts,
         }
     }
 
-    /// Fires when the task was cancelled, the lease was lost, or the worker
-    /// is shutting down: stop, nothing will be stored.
+    /// Fires when the task was cancelled, the lease was lost, the worker is
+    /// shutting down, or a question waits without a worker: stop, nothing
+    /// will be stored.
     pub fn cancelled(&self) -> &CancellationToken {
-        &self.cancel
+        &self.control.cancel
+    }
+
+    /// Asks the task's caller a question and waits for the answer: an MCP
+    /// input request (`{"method": "elicitation/create" | "sampling/createMessage"
+    /// | "roots/list", "params": {…}}`) under `key`, which names this
+    /// question for the task's whole life (never reuse it for another
+    /// request). The task is `input_required` until the caller answers (MCP
+    /// clients through `/mcp`, `taskstore answer`, AnswerInputRequests).
+    ///
+    /// Returns the caller's result (an `ElicitResult`,
+    /// `CreateMessageResult` or `ListRootsResult`). A key answered before
+    /// answers at once, so an attempt run again after a crash or a park
+    /// gets every answer without asking twice. See [`AskError`] for why
+    /// there may be none; `?` turns it into the right [`ToolError`].
+    pub async fn ask(&self, key: &str, request: Value) -> Result<Value, AskError> {
+        asking::ask(&self.reporter, &self.control, key, &request).await
+    }
+
+    /// [`ToolContext::ask`] for an `elicitation/create` form: `message`
+    /// and the JSON Schema of what to fill in; the filled-in `content` of an
+    /// accepted answer.
+    pub async fn elicit(&self, key: &str, message: &str, schema: Value) -> Result<Value, AskError> {
+        let request = json!({
+            "method": "elicitation/create",
+            "params": { "message": message, "requestedSchema": schema },
+        });
+        let answer = self.ask(key, request).await?;
+        Ok(answer.get("content").cloned().unwrap_or(Value::Null))
     }
 
     /// The task this attempt runs.

@@ -6,6 +6,8 @@ mod broker_tls;
 #[path = "e2e/command_tools.rs"]
 mod command_tools;
 mod common;
+#[path = "e2e/questions.rs"]
+mod questions;
 #[path = "e2e/readme.rs"]
 mod readme;
 #[path = "e2e/secured.rs"]
@@ -94,13 +96,7 @@ async fn progress_is_visible_while_a_task_runs() {
     env.start_service(&[]);
     let _worker = env.start_worker("worker-a", "sleep", None, &[]);
     let mut client = env.client().await;
-    let id = dispatch(
-        &mut client,
-        "sleep",
-        json!({"ms": 2500, "ask": "which file?"}),
-        None,
-    )
-    .await;
+    let id = dispatch(&mut client, "sleep", json!({"ms": 2500}), None).await;
     let mut watch = client
         .watch_task(pb::WatchTaskRequest {
             task_id: id.clone(),

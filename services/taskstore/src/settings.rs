@@ -149,6 +149,8 @@ pub struct EmbeddedWorkers {
     /// How long their running attempts may finish on shutdown (zero under
     /// `dev`: give them back at once).
     pub shutdown_grace: Duration,
+    /// How long a question waits before its attempt parks.
+    pub park_after: Duration,
 }
 
 impl ServiceSettings {

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use crate::AskError;
 use crate::tool::{Tool, ToolContext, ToolError, ToolInfo, text_result};
 
 /// Names of the built-in tools.
@@ -57,8 +58,9 @@ impl Tool for Echo {
 
 /// Sleeps `ms` milliseconds (default 1000, at most a day), reporting
 /// progress every second; stops at once when cancelled. With `ask`, it
-/// first moves the task to INPUT_REQUIRED with that question for `ask_ms`
-/// (default 500), then back to WORKING.
+/// first asks its caller that question (an elicitation, under the key
+/// `ask`) and sleeps once it is accepted; a declined question ends it
+/// without sleeping.
 #[derive(Debug)]
 pub struct Sleep;
 
@@ -68,11 +70,10 @@ const MAX_SLEEP_MS: u64 = 24 * 60 * 60 * 1000;
 impl Tool for Sleep {
     fn describe(&self) -> ToolInfo {
         ToolInfo::new(
-            "Sleeps `ms` milliseconds, reporting progress every second; with `ask`, first asks that question (status input_required) for `ask_ms`.",
+            "Sleeps `ms` milliseconds, reporting progress every second; with `ask`, first asks that question and sleeps once it is accepted.",
             json!({"type": "object", "properties": {
                 "ms": {"type": "integer", "minimum": 0, "maximum": MAX_SLEEP_MS},
-                "ask": {"type": "string"},
-                "ask_ms": {"type": "integer", "minimum": 0}
+                "ask": {"type": "string"}
             }}),
         )
     }
@@ -80,13 +81,18 @@ impl Tool for Sleep {
     async fn call(&self, ctx: ToolContext, arguments: Value) -> Result<Value, ToolError> {
         let total = u64_argument(&arguments, "ms", 1000)?.min(MAX_SLEEP_MS);
         if let Some(question) = arguments.get("ask").and_then(Value::as_str) {
-            ctx.input_required(question).await;
-            let pause = u64_argument(&arguments, "ask_ms", 500)?.min(MAX_SLEEP_MS);
-            tokio::select! {
-                () = ctx.cancelled().cancelled() => return Err(ToolError::Cancelled),
-                () = tokio::time::sleep(Duration::from_millis(pause)) => {}
+            let schema = json!({"type": "object", "properties": {}});
+            match ctx.elicit("ask", question, schema).await {
+                Ok(_) => ctx.progress("answered; sleeping").await,
+                Err(AskError::Declined(answer)) => {
+                    let what = match answer.get("action").and_then(Value::as_str) {
+                        Some("cancel") => "dismissed",
+                        _ => "declined",
+                    };
+                    return Ok(text_result(format!("not slept: the question was {what}")));
+                }
+                Err(other) => return Err(other.into()),
             }
-            ctx.progress("resumed").await;
         }
         let mut slept = 0;
         while slept < total {

@@ -154,6 +154,11 @@ pub struct ServeArgs {
     /// A JSON file of command tools for the embedded workers (as taskworker's --command-tools).
     #[arg(long, env = "TASKSTORE_COMMAND_TOOLS")]
     pub command_tools: Option<std::path::PathBuf>,
+    /// How long an embedded worker's tool waits for an answer to its
+    /// question before the attempt gives the task back (taskworker's
+    /// --park-after).
+    #[arg(long, env = "TASKSTORE_WORKER_PARK_AFTER", default_value = "1m", value_parser = crate::durations::parse_duration)]
+    pub worker_park_after: Duration,
     /// Prefix of the RabbitMQ exchange and queue names; the service and its
     /// workers must use the same one.
     #[arg(long, env = "TASKSTORE_QUEUE_PREFIX", default_value = "taskstore")]
@@ -232,6 +237,7 @@ impl ServeArgs {
                 concurrency: self.worker_concurrency,
                 tools: self.worker_tools.clone(),
                 command_tools: self.command_tools.clone(),
+                park_after: self.worker_park_after,
                 // `dev` gives running tasks back at once, so that Ctrl-C
                 // stops it within moments; `serve` lets them finish.
                 shutdown_grace: match mode {

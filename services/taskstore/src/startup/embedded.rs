@@ -34,6 +34,7 @@ pub(super) fn workers(
                 worker_id: format!("embedded-{index}"),
                 concurrency: settings.concurrency,
                 shutdown_grace: settings.shutdown_grace,
+                park_after: settings.park_after,
                 token: token.clone(),
                 // Plaintext on loopback: `serve` refuses TLS with embedded workers.
                 tls: Default::default(),

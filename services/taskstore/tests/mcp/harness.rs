@@ -95,6 +95,7 @@ impl Gateway {
                 tools: vec!["echo".into(), "sleep".into()],
                 command_tools: Some(tools_file),
                 shutdown_grace: Duration::ZERO,
+                park_after: Duration::from_secs(60),
             },
             ..ServiceSettings::bare(config, InputLimits::default())
         };

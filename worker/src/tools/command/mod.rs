@@ -17,7 +17,7 @@ use serde_json::Value;
 
 use crate::tool::{TaskSupport, Tool, ToolInfo};
 
-pub use protocol::{Line, Message, PROTOCOL_VERSION};
+pub use protocol::{Line, Message, PROTOCOL_VERSION, answer_line};
 
 /// Most stdout kept as the result; more fails the call.
 pub const MAX_OUTPUT_BYTES: usize = 1024 * 1024;
@@ -66,6 +66,10 @@ pub struct CommandSpec {
     /// Exit statuses that ask for a retry (default: 75, `EX_TEMPFAIL`).
     #[serde(default = "default_retry_exit_codes")]
     pub retry_exit_codes: Vec<i32>,
+    /// Whether the program asks questions: stdin then stays open after the
+    /// arguments line, and each answer arrives there as a line.
+    #[serde(default)]
+    pub interactive: bool,
     /// What MCP clients are told about it (all optional).
     #[serde(default)]
     pub title: Option<String>,
@@ -114,6 +118,7 @@ pub struct CommandTool {
     timeout: Option<Duration>,
     grace: Duration,
     retry_exit_codes: Vec<i32>,
+    interactive: bool,
     info: ToolInfo,
 }
 
@@ -160,6 +165,7 @@ impl CommandTool {
                 .transpose()?
                 .unwrap_or(Duration::from_secs(5)),
             retry_exit_codes: spec.retry_exit_codes,
+            interactive: spec.interactive,
             info,
         })
     }

@@ -1,14 +1,19 @@
 //! The line protocol between a command tool and its worker (version 1,
 //! told to the program in `TASKSTORE_PROTOCOL`):
 //!
-//! - stdin: the call's arguments, one JSON object on one line;
+//! - stdin: the call's arguments, one JSON object on one line; then, for a
+//!   tool declared `"interactive": true`, the answers to its questions,
+//!   one line each, `{"taskstore":"answer","key":…,"answer":{…}}` (or
+//!   `"error"` instead of `"answer"`), until the program exits;
 //! - stdout: the result (a `CallToolResult` object, or any text);
 //! - stderr: lines. A line that is a JSON object with a string member
 //!   `"taskstore"` is a message to the worker (below); any other line is
 //!   free text, shown as the task's progress.
 //!
 //! Messages: `{"taskstore":"progress","message":"…","progress":3,"total":10}`
-//! (every field but `taskstore` optional). A message of a type this
+//! (every field but `taskstore` optional), and
+//! `{"taskstore":"ask","key":"…","request":{"method":…,"params":{…}}}`
+//! (an MCP input request; its answer comes on stdin). A message of a type this
 //! worker does not know is logged and skipped, so that tools written for a
 //! newer worker still run; a known type with wrong fields fails the call.
 
@@ -40,6 +45,17 @@ pub enum Message {
         progress: Option<f64>,
         total: Option<f64>,
     },
+    /// A question for the task's caller, under a key of the tool's.
+    Ask { key: String, request: Value },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AskFields {
+    #[serde(rename = "taskstore")]
+    _kind: String,
+    key: String,
+    request: serde_json::Map<String, Value>,
 }
 
 #[derive(Deserialize)]
@@ -83,6 +99,13 @@ impl Line {
                 }),
                 Err(err) => Line::Malformed(format!("progress: {err}")),
             },
+            "ask" => match serde_json::from_value::<AskFields>(Value::Object(object)) {
+                Ok(fields) => Line::Message(Message::Ask {
+                    key: fields.key,
+                    request: Value::Object(fields.request),
+                }),
+                Err(err) => Line::Malformed(format!("ask: {err}")),
+            },
             other => Line::Unknown(other.to_owned()),
         }
     }
@@ -96,7 +119,10 @@ impl Message {
             message,
             progress,
             total,
-        } = self;
+        } = self
+        else {
+            return None;
+        };
         let numbers = match (progress, total) {
             (Some(progress), Some(total)) => {
                 Some(format!("{}/{}", number(*progress), number(*total)))
@@ -122,6 +148,16 @@ fn number(value: f64) -> String {
     } else {
         format!("{value}")
     }
+}
+
+/// The line that gives a question's answer (or why there is none) to the
+/// program, on its stdin.
+pub fn answer_line(key: &str, answer: Result<&Value, &str>) -> String {
+    let line = match answer {
+        Ok(answer) => serde_json::json!({"taskstore": "answer", "key": key, "answer": answer}),
+        Err(error) => serde_json::json!({"taskstore": "answer", "key": key, "error": error}),
+    };
+    format!("{line}\n")
 }
 
 #[cfg(test)]
@@ -154,7 +190,20 @@ mod tests {
             Line::parse(r#"{"taskstore":"later","x":1}"#),
             Line::Unknown("later".into())
         );
+        assert_eq!(
+            Line::parse(r#"{"taskstore":"ask","key":"ok","request":{"method":"roots/list"}}"#),
+            Line::Message(Message::Ask {
+                key: "ok".into(),
+                request: serde_json::json!({"method": "roots/list"})
+            })
+        );
+        assert_eq!(
+            answer_line("ok", Ok(&serde_json::json!({"roots": []}))),
+            "{\"answer\":{\"roots\":[]},\"key\":\"ok\",\"taskstore\":\"answer\"}\n"
+        );
         for bad in [
+            r#"{"taskstore":"ask","key":"k"}"#,
+            r#"{"taskstore":"ask","key":7,"request":{}}"#,
             r#"{"taskstore":"progress","progress":"3"}"#,
             r#"{"taskstore":"progress","total":0}"#,
             r#"{"taskstore":"progress","percent":3}"#,

@@ -10,9 +10,11 @@ use nix::unistd::Pid;
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, Command};
+use tokio::sync::mpsc;
 
-use super::protocol::{Line, PROTOCOL_VERSION};
+use super::protocol::{Line, Message, PROTOCOL_VERSION, answer_line};
 use super::{CommandTool, MAX_MESSAGE_BYTES, MAX_OUTPUT_BYTES, MAX_PROGRESS_BYTES};
+use crate::AskError;
 use crate::tool::{Tool, ToolContext, ToolError, ToolInfo, text_result};
 
 /// Prefixes of the worker's own variables, kept from the program: they may
@@ -43,13 +45,22 @@ impl Tool for CommandTool {
                 "cannot connect to the command's stdio".into(),
             ));
         };
-        let input = format!("{arguments}\n");
+        // The arguments, then (interactive) each answer; stdin closes when
+        // the last sender is gone.
+        let (lines, mut to_stdin) = mpsc::unbounded_channel::<String>();
+        let _ = lines.send(format!("{arguments}\n"));
         let writer = tokio::spawn(async move {
-            // A command that does not read its stdin is fine.
-            let _ = stdin.write_all(input.as_bytes()).await;
+            while let Some(line) = to_stdin.recv().await {
+                // A command that does not read its stdin is fine.
+                if stdin.write_all(line.as_bytes()).await.is_err() {
+                    break;
+                }
+            }
         });
+        let answers = self.interactive.then(|| lines.clone());
+        drop(lines);
         let reader = tokio::spawn(read_output(stdout));
-        let stderr = tokio::spawn(follow_stderr(BufReader::new(stderr), ctx.clone()));
+        let stderr = tokio::spawn(follow_stderr(BufReader::new(stderr), ctx.clone(), answers));
 
         let timeout = async {
             match self.timeout {
@@ -71,9 +82,9 @@ impl Tool for CommandTool {
                 return Err(ToolError::Retryable(format!("timed out after {limit}")));
             }
         };
-        let _ = writer.await;
         let output = reader.await.unwrap_or(Output::Overflowed);
         let stderr = stderr.await.unwrap_or_default();
+        writer.abort();
         self.outcome(status, output, stderr)
     }
 }
@@ -214,8 +225,13 @@ async fn read_output(stdout: impl tokio::io::AsyncRead + Unpin) -> Output {
 }
 
 /// Reads stderr line by line: free text becomes progress, messages are
-/// carried out.
-async fn follow_stderr(mut stderr: impl AsyncBufRead + Unpin, ctx: ToolContext) -> Stderr {
+/// carried out. `answers` is the way to the program's stdin when it is
+/// interactive.
+async fn follow_stderr(
+    mut stderr: impl AsyncBufRead + Unpin,
+    ctx: ToolContext,
+    answers: Option<mpsc::UnboundedSender<String>>,
+) -> Stderr {
     let mut said = Stderr::default();
     let mut line = Vec::new();
     while let Ok(Some(())) = read_line(&mut stderr, MAX_MESSAGE_BYTES, &mut line).await {
@@ -227,6 +243,29 @@ async fn follow_stderr(mut stderr: impl AsyncBufRead + Unpin, ctx: ToolContext) 
                 ctx.progress(text.clone()).await;
                 said.last_text = text;
             }
+            Line::Message(Message::Ask { key, request }) => match &answers {
+                Some(answers) => {
+                    // Asked in the background: the program may go on
+                    // talking while it waits.
+                    let (ctx, answers) = (ctx.clone(), answers.clone());
+                    tokio::spawn(async move {
+                        let line = match ctx.ask(&key, request).await {
+                            Ok(answer) | Err(AskError::Declined(answer)) => {
+                                answer_line(&key, Ok(&answer))
+                            }
+                            Err(AskError::Refused(why)) => answer_line(&key, Err(&why)),
+                            // The program is stopped: no answer to give.
+                            Err(AskError::Stopped | AskError::Parked) => return,
+                        };
+                        let _ = answers.send(line);
+                    });
+                }
+                None => {
+                    said.broken.get_or_insert(
+                        "ask: a tool that asks must be declared \"interactive\": true in the tools file".to_owned(),
+                    );
+                }
+            },
             Line::Message(message) => {
                 if let Some(status) = message.status_message() {
                     ctx.progress(truncate(&status, MAX_PROGRESS_BYTES)).await;
