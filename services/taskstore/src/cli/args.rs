@@ -176,6 +176,31 @@ pub enum ClientCommand {
         client: ClientArgs,
         task_id: String,
     },
+    /// Answer a question a task asks (an MCP input request it is
+    /// input_required for); `get` and `watch` show its questions.
+    #[command(after_help = EXIT_STATUSES)]
+    Answer {
+        #[command(flatten)]
+        client: ClientArgs,
+        task_id: String,
+        /// The question's key.
+        key: String,
+        /// The answer as the MCP client would send it (an ElicitResult such
+        /// as `{"action":"accept","content":{…}}`, a CreateMessageResult, a
+        /// ListRootsResult): JSON, `@FILE`, or `-` for standard input.
+        #[arg(required_unless_present_any = ["accept", "decline", "dismiss"], conflicts_with_all = ["accept", "decline", "dismiss"])]
+        answer: Option<String>,
+        /// Accept an elicitation with this content (a JSON object, `@FILE`
+        /// or `-`; `{}` when none is asked for).
+        #[arg(long, value_name = "CONTENT", num_args = 0..=1, default_missing_value = "{}")]
+        accept: Option<String>,
+        /// Decline an elicitation.
+        #[arg(long, conflicts_with_all = ["accept", "dismiss"])]
+        decline: bool,
+        /// Dismiss an elicitation without a choice (MCP's `cancel` action).
+        #[arg(long, conflicts_with = "accept")]
+        dismiss: bool,
+    },
     /// Delete expired tasks now.
     #[command(after_help = EXIT_STATUSES)]
     Cleanup {
@@ -247,6 +272,7 @@ impl ClientCommand {
             | ClientCommand::Result { client, .. }
             | ClientCommand::Cancel { client, .. }
             | ClientCommand::Delete { client, .. }
+            | ClientCommand::Answer { client, .. }
             | ClientCommand::Cleanup { client }
             | ClientCommand::Status { client, .. } => client,
         }

@@ -9,7 +9,8 @@ use super::create::{new_task, warn_if_unserved};
 use super::exit::{ClientError, Exit};
 use super::input::{Inputs, task_id_arg, tool_arg};
 use super::list::{Listing, list};
-use super::output::Output;
+use super::output::{Output, print_json};
+use super::questions;
 use super::{Connection, scope};
 use crate::domain::{
     JsonObject, NewResult, ResultStatus, Scope, StatusUpdate, TaskFilter, TaskId, TaskStatus,
@@ -103,9 +104,17 @@ pub(super) async fn run(
                 .await
                 .map_err(ClientError::about(&id))?;
             let mut last = None;
+            let mut shown = questions::Shown::default();
             while let Some(task) = watch.next().await {
                 let task = task.map_err(ClientError::about(&id))?;
-                out.change(&task)?;
+                let open = questions::open_questions(store, &scope, &task).await?;
+                if out.is_json() && !open.is_empty() {
+                    print_json(&questions::task_json(&task, &open))?;
+                } else {
+                    out.change(&task)?;
+                    let new = shown.new_ones(open);
+                    questions::write_questions(&mut std::io::stdout().lock(), &id, &new)?;
+                }
                 last = Some(task.status);
             }
             Ok(last.map_or(Exit::Done, outcome))
@@ -129,6 +138,24 @@ pub(super) async fn run(
                 .map_err(ClientError::about(&id))?;
             out.task_deleted(&id)?;
             Ok(Exit::Done)
+        }
+        ClientCommand::Answer {
+            task_id,
+            key,
+            answer,
+            accept,
+            decline,
+            dismiss,
+            ..
+        } => {
+            let given = match (answer, accept, decline, dismiss) {
+                (Some(raw), ..) => questions::Given::Raw(raw),
+                (None, Some(content), ..) => questions::Given::Accept(content),
+                (None, None, true, _) => questions::Given::Decline,
+                (None, None, false, _) => questions::Given::Dismiss,
+            };
+            let store = connection.store().await?;
+            questions::answer(store, &scope, &task_id, &key, given, args.json).await
         }
         ClientCommand::Cleanup { .. } => {
             let store = connection.store().await?;
@@ -172,6 +199,7 @@ async fn on_one_task(
 ) -> Result<Exit, ClientError> {
     let id = task_id_arg(raw_id)?;
     let store = connection.store().await?;
+    let shows_questions = matches!(action, Action::Get);
     let task = match action {
         Action::Get => store.get_task(scope, &id).await,
         Action::Update(update) => store.update_status(scope, &id, update).await,
@@ -179,7 +207,17 @@ async fn on_one_task(
         Action::Cancel => store.cancel_task(scope, &id).await,
     }
     .map_err(ClientError::about(&id))?;
-    out.task(&task)?;
+    let open = if shows_questions {
+        questions::open_questions(store, scope, &task).await?
+    } else {
+        Vec::new()
+    };
+    if out.is_json() && !open.is_empty() {
+        print_json(&questions::task_json(&task, &open))?;
+    } else {
+        out.task(&task)?;
+        questions::write_questions(&mut std::io::stdout().lock(), &id, &open)?;
+    }
     Ok(Exit::Done)
 }
 

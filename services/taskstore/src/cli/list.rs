@@ -92,7 +92,7 @@ fn next_page_command(args: &ClientArgs, listing: &Listing, cursor: &str) -> Stri
 }
 
 /// `text` as one shell word.
-fn shell_quote(text: &str) -> String {
+pub(super) fn shell_quote(text: &str) -> String {
     let plain = |c: char| c.is_ascii_alphanumeric() || "-_.:/@%+=,".contains(c);
     if !text.is_empty() && text.chars().all(plain) {
         text.to_owned()

@@ -12,6 +12,7 @@ mod input;
 pub mod keys;
 mod list;
 mod output;
+mod questions;
 mod status;
 
 use std::process::ExitCode;

@@ -30,6 +30,10 @@ impl Output {
         Self { json }
     }
 
+    pub(super) fn is_json(&self) -> bool {
+        self.json
+    }
+
     pub(super) fn task(&self, task: &Task) -> std::io::Result<()> {
         if self.json {
             return print_json(task);

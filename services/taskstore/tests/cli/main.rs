@@ -13,4 +13,5 @@ mod harness;
 mod listing;
 mod migrations;
 mod operator;
+mod questions;
 mod vacuum;
