@@ -37,7 +37,7 @@ async fn the_cli_shows_a_question_and_answers_it() {
     );
     let text = client(&service, &["get", &id]);
     assert!(
-        text.stdout.contains(&format!("asks ask")) && text.stdout.contains("taskstore answer"),
+        text.stdout.contains("asks ask") && text.stdout.contains("taskstore answer"),
         "{}",
         text.stdout
     );
