@@ -61,6 +61,16 @@ impl CursorCodec {
         Ok(Self::new(key))
     }
 
+    /// A key for `label`, derived from this one: every replica derives the
+    /// same, and no two labels share one.
+    pub fn derive(&self, label: &str) -> [u8; 32] {
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.key)
+            .unwrap_or_else(|_| unreachable!("hmac takes keys of any length"));
+        mac.update(b"taskstore derived key\0");
+        mac.update(label.as_bytes());
+        mac.finalize().into_bytes().into()
+    }
+
     pub fn encode(&self, scope: &Scope, filter: &TaskFilter, position: &CursorPosition) -> String {
         let body = body(position);
         let mut bytes = body.clone();

@@ -11,6 +11,7 @@ mod limits;
 mod mcp;
 mod poll;
 pub mod questions;
+mod seal;
 mod status;
 mod task;
 mod tools;
@@ -35,6 +36,7 @@ pub use questions::{
     Answer, Answered, Answers, AskStep, InputKey, InputMethod, InputRequest, Question,
     QuestionRefusal,
 };
+pub use seal::{InvalidSeal, Purpose, Sealer};
 pub use status::{ResultStatus, TaskStatus, UnknownStatus};
 pub use task::{
     NewResult, NewTask, PageRequest, Scope, StatusUpdate, Task, TaskFilter, TaskPage, TaskResult,

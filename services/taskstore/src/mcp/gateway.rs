@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use super::in_flight::InFlight;
 use super::served::ServedCache;
 use crate::auth::Authenticator;
-use crate::domain::FleetPolicy;
+use crate::domain::{FleetPolicy, Sealer};
 use crate::grpc::{Admissions, InputLimits};
 use crate::store::TaskStore;
 use crate::store::operations::OperationsStore;
@@ -73,6 +73,9 @@ pub(crate) struct Gateway {
     pub in_flight: InFlight,
     /// The tools served now, read at most once a second.
     pub served: ServedCache,
+    /// Seals what clients carry back to any replica: input request ids,
+    /// request states.
+    pub sealer: Sealer,
 }
 
 impl std::fmt::Debug for Gateway {
@@ -107,7 +110,9 @@ impl Gateway {
         settings: McpSettings,
         shutdown: CancellationToken,
     ) -> Self {
+        let sealer = Sealer::new(parts.operations.shared_key("mcp"));
         Self {
+            sealer,
             store: parts.store,
             operations: parts.operations,
             authenticator: parts.authenticator,

@@ -93,9 +93,12 @@ pub enum Message {
         method: String,
         params: Map<String, Value>,
     },
-    /// A client's answer to a server request (the gateway sends none, so it
-    /// is acknowledged and dropped).
-    Response,
+    /// A client's answer to a request the server sent it (an input request
+    /// of a task): its id, and its result or error.
+    Response {
+        id: Id,
+        outcome: Result<Map<String, Value>, Value>,
+    },
 }
 
 /// Why a posted body is not a message. `id` is the request's when it could
@@ -132,10 +135,18 @@ pub fn parse(body: &[u8]) -> Result<Message, Unparsable> {
         return Err(invalid(id, "jsonrpc must be \"2.0\""));
     }
     let Some(method) = object.get("method") else {
-        return if id.is_some() && (object.contains_key("result") || object.contains_key("error")) {
-            Ok(Message::Response)
-        } else {
-            Err(invalid(id, "a request needs a method"))
+        let outcome = match (object.remove("result"), object.remove("error")) {
+            (Some(Value::Object(result)), None) => Ok(result),
+            (None, Some(error)) => Err(error),
+            (Some(_), None) => return Err(invalid(id, "a response's result must be an object")),
+            (Some(_), Some(_)) => {
+                return Err(invalid(id, "a response has a result or an error, not both"));
+            }
+            (None, None) => return Err(invalid(id, "a request needs a method")),
+        };
+        return match id {
+            Some(id) => Ok(Message::Response { id, outcome }),
+            None => Err(invalid(None, "a response needs the id of its request")),
         };
     };
     let Some(method) = method.as_str() else {
@@ -183,8 +194,26 @@ mod tests {
         assert!(matches!(request, Message::Request { ref method, .. } if method == "ping"));
         let note = parse(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
         assert!(matches!(note, Ok(Message::Notification { .. })));
-        let answer = parse(br#"{"jsonrpc":"2.0","id":"s1","result":{}}"#);
-        assert_eq!(answer, Ok(Message::Response));
+        let answer = parse(br#"{"jsonrpc":"2.0","id":"s1","result":{"action":"accept"}}"#);
+        assert!(
+            matches!(&answer, Ok(Message::Response { outcome: Ok(result), .. }) if result["action"] == "accept"),
+            "{answer:?}"
+        );
+        let failed = parse(br#"{"jsonrpc":"2.0","id":3,"error":{"code":-1,"message":"no"}}"#);
+        assert!(matches!(
+            failed,
+            Ok(Message::Response {
+                outcome: Err(_),
+                ..
+            })
+        ));
+        for bad in [
+            &br#"{"jsonrpc":"2.0","id":3,"result":[1]}"#[..],
+            br#"{"jsonrpc":"2.0","id":3,"result":{},"error":{}}"#,
+            br#"{"jsonrpc":"2.0","result":{}}"#,
+        ] {
+            assert!(parse(bad).is_err(), "{}", String::from_utf8_lossy(bad));
+        }
         for (body, code, has_id) in [
             (&b"{"[..], code::PARSE_ERROR, false),
             (b"[]", code::INVALID_REQUEST, false),

@@ -1,6 +1,8 @@
 //! Which method does what in each revision, who may call it, and the
 //! lifecycle methods (`initialize`, `server/discover`, `ping`).
 
+use std::sync::Arc;
+
 use axum::body::Bytes;
 use serde_json::{Map, Value, json};
 
@@ -8,20 +10,52 @@ use super::call::Call;
 use super::errors::missing_extension;
 use super::gateway::{Gateway, TASKS_EXTENSION};
 use super::jsonrpc::{RpcError, code};
+use super::streams::Waiting;
 use super::{tasks, tools};
 use crate::domain::{Caller, Revision, Role, SessionId, TaskId, may_call};
 
 /// A method's answer, and the session to announce (for `initialize`).
 #[derive(Debug)]
 pub(super) struct Reply {
-    pub result: Value,
+    pub body: Body,
     pub session: Option<SessionId>,
+}
+
+/// What a method answers with.
+#[derive(Debug)]
+pub(super) enum Body {
+    /// Its result, at once.
+    Json(Value),
+    /// A wait under way, which may send requests first (`streams.rs`).
+    Waiting(Waiting),
 }
 
 impl From<Value> for Reply {
     fn from(result: Value) -> Self {
         Self {
-            result,
+            body: Body::Json(result),
+            session: None,
+        }
+    }
+}
+
+impl Reply {
+    /// The same reply, its JSON result (if it has one now) changed by `f`.
+    fn map_json(self, f: impl FnOnce(Value) -> Value) -> Self {
+        Self {
+            body: match self.body {
+                Body::Json(result) => Body::Json(f(result)),
+                waiting @ Body::Waiting(_) => waiting,
+            },
+            session: self.session,
+        }
+    }
+}
+
+impl From<Waiting> for Reply {
+    fn from(waiting: Waiting) -> Self {
+        Self {
+            body: Body::Waiting(waiting),
             session: None,
         }
     }
@@ -61,7 +95,7 @@ fn rpc_of(method: &str) -> Option<&'static str> {
         "tasks/result" => "GetTaskResult",
         "tasks/list" => "ListTasks",
         "tasks/cancel" => "CancelTask",
-        "tasks/update" => "UpdateTaskStatus",
+        "tasks/update" => "AnswerInputRequests",
         "notifications/cancelled" => "CancelTask",
         _ => return None,
     })
@@ -91,7 +125,7 @@ pub(super) fn not_allowed(caller: &Caller, method: &str) -> RpcError {
 }
 
 pub(super) async fn handle(
-    gateway: &Gateway,
+    gateway: &Arc<Gateway>,
     call: &Call,
     method: &str,
     params: Map<String, Value>,
@@ -109,10 +143,13 @@ pub(super) async fn handle(
         (Core, "initialize") => return initialize(&params),
         (Extension, "server/discover") => discover(),
         (_, "tools/list") => tools::list(gateway, call).await?,
-        (_, "tools/call") => tools::call(gateway, call, &params, body).await?,
+        (_, "tools/call") => {
+            let reply = tools::call(gateway, call, &params, body).await?;
+            return Ok(reply.map_json(|result| with_result_type(call.revision, result)));
+        }
         (_, "tasks/get") => tasks::get(gateway, call, &params).await?,
         (_, "tasks/cancel") => tasks::cancel(gateway, call, &params).await?,
-        (Core, "tasks/result") => tasks::result(gateway, call, &params).await?,
+        (Core, "tasks/result") => return tasks::result(gateway, call, &params).await,
         (Core, "tasks/list") => tasks::list(gateway, call, &params).await?,
         (Extension, "tasks/update") => tasks::update(gateway, call, &params).await?,
         _ => return Err(not_served(method, call.revision)),
@@ -210,7 +247,7 @@ fn initialize(params: &Map<String, Value>) -> Result<Reply, RpcError> {
         .and_then(|random| SessionId::parse(random.as_str(), 64).ok())
         .ok_or_else(|| RpcError::new(code::INTERNAL_ERROR, "no randomness for a session id"))?;
     Ok(Reply {
-        result: json!({
+        body: Body::Json(json!({
             "protocolVersion": Revision::V2025_11_25.as_str(),
             "capabilities": {
                 "tools": { "listChanged": false },
@@ -218,7 +255,7 @@ fn initialize(params: &Map<String, Value>) -> Result<Reply, RpcError> {
             },
             "serverInfo": server_info(),
             "instructions": INSTRUCTIONS,
-        }),
+        })),
         session: Some(session),
     })
 }

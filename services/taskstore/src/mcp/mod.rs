@@ -21,6 +21,7 @@
 //! - [`shapes`]: tasks and tools as each revision writes them;
 //! - [`errors`]: store and admission errors as JSON-RPC errors, in one place.
 
+mod asking;
 mod call;
 mod errors;
 mod gateway;
@@ -29,9 +30,11 @@ mod http;
 mod in_flight;
 pub mod jsonrpc;
 mod methods;
+mod request;
 mod served;
 mod server;
 mod shapes;
+mod streams;
 mod tasks;
 mod tools;
 mod waiting;

@@ -2,14 +2,19 @@
 //! scope (tenant, and session in 2025-11-25): another's task is "not found"
 //! (-32602), exactly like a missing one.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value, json};
 
+use super::asking;
 use super::call::Call;
 use super::errors::ended_without_result;
 use super::gateway::Gateway;
 use super::jsonrpc::{RpcError, code};
+use super::methods::Reply;
 use super::shapes;
-use super::waiting::{Ending, result_json, wait_for_end};
+use super::streams::spawn_waiting;
+use super::waiting::{Ending, Questions, result_json, wait_for_end};
 use crate::domain::{ExtensionOutcome, PageRequest, Revision, Task, TaskId, TaskStatus};
 use crate::error::StoreError;
 
@@ -58,10 +63,13 @@ async fn detailed(gateway: &Gateway, call: &Call, task: Task) -> Result<Value, R
         (ExtensionOutcome::Failed, _) | (ExtensionOutcome::Completed, None) => {
             object.insert("error".into(), ended_without_result(&task).to_json());
         }
-        // Workers ask in words (the status message); no request a client
-        // could answer with `tasks/update` is outstanding.
+        // Every outstanding request, under its key (SEP-2663: MUST).
         (ExtensionOutcome::InputRequired, _) => {
-            object.insert("inputRequests".into(), json!({}));
+            let questions = gateway
+                .store
+                .input_requests(&call.scope, &task.task_id)
+                .await?;
+            object.insert("inputRequests".into(), asking::input_requests(&questions));
         }
         (ExtensionOutcome::Working | ExtensionOutcome::Cancelled, _) => {}
     }
@@ -104,25 +112,48 @@ pub(super) async fn cancel(
 
 /// 2025-11-25 `tasks/result`: waits until the task ends, then answers what
 /// the call would have (the stored `CallToolResult`, tied to its task).
+/// Questions the task asks meanwhile come first on the response stream.
 pub(super) async fn result(
-    gateway: &Gateway,
+    gateway: &Arc<Gateway>,
     call: &Call,
     params: &Map<String, Value>,
-) -> Result<Value, RpcError> {
+) -> Result<Reply, RpcError> {
     let id = task_id(params)?;
-    let _slot = gateway.admissions.hold_waiting(&call.scope.tenant)?;
-    match wait_for_end(gateway, &call.scope, &id).await? {
-        Ending::Result(stored) => Ok(shapes::result_of_task(result_json(&stored)?, &stored.task)),
-        Ending::WithoutResult(task) => Err(ended_without_result(&task)),
-        Ending::StillRunning(task) => Err(RpcError::new(
-            code::INTERNAL_ERROR,
-            format!(
-                "the task is still {} after {} s; call tasks/result again",
-                task.status,
-                gateway.settings.max_wait.as_secs()
-            ),
-        )),
-    }
+    let slot = gateway.admissions.hold_waiting(&call.scope.tenant)?;
+    // Not found answers at once, before anything is streamed.
+    gateway.store.get_task(&call.scope, &id).await?;
+    let (gateway, scope) = (gateway.clone(), call.scope.clone());
+    Ok(spawn_waiting(move |requests| async move {
+        let _slot = slot;
+        let questions = Questions::Send {
+            to: &requests,
+            related: true,
+        };
+        match wait_for_end(&gateway, &scope, &id, questions).await? {
+            Ending::Result(stored) => {
+                Ok(shapes::result_of_task(result_json(&stored)?, &stored.task))
+            }
+            Ending::WithoutResult(task) => Err(ended_without_result(&task)),
+            Ending::StillRunning(task) => Err(still(&gateway, &task)),
+            // Only a wait told to end at a question ends there; not this one.
+            Ending::NeedsInput(_) => Err(RpcError::new(
+                code::INTERNAL_ERROR,
+                "the wait ended at a question",
+            )),
+        }
+    })
+    .into())
+}
+
+fn still(gateway: &Gateway, task: &Task) -> RpcError {
+    RpcError::new(
+        code::INTERNAL_ERROR,
+        format!(
+            "the task is still {} after {} s; call tasks/result again",
+            task.status,
+            gateway.settings.max_wait.as_secs()
+        ),
+    )
 }
 
 pub(super) async fn list(
@@ -153,28 +184,16 @@ pub(super) async fn list(
     Ok(answer)
 }
 
-/// 2026-07-28 `tasks/update`: no input request is ever outstanding (see
-/// [`detailed`]), so only an empty answer is accepted.
+/// 2026-07-28 `tasks/update`: stores `inputResponses`; an empty
+/// acknowledgement (eventually consistent: answers to unknown or answered
+/// keys, or to a task that ended, are ignored; an unknown task is not).
 pub(super) async fn update(
     gateway: &Gateway,
     call: &Call,
     params: &Map<String, Value>,
 ) -> Result<Value, RpcError> {
     let id = task_id(params)?;
-    gateway.store.get_task(&call.scope, &id).await?;
-    let answered = match params.get("inputResponses") {
-        None | Some(Value::Null) => false,
-        Some(Value::Object(responses)) => !responses.is_empty(),
-        Some(_) => {
-            return Err(RpcError::invalid_params(
-                "params.inputResponses must be an object",
-            ));
-        }
-    };
-    if answered {
-        return Err(RpcError::invalid_params(
-            "the task has no outstanding input requests to answer",
-        ));
-    }
+    let answers = asking::answers_of(gateway, params.get("inputResponses"))?;
+    asking::answer(gateway, &call.scope, &id, answers).await?;
     Ok(json!({}))
 }

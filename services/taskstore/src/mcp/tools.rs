@@ -7,15 +7,18 @@ use std::sync::Arc;
 use axum::body::Bytes;
 use serde_json::{Map, Value, json};
 
+use super::asking;
 use super::call::Call;
 use super::errors::{ended_without_result, missing_extension};
 use super::gateway::Gateway;
 use super::in_flight::CallKey;
 use super::jsonrpc::{RpcError, code};
+use super::methods::Reply;
 use super::shapes;
-use super::waiting::{Ending, result_json, wait_for_end};
+use super::streams::spawn_waiting;
+use super::waiting::{Ending, Questions, result_json, wait_for_end};
 use crate::domain::{
-    CallMode, CallModeRefusal, DispatchRequest, JsonObject, NewTask, Revision, ServedTool, Task,
+    CallMode, CallModeRefusal, DispatchRequest, JsonObject, NewTask, Revision, ServedTool, TaskId,
     ToolName, Ttl, TtlRequest, call_mode,
 };
 use crate::error::StoreError;
@@ -37,11 +40,27 @@ pub(super) async fn list(gateway: &Gateway, call: &Call) -> Result<Value, RpcErr
 }
 
 pub(super) async fn call(
-    gateway: &Gateway,
+    gateway: &Arc<Gateway>,
     call: &Call,
     params: &Map<String, Value>,
     body: &Bytes,
-) -> Result<Value, RpcError> {
+) -> Result<Reply, RpcError> {
+    // 2026-07-28: a retry of a synchronous call that needed input (MRTR)
+    // carries the answers and the state naming its task.
+    if call.revision == Revision::V2026_07_28
+        && let Some(state) = params.get("requestState")
+    {
+        let state = state
+            .as_str()
+            .ok_or_else(|| RpcError::invalid_params("params.requestState must be a string"))?;
+        let task_id = asking::task_of_request_state(gateway, call, state)?;
+        let answers = asking::answers_of(gateway, params.get("inputResponses"))?;
+        asking::answer(gateway, &call.scope, &task_id, answers).await?;
+        let _slot = gateway.admissions.hold_waiting(&call.scope.tenant)?;
+        return Ok(run_to_end(gateway, call, task_id, Questions::EndTheWait)
+            .await?
+            .into());
+    }
     let name = params
         .get("name")
         .and_then(Value::as_str)
@@ -72,19 +91,33 @@ pub(super) async fn call(
         as_task = mode == CallMode::Task,
         "mcp tool call dispatched"
     );
-    match mode {
-        CallMode::Task => Ok(match call.revision {
-            Revision::V2025_11_25 => json!({ "task": shapes::core_task(&task) }),
-            Revision::V2026_07_28 => {
-                let mut handle = shapes::task(call.revision, &task, task.status.as_str());
-                handle.insert("resultType".into(), json!("task"));
-                Value::Object(handle)
-            }
-        }),
-        CallMode::Synchronous => {
-            let result = run_to_end(gateway, call, task).await;
+    match (mode, call.revision) {
+        (CallMode::Task, Revision::V2025_11_25) => {
+            Ok(json!({ "task": shapes::core_task(&task) }).into())
+        }
+        (CallMode::Task, Revision::V2026_07_28) => {
+            let mut handle = shapes::task(call.revision, &task, task.status.as_str());
+            handle.insert("resultType".into(), json!("task"));
+            Ok(Value::Object(handle).into())
+        }
+        // The task's questions come on the response stream.
+        (CallMode::Synchronous, Revision::V2025_11_25) => {
+            let (gateway, call) = (gateway.clone(), call.clone());
+            Ok(spawn_waiting(move |requests| async move {
+                let _slot = slot;
+                let questions = Questions::Send {
+                    to: &requests,
+                    related: false,
+                };
+                run_to_end(&gateway, &call, task.task_id, questions).await
+            })
+            .into())
+        }
+        // The task's questions end the call with `input_required`.
+        (CallMode::Synchronous, Revision::V2026_07_28) => {
+            let result = run_to_end(gateway, call, task.task_id, Questions::EndTheWait).await;
             drop(slot);
-            result
+            Ok(result?.into())
         }
     }
 }
@@ -179,16 +212,23 @@ fn new_task(
     })
 }
 
-/// Waits for the task of a synchronous call and answers with its result.
-/// The call owns the task: abandoned, it cancels it (`in_flight.rs`).
-async fn run_to_end(gateway: &Gateway, call: &Call, task: Task) -> Result<Value, RpcError> {
+/// Waits for the task of a synchronous call and answers with its result,
+/// or (2026-07-28) with `input_required` when it asks. The call owns the
+/// task: abandoned, it cancels it (`in_flight.rs`); one that waits for
+/// input is not abandoned (its client comes back with the answers).
+async fn run_to_end(
+    gateway: &Gateway,
+    call: &Call,
+    task_id: TaskId,
+    questions: Questions<'_>,
+) -> Result<Value, RpcError> {
     let mut guard = gateway.in_flight.start(
         call_key(call, call.id.as_ref().map(|id| id.as_json())),
         &call.scope,
-        &task.task_id,
+        &task_id,
         gateway.store.clone(),
     );
-    match wait_for_end(gateway, &call.scope, &task.task_id).await? {
+    match wait_for_end(gateway, &call.scope, &task_id, questions).await? {
         Ending::Result(stored) => {
             guard.finished();
             result_json(&stored)
@@ -196,6 +236,14 @@ async fn run_to_end(gateway: &Gateway, call: &Call, task: Task) -> Result<Value,
         Ending::WithoutResult(task) => {
             guard.finished();
             Err(ended_without_result(&task))
+        }
+        Ending::NeedsInput(open) => {
+            guard.finished();
+            Ok(json!({
+                "resultType": "input_required",
+                "inputRequests": asking::input_requests(&open),
+                "requestState": asking::request_state(gateway, call, &task_id),
+            }))
         }
         // The guard cancels it.
         Ending::StillRunning(_) => Err(RpcError::new(

@@ -33,4 +33,8 @@ pub trait OperationsStore: Send + Sync + 'static {
 
     /// One round trip to the store; an error says why it is unhealthy.
     async fn ping(&self) -> Result<(), StoreError>;
+
+    /// A secret key for `label`, the same on every replica of this store
+    /// (derived from the key its cursors are signed with).
+    fn shared_key(&self, label: &str) -> [u8; 32];
 }

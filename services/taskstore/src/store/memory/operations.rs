@@ -114,4 +114,8 @@ impl OperationsStore for MemoryTaskStore {
         drop(self.lock().await);
         Ok(())
     }
+
+    fn shared_key(&self, label: &str) -> [u8; 32] {
+        self.inner.cursors.derive(label)
+    }
 }

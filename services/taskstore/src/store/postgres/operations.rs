@@ -223,4 +223,8 @@ impl OperationsStore for PgTaskStore {
             .map_err(store_error)?;
         Ok(())
     }
+
+    fn shared_key(&self, label: &str) -> [u8; 32] {
+        self.cursors.derive(label)
+    }
 }
