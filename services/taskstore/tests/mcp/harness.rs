@@ -30,7 +30,11 @@ const COMMAND_TOOLS: &str = r#"{"tools": {
   "only_task": {"command": ["cat"], "description": "Says its arguments back; only as a task.", "task_support": "required",
                 "input_schema": {"type": "object", "properties": {"x": {"type": "integer"}}}},
   "never_task": {"command": ["cat"], "title": "Never a task", "task_support": "forbidden"},
-  "broken": {"command": ["sh", "-c", "echo broken; exit 3"], "description": "Always ends with an error result."}
+  "broken": {"command": ["sh", "-c", "echo broken; exit 3"], "description": "Always ends with an error result."},
+  "ask_twice": {"command": ["python3", "-c", "import json,sys\nsys.stdin.readline()\nfor k in ('first','second'):\n  print(json.dumps({'taskstore':'ask','key':k,'request':{'method':'elicitation/create','params':{'message':k+'?','requestedSchema':{'type':'object','properties':{'v':{'type':'string'}}}}}}),file=sys.stderr,flush=True)\nans={}\nfor _ in range(2):\n  a=json.loads(sys.stdin.readline())\n  ans[a['key']]=a['answer']['content']['v']\nprint(ans['first']+' '+ans['second'])"],
+                "interactive": true, "description": "Asks two questions; answers with both."},
+  "ask_direct": {"command": ["python3", "-c", "import json,sys\nsys.stdin.readline()\nprint(json.dumps({'taskstore':'ask','key':'ok','request':{'method':'elicitation/create','params':{'message':'Go?','requestedSchema':{'type':'object','properties':{}}}}}),file=sys.stderr,flush=True)\na=json.loads(sys.stdin.readline())\nprint('answered '+a['answer']['action'])"],
+                 "interactive": true, "task_support": "forbidden", "description": "Asks, never as a task."}
 }}"#;
 
 /// A running gateway.

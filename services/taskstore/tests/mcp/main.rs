@@ -11,4 +11,5 @@ mod core;
 mod extension;
 mod harness;
 mod hostile;
+mod questions;
 mod replicas;
