@@ -232,6 +232,37 @@ fn valid_requests() -> Vec<(&'static str, bool, Vec<u8>)> {
             pb::ListToolsRequest {}.encode_to_vec(),
         ),
         (
+            leak(store, "ListInputRequests"),
+            false,
+            pb::ListInputRequestsRequest {
+                task_id: id(),
+                session_id: Some("s".into()),
+            }
+            .encode_to_vec(),
+        ),
+        (
+            leak(store, "AnswerInputRequests"),
+            false,
+            pb::AnswerInputRequestsRequest {
+                task_id: id(),
+                session_id: Some("s".into()),
+                answers_json: [("k".to_owned(), r#"{"action":"accept"}"#.to_owned())].into(),
+            }
+            .encode_to_vec(),
+        ),
+        (
+            leak(execution, "AskQuestion"),
+            false,
+            pb::AskQuestionRequest {
+                task_id: id(),
+                lease_token: "l".into(),
+                tenant_id: String::new(),
+                key: "k".into(),
+                request_json: r#"{"method":"elicitation/create","params":{"message":"?"}}"#.into(),
+            }
+            .encode_to_vec(),
+        ),
+        (
             leak(execution, "ClaimTask"),
             false,
             pb::ClaimTaskRequest {

@@ -10,6 +10,7 @@ mod fuzz;
 mod hostile;
 mod lifecycle;
 mod outage;
+mod questions;
 
 use std::sync::Arc;
 

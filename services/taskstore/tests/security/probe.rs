@@ -133,6 +133,31 @@ async fn calls(
                     .map(|r| format!("{r:?}")),
             ));
         }
+        let listed = pb::ListInputRequestsRequest {
+            task_id: id.into(),
+            session_id: session.clone(),
+        };
+        out.push((
+            wrap("ListInputRequests"),
+            intruder
+                .store
+                .list_input_requests(req!(listed))
+                .await
+                .map(|r| format!("{r:?}")),
+        ));
+        let answer = pb::AnswerInputRequestsRequest {
+            task_id: id.into(),
+            session_id: session.clone(),
+            answers_json: [("probe".to_owned(), r#"{"action":"accept"}"#.to_owned())].into(),
+        };
+        out.push((
+            wrap("AnswerInputRequests"),
+            intruder
+                .store
+                .answer_input_requests(req!(answer))
+                .await
+                .map(|r| format!("{r:?}")),
+        ));
         let cancel = pb::CancelTaskRequest {
             task_id: id.into(),
             session_id: session.clone(),
@@ -199,6 +224,21 @@ async fn calls(
                     .renew_lease(req!(renew))
                     .await
                     .map(|r| format!("{:?}", r.into_inner())),
+            ));
+            let ask = pb::AskQuestionRequest {
+                task_id: id.into(),
+                lease_token: lease.into(),
+                tenant_id: tenant_id.into(),
+                key: "probe".into(),
+                request_json: r#"{"method":"roots/list"}"#.into(),
+            };
+            out.push((
+                wrap(&format!("AskQuestion tenant={tenant_id:?}")),
+                intruder
+                    .execution
+                    .ask_question(req!(ask))
+                    .await
+                    .map(|r| format!("{r:?}")),
             ));
             let release = pb::ReleaseTaskRequest {
                 task_id: id.into(),
@@ -279,6 +319,19 @@ async fn cross_tenant_probe(kind: Kind) {
         .await
         .expect("the fleet worker claims acme's task")
         .into_inner();
+    // An open question under the key the intruders answer.
+    fleet
+        .execution
+        .clone()
+        .ask_question(pb::AskQuestionRequest {
+            task_id: running.task_id.clone(),
+            lease_token: claim.lease_token.clone(),
+            tenant_id: "acme".into(),
+            key: "probe".into(),
+            request_json: r#"{"method":"roots/list"}"#.into(),
+        })
+        .await
+        .expect("the fleet worker asks");
     let page = owner
         .store
         .list_tasks(pb::ListTasksRequest {
@@ -373,6 +426,18 @@ async fn cross_tenant_probe(kind: Kind) {
 
     let after = snapshot(&mut owner, &ids).await;
     assert_eq!(before, after, "acme's tasks are unchanged");
+    let questions = owner
+        .store
+        .list_input_requests(pb::ListInputRequestsRequest {
+            task_id: running.task_id.clone(),
+            session_id: None,
+        })
+        .await
+        .expect("the owner sees its question")
+        .into_inner()
+        .input_requests;
+    assert_eq!(questions.len(), 1);
+    assert_eq!(questions[0].answer_json, None, "nobody else answered it");
     // The stolen lease still belongs to the fleet worker.
     let renewed = fleet
         .execution

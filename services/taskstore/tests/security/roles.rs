@@ -163,6 +163,40 @@ async fn every_rpc(who: &mut Identity) -> Vec<(&'static str, Result<(), Status>)
                 .map(|_| ()),
         ),
         (
+            "AskQuestion",
+            who.execution
+                .ask_question(pb::AskQuestionRequest {
+                    task_id: id(),
+                    lease_token: "x".into(),
+                    tenant_id: String::new(),
+                    key: "k".into(),
+                    request_json: r#"{"method":"roots/list"}"#.into(),
+                })
+                .await
+                .map(|_| ()),
+        ),
+        (
+            "ListInputRequests",
+            who.store
+                .list_input_requests(pb::ListInputRequestsRequest {
+                    task_id: id(),
+                    session_id: None,
+                })
+                .await
+                .map(|_| ()),
+        ),
+        (
+            "AnswerInputRequests",
+            who.store
+                .answer_input_requests(pb::AnswerInputRequestsRequest {
+                    task_id: id(),
+                    session_id: None,
+                    answers_json: [("k".to_owned(), "{}".to_owned())].into(),
+                })
+                .await
+                .map(|_| ()),
+        ),
+        (
             "Heartbeat",
             who.execution
                 .heartbeat(pb::HeartbeatRequest {
@@ -264,6 +298,8 @@ async fn each_role_calls_what_it_may_and_nothing_else(kind: Kind) {
                 "CancelTask",
                 "DeleteTask",
                 "ListTools",
+                "ListInputRequests",
+                "AnswerInputRequests",
             ],
         ),
         (
@@ -279,6 +315,7 @@ async fn each_role_calls_what_it_may_and_nothing_else(kind: Kind) {
                 "ClaimTask",
                 "RenewLease",
                 "ReleaseTask",
+                "AskQuestion",
                 "Heartbeat",
             ],
         ),
@@ -296,6 +333,8 @@ async fn each_role_calls_what_it_may_and_nothing_else(kind: Kind) {
                 "CancelTask",
                 "DeleteTask",
                 "ListTools",
+                "ListInputRequests",
+                "AnswerInputRequests",
             ],
         ),
         (
@@ -312,6 +351,8 @@ async fn each_role_calls_what_it_may_and_nothing_else(kind: Kind) {
                 "CancelTask",
                 "DeleteTask",
                 "ListTools",
+                "ListInputRequests",
+                "AnswerInputRequests",
                 "CleanupExpired",
                 "GetStatus",
             ],
