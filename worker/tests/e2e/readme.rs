@@ -249,8 +249,9 @@ async fn the_readme_dev_walkthrough_runs_as_written() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// "Run a tool on workers": the service and two workers on PostgreSQL and
-/// RabbitMQ, started, used and stopped by the block itself.
+/// "Run a tool on workers": the service and three workers on PostgreSQL and
+/// RabbitMQ (one serving a Python tool that asks), started, used and
+/// stopped by the block itself.
 #[tokio::test]
 async fn the_readme_fleet_example_runs_as_written() {
     let env = Env::new().await;
@@ -287,7 +288,7 @@ async fn the_readme_fleet_example_runs_as_written() {
             &database,
         ])
         .status();
-    env.cleanup(&["echo", "sleep", "fail", "hash", "noop"])
+    env.cleanup(&["echo", "sleep", "fail", "hash", "noop", "delete"])
         .await;
     assert!(ran.success, "{}", ran.output);
     for expected in [
@@ -295,6 +296,9 @@ async fn the_readme_fleet_example_runs_as_written() {
         "sha256 chain of 1000000 items",
         "cancelled",
         "health    ok",
+        "asks confirm     Delete /tmp/old?",
+        "answered confirm",
+        "deleted /tmp/old",
     ] {
         assert!(
             ran.output.contains(expected),
