@@ -4,19 +4,24 @@
 import * as grpc from '@grpc/grpc-js';
 import { resolveChannel, resolveTenant, TENANT_METADATA, type ConnectionOptions } from './channel.js';
 import {
+  inputRequestFromWire,
   msToDuration,
   statusToWire,
   taskFromWire,
   timestampToIso,
+  type InputRequest,
   type StoredTask,
   type TaskStatus,
 } from './convert.js';
 import { fromServiceError } from './errors.js';
 import { taskStoreServiceClient } from './proto.js';
 import type {
+  WireAnswerInputRequestsRequest,
+  WireAnswerInputRequestsResponse,
   WireCleanupExpiredResponse,
   WireCreateTaskRequest,
   WireGetTaskResultResponse,
+  WireListInputRequestsResponse,
   WireListTasksResponse,
   WireListToolsResponse,
   WireTask,
@@ -98,6 +103,16 @@ export interface ServedTool {
   slots: number;
   busy: number;
   lastSeenAt: string;
+}
+
+/** What `answerInputRequests` did. */
+export interface AnsweredInputRequests {
+  /** The task after the answers: `working` once none is open, else still `input_required`. */
+  task: StoredTask;
+  /** The keys whose answers were stored. */
+  taken: string[];
+  /** The keys whose answers were ignored: unknown, or answered before. */
+  ignored: string[];
 }
 
 type Unary = (req: unknown, md: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res: unknown) => void) => grpc.ClientUnaryCall;
@@ -224,6 +239,37 @@ export class TaskStoreClient {
   async listTools(opts?: CallOptions): Promise<ServedTool[]> {
     const res = await this.unary<WireListToolsResponse>('listTools', 'ListTools', {}, opts);
     return res.tools.map((t) => ({ name: t.name, workers: t.workers, slots: t.slots, busy: t.busy, lastSeenAt: timestampToIso(t.lastSeenAt) }));
+  }
+
+  /**
+   * The questions (MCP input requests) the task's tool asked, open and
+   * answered, in the order asked. A question is open while `answer` is
+   * absent; the task is `input_required` while any is.
+   */
+  async listInputRequests(taskId: string, opts?: SessionCallOptions): Promise<InputRequest[]> {
+    const res = await this.unary<WireListInputRequestsResponse>('listInputRequests', 'ListInputRequests', ref(taskId, opts), opts);
+    return res.inputRequests.map(inputRequestFromWire);
+  }
+
+  /**
+   * Answers open questions by key: each answer is the MCP result the
+   * question asks for (an `ElicitResult` such as `{ action: 'accept',
+   * content: {...} }`, a `CreateMessageResult` or a `ListRootsResult`).
+   * Answers to unknown or already answered keys change nothing and come
+   * back in `ignored`. A task that waits without a worker is dispatched
+   * again once its last question is answered. A finished task is
+   * FAILED_PRECONDITION.
+   */
+  async answerInputRequests(
+    taskId: string,
+    answers: Record<string, object>,
+    opts?: SessionCallOptions,
+  ): Promise<AnsweredInputRequests> {
+    const answersJson: Record<string, string> = {};
+    for (const [key, answer] of Object.entries(answers)) answersJson[key] = JSON.stringify(answer);
+    const req: WireAnswerInputRequestsRequest = { ...ref(taskId, opts), answersJson };
+    const res = await this.unary<WireAnswerInputRequestsResponse>('answerInputRequests', 'AnswerInputRequests', req, opts);
+    return { task: taskFromWire(res.task!), taken: res.taken, ignored: res.ignored };
   }
 
   private metadata(): grpc.Metadata {

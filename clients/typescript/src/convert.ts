@@ -1,7 +1,7 @@
 // Conversions between the wire messages and the MCP-shaped values the public
 // API uses: durations in milliseconds, times as ISO strings, statuses as the
 // MCP words.
-import type { WireDuration, WireStatus, WireTask, WireTimestamp } from './wire.js';
+import type { WireDuration, WireInputRequest, WireStatus, WireTask, WireTimestamp } from './wire.js';
 
 /** MCP task statuses (the words of the MCP spec). */
 export type TaskStatus = 'working' | 'input_required' | 'completed' | 'failed' | 'cancelled';
@@ -80,4 +80,33 @@ export function taskFromWire(t: WireTask): StoredTask {
   if (t.sessionId !== undefined && t.sessionId !== null) task.sessionId = t.sessionId;
   if (t.tool !== undefined && t.tool !== null) task.tool = t.tool;
   return task;
+}
+
+/** The MCP methods a tool may ask its caller with. */
+export type InputRequestMethod = 'elicitation/create' | 'sampling/createMessage' | 'roots/list';
+
+/**
+ * A question a task's tool asked (an MCP input request), open or answered.
+ * `request` is the MCP request as the tool sent it; `answer` is the
+ * caller's result (an `ElicitResult`, `CreateMessageResult` or
+ * `ListRootsResult`) as it was given, absent while the question is open.
+ */
+export interface InputRequest {
+  /** The tool's key for the question, unique over the task's life. */
+  key: string;
+  request: { method: InputRequestMethod; params?: Record<string, unknown> };
+  askedAt: string;
+  answer?: Record<string, unknown>;
+  answeredAt?: string;
+}
+
+export function inputRequestFromWire(r: WireInputRequest): InputRequest {
+  const out: InputRequest = {
+    key: r.key,
+    request: JSON.parse(r.requestJson) as InputRequest['request'],
+    askedAt: timestampToIso(r.askedAt),
+  };
+  if (r.answerJson !== undefined && r.answerJson !== null) out.answer = JSON.parse(r.answerJson) as Record<string, unknown>;
+  if (r.answeredAt) out.answeredAt = timestampToIso(r.answeredAt);
+  return out;
 }

@@ -1,6 +1,7 @@
 export { GrpcTaskStore, toMcpTask, type GrpcTaskStoreOptions } from './task-store.js';
 export {
   TaskStoreClient,
+  type AnsweredInputRequests,
   type CallOptions,
   type ClientOptions,
   type CreateTaskParams,
@@ -13,5 +14,5 @@ export {
   type UpdateStatusParams,
 } from './client.js';
 export type { ConnectionOptions, TlsOptions } from './channel.js';
-export { isTerminalStatus, type StoredTask, type TaskStatus } from './convert.js';
+export { isTerminalStatus, type InputRequest, type InputRequestMethod, type StoredTask, type TaskStatus } from './convert.js';
 export { TaskStoreError, isFailedPrecondition, isNotFound } from './errors.js';

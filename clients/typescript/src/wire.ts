@@ -102,3 +102,25 @@ export interface WireListToolsResponse {
 export interface WireCleanupExpiredResponse {
   deleted: number;
 }
+
+export interface WireInputRequest {
+  key: string;
+  requestJson: string;
+  askedAt: WireTimestamp | null;
+  answerJson?: string;
+  answeredAt: WireTimestamp | null;
+}
+
+export interface WireListInputRequestsResponse {
+  inputRequests: WireInputRequest[];
+}
+
+export interface WireAnswerInputRequestsRequest extends WireTaskRef {
+  answersJson: Record<string, string>;
+}
+
+export interface WireAnswerInputRequestsResponse {
+  task: WireTask | null;
+  taken: string[];
+  ignored: string[];
+}

@@ -25,6 +25,11 @@ describe('wire shape', () => {
     ListTasksResponse: ['tasks', 'nextCursor'],
     DeleteTaskRequest: ['taskId', 'sessionId'],
     ServedTool: ['name', 'workers', 'slots', 'busy', 'lastSeenAt'],
+    InputRequest: ['key', 'requestJson', 'askedAt', 'answerJson', 'answeredAt'],
+    ListInputRequestsRequest: ['taskId', 'sessionId'],
+    ListInputRequestsResponse: ['inputRequests'],
+    AnswerInputRequestsRequest: ['taskId', 'sessionId', 'answersJson'],
+    AnswerInputRequestsResponse: ['task', 'taken', 'ignored'],
   };
   const def = protoLoader.loadSync('mcp/tasks/v1/task_store.proto', { keepCase: false, includeDirs: [PROTO_DIR] });
   for (const [message, fields] of Object.entries(expected)) {
@@ -37,7 +42,7 @@ describe('wire shape', () => {
   }
   it('the service has every RPC the client calls', () => {
     const svc = def['mcp.tasks.v1.TaskStore'] as Record<string, unknown>;
-    for (const rpc of ['CreateTask', 'GetTask', 'UpdateTaskStatus', 'StoreTaskResult', 'GetTaskResult', 'ListTasks', 'WatchTask', 'CancelTask', 'DeleteTask', 'CleanupExpired', 'ListTools']) {
+    for (const rpc of ['CreateTask', 'GetTask', 'UpdateTaskStatus', 'StoreTaskResult', 'GetTaskResult', 'ListTasks', 'WatchTask', 'CancelTask', 'DeleteTask', 'CleanupExpired', 'ListTools', 'ListInputRequests', 'AnswerInputRequests']) {
       assert.ok(svc[rpc], rpc);
     }
   });
