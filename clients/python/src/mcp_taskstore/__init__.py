@@ -14,17 +14,29 @@ from mcp_taskstore.errors import (
     UnauthenticatedError,
     UnavailableError,
 )
-from mcp_taskstore.models import Dispatch, ServedTool, TaskInfo, TaskPage, TaskResult, TaskStatus, TlsConfig
+from mcp_taskstore.models import (
+    AnsweredInputRequests,
+    Dispatch,
+    InputRequest,
+    ServedTool,
+    TaskInfo,
+    TaskPage,
+    TaskResult,
+    TaskStatus,
+    TlsConfig,
+)
 from mcp_taskstore.server_handlers import enable_durable_tasks
 from mcp_taskstore.store import GrpcTaskStore
 
 __all__ = [
     "AlreadyExistsError",
+    "AnsweredInputRequests",
     "ClientOptions",
     "DeadlineExceededError",
     "Dispatch",
     "FailedPreconditionError",
     "GrpcTaskStore",
+    "InputRequest",
     "InvalidArgumentError",
     "NotFoundError",
     "PermissionDeniedError",

@@ -15,7 +15,17 @@ from mcp_taskstore._proto import task_store_pb2 as pb
 from mcp_taskstore._proto import task_store_pb2_grpc as pb_grpc
 from mcp_taskstore.channel import ClientOptions, open_channel
 from mcp_taskstore.errors import translate
-from mcp_taskstore.models import Dispatch, ServedTool, TaskInfo, TaskPage, TaskResult, TaskStatus, TlsConfig
+from mcp_taskstore.models import (
+    AnsweredInputRequests,
+    Dispatch,
+    InputRequest,
+    ServedTool,
+    TaskInfo,
+    TaskPage,
+    TaskResult,
+    TaskStatus,
+    TlsConfig,
+)
 
 _T = TypeVar("_T")
 
@@ -265,3 +275,40 @@ class TaskStoreClient:
     async def list_tools(self, *, timeout: Timeout = DEFAULT) -> list[ServedTool]:
         msg = await self._unary("ListTools", pb.ListToolsRequest(), timeout)
         return [convert.tool_from_proto(t) for t in msg.tools]
+
+    async def list_input_requests(
+        self, task_id: str, *, session_id: str | None = None, timeout: Timeout = DEFAULT
+    ) -> list[InputRequest]:
+        """The questions (MCP input requests) the task's tool asked, open and answered, in the order asked.
+
+        A question is open while its ``answer`` is None; the task is
+        INPUT_REQUIRED while any is.
+        """
+        request = pb.ListInputRequestsRequest(task_id=task_id, session_id=session_id)
+        msg = await self._unary("ListInputRequests", request, timeout)
+        return [convert.input_request_from_proto(r) for r in msg.input_requests]
+
+    async def answer_input_requests(
+        self,
+        task_id: str,
+        answers: Mapping[str, str | Mapping[str, Any]],
+        *,
+        session_id: str | None = None,
+        timeout: Timeout = DEFAULT,
+    ) -> AnsweredInputRequests:
+        """Answer open questions by key.
+
+        Each answer is the MCP result its question asks for (an
+        ``ElicitResult`` such as ``{"action": "accept", "content": {...}}``, a
+        ``CreateMessageResult`` or a ``ListRootsResult``), as a mapping or JSON
+        text. Answers to unknown or already answered keys change nothing and
+        come back in ``ignored``. A task waiting without a worker is dispatched
+        again once its last question is answered. A finished task raises
+        ``FailedPreconditionError``.
+        """
+        request = pb.AnswerInputRequestsRequest(
+            task_id=task_id,
+            session_id=session_id,
+            answers_json={key: _json_text(answer) for key, answer in answers.items()},
+        )
+        return convert.answered_from_proto(await self._unary("AnswerInputRequests", request, timeout))

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import json
 from datetime import timedelta, timezone
-from typing import cast
+from typing import Any, cast
 
 from google.protobuf import duration_pb2
 
 from mcp_taskstore._proto import task_store_pb2 as pb
-from mcp_taskstore.models import ServedTool, TaskInfo, TaskPage, TaskResult, TaskStatus
+from mcp_taskstore.models import (
+    AnsweredInputRequests,
+    InputRequest,
+    ServedTool,
+    TaskInfo,
+    TaskPage,
+    TaskResult,
+    TaskStatus,
+)
 
 
 def duration(value: timedelta) -> duration_pb2.Duration:
@@ -55,3 +64,18 @@ def tool_from_proto(msg: pb.ServedTool) -> ServedTool:
         busy=msg.busy,
         last_seen_at=msg.last_seen_at.ToDatetime(tzinfo=timezone.utc) if msg.HasField("last_seen_at") else None,
     )
+
+
+def input_request_from_proto(msg: pb.InputRequest) -> InputRequest:
+    answer: dict[str, Any] | None = json.loads(msg.answer_json) if msg.HasField("answer_json") else None
+    return InputRequest(
+        key=msg.key,
+        request=json.loads(msg.request_json),
+        asked_at=msg.asked_at.ToDatetime(tzinfo=timezone.utc),
+        answer=answer,
+        answered_at=msg.answered_at.ToDatetime(tzinfo=timezone.utc) if msg.HasField("answered_at") else None,
+    )
+
+
+def answered_from_proto(msg: pb.AnswerInputRequestsResponse) -> AnsweredInputRequests:
+    return AnsweredInputRequests(task=task_from_proto(msg.task), taken=list(msg.taken), ignored=list(msg.ignored))

@@ -85,6 +85,47 @@ class ServedTool:
 
 
 @dataclass(frozen=True)
+class InputRequest:
+    """A question a task's tool asked (an MCP input request), open or answered.
+
+    ``request`` is the MCP request as the tool sent it:
+    ``{"method": "elicitation/create" | "sampling/createMessage" | "roots/list",
+    "params": {...}}``. ``answer`` is the caller's result (an ``ElicitResult``,
+    ``CreateMessageResult`` or ``ListRootsResult``) as it was given; None (and
+    ``answered_at`` None) while the question is open.
+    """
+
+    key: str
+    request: dict[str, Any]
+    asked_at: datetime
+    answer: dict[str, Any] | None = None
+    answered_at: datetime | None = None
+
+    @property
+    def method(self) -> str:
+        """The MCP method the question asks with (``elicitation/create``, ...)."""
+        return str(self.request.get("method", ""))
+
+    @property
+    def is_open(self) -> bool:
+        return self.answer is None
+
+
+@dataclass(frozen=True)
+class AnsweredInputRequests:
+    """What ``answer_input_requests`` did.
+
+    ``task`` is the task after the answers (WORKING once no question is open);
+    ``taken`` the keys whose answers were stored; ``ignored`` those whose
+    answers changed nothing (unknown keys, or answered before).
+    """
+
+    task: TaskInfo
+    taken: list[str]
+    ignored: list[str]
+
+
+@dataclass(frozen=True)
 class Dispatch:
     """Run the task on a worker. ``tool`` unset: the request's ``params.name``."""
 

@@ -24,6 +24,7 @@ class ReleaseReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RELEASE_REASON_UNSPECIFIED: _ClassVar[ReleaseReason]
     RELEASE_REASON_RETRYABLE_ERROR: _ClassVar[ReleaseReason]
     RELEASE_REASON_SHUTDOWN: _ClassVar[ReleaseReason]
+    RELEASE_REASON_PARKED: _ClassVar[ReleaseReason]
 
 class TaskSupport(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -39,6 +40,7 @@ STOP_REASON_LEASE_LOST: StopReason
 RELEASE_REASON_UNSPECIFIED: ReleaseReason
 RELEASE_REASON_RETRYABLE_ERROR: ReleaseReason
 RELEASE_REASON_SHUTDOWN: ReleaseReason
+RELEASE_REASON_PARKED: ReleaseReason
 TASK_SUPPORT_UNSPECIFIED: TaskSupport
 TASK_SUPPORT_OPTIONAL: TaskSupport
 TASK_SUPPORT_REQUIRED: TaskSupport
@@ -92,6 +94,26 @@ class RenewLeaseResponse(_message.Message):
     stop_reason: StopReason
     def __init__(self, keep_running: bool = ..., reason: _Optional[str] = ..., stop_reason: _Optional[_Union[StopReason, str]] = ...) -> None: ...
 
+class AskQuestionRequest(_message.Message):
+    __slots__ = ("task_id", "lease_token", "tenant_id", "key", "request_json")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_JSON_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    lease_token: str
+    tenant_id: str
+    key: str
+    request_json: str
+    def __init__(self, task_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., tenant_id: _Optional[str] = ..., key: _Optional[str] = ..., request_json: _Optional[str] = ...) -> None: ...
+
+class AskQuestionResponse(_message.Message):
+    __slots__ = ("answer_json",)
+    ANSWER_JSON_FIELD_NUMBER: _ClassVar[int]
+    answer_json: str
+    def __init__(self, answer_json: _Optional[str] = ...) -> None: ...
+
 class ReleaseTaskRequest(_message.Message):
     __slots__ = ("task_id", "lease_token", "reason", "message", "tenant_id")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
@@ -143,9 +165,11 @@ class HeartbeatResponse(_message.Message):
     def __init__(self, interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class ReleaseTaskResponse(_message.Message):
-    __slots__ = ("will_retry", "retry_in")
+    __slots__ = ("will_retry", "retry_in", "parked")
     WILL_RETRY_FIELD_NUMBER: _ClassVar[int]
     RETRY_IN_FIELD_NUMBER: _ClassVar[int]
+    PARKED_FIELD_NUMBER: _ClassVar[int]
     will_retry: bool
     retry_in: _duration_pb2.Duration
-    def __init__(self, will_retry: bool = ..., retry_in: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    parked: bool
+    def __init__(self, will_retry: bool = ..., retry_in: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., parked: bool = ...) -> None: ...

@@ -50,6 +50,11 @@ class TaskExecutionStub(object):
                 request_serializer=mcp_dot_tasks_dot_v1_dot_execution__pb2.ReleaseTaskRequest.SerializeToString,
                 response_deserializer=mcp_dot_tasks_dot_v1_dot_execution__pb2.ReleaseTaskResponse.FromString,
                 _registered_method=True)
+        self.AskQuestion = channel.unary_unary(
+                '/mcp.tasks.v1.TaskExecution/AskQuestion',
+                request_serializer=mcp_dot_tasks_dot_v1_dot_execution__pb2.AskQuestionRequest.SerializeToString,
+                response_deserializer=mcp_dot_tasks_dot_v1_dot_execution__pb2.AskQuestionResponse.FromString,
+                _registered_method=True)
         self.Heartbeat = channel.unary_unary(
                 '/mcp.tasks.v1.TaskExecution/Heartbeat',
                 request_serializer=mcp_dot_tasks_dot_v1_dot_execution__pb2.HeartbeatRequest.SerializeToString,
@@ -87,6 +92,22 @@ class TaskExecutionServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AskQuestion(self, request, context):
+        """Asks the task's caller a question: an MCP input request under a key
+        the tool chooses, unique over the task's life; fenced by the attempt's
+        lease. A key answered before is answered at once (an attempt run again
+        after a crash asks again and finds every answer). Otherwise the task
+        is INPUT_REQUIRED (its status message says what is asked) until the
+        caller answers (TaskStore.AnswerInputRequests, MCP tasks/update or an
+        elicitation response); ask again after each change of the task to
+        learn the answer. Errors: INVALID_ARGUMENT (a malformed key or
+        request), FAILED_PRECONDITION (the lease is lost, the task ended, or
+        the key was used for another request), NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def Heartbeat(self, request, context):
         """A worker reports that it is alive and what it serves: at start (before
         it takes jobs), then every `interval` of the response, and with
@@ -114,6 +135,11 @@ def add_TaskExecutionServicer_to_server(servicer, server):
                     servicer.ReleaseTask,
                     request_deserializer=mcp_dot_tasks_dot_v1_dot_execution__pb2.ReleaseTaskRequest.FromString,
                     response_serializer=mcp_dot_tasks_dot_v1_dot_execution__pb2.ReleaseTaskResponse.SerializeToString,
+            ),
+            'AskQuestion': grpc.unary_unary_rpc_method_handler(
+                    servicer.AskQuestion,
+                    request_deserializer=mcp_dot_tasks_dot_v1_dot_execution__pb2.AskQuestionRequest.FromString,
+                    response_serializer=mcp_dot_tasks_dot_v1_dot_execution__pb2.AskQuestionResponse.SerializeToString,
             ),
             'Heartbeat': grpc.unary_unary_rpc_method_handler(
                     servicer.Heartbeat,
@@ -202,6 +228,33 @@ class TaskExecution(object):
             '/mcp.tasks.v1.TaskExecution/ReleaseTask',
             mcp_dot_tasks_dot_v1_dot_execution__pb2.ReleaseTaskRequest.SerializeToString,
             mcp_dot_tasks_dot_v1_dot_execution__pb2.ReleaseTaskResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AskQuestion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mcp.tasks.v1.TaskExecution/AskQuestion',
+            mcp_dot_tasks_dot_v1_dot_execution__pb2.AskQuestionRequest.SerializeToString,
+            mcp_dot_tasks_dot_v1_dot_execution__pb2.AskQuestionResponse.FromString,
             options,
             channel_credentials,
             insecure,

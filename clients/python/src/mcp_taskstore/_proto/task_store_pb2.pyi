@@ -221,3 +221,58 @@ class ServedTool(_message.Message):
     last_seen_at: _timestamp_pb2.Timestamp
     description: _execution_pb2.ToolDescription
     def __init__(self, name: _Optional[str] = ..., workers: _Optional[int] = ..., slots: _Optional[int] = ..., busy: _Optional[int] = ..., last_seen_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., description: _Optional[_Union[_execution_pb2.ToolDescription, _Mapping]] = ...) -> None: ...
+
+class InputRequest(_message.Message):
+    __slots__ = ("key", "request_json", "asked_at", "answer_json", "answered_at")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_JSON_FIELD_NUMBER: _ClassVar[int]
+    ASKED_AT_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_JSON_FIELD_NUMBER: _ClassVar[int]
+    ANSWERED_AT_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    request_json: str
+    asked_at: _timestamp_pb2.Timestamp
+    answer_json: str
+    answered_at: _timestamp_pb2.Timestamp
+    def __init__(self, key: _Optional[str] = ..., request_json: _Optional[str] = ..., asked_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., answer_json: _Optional[str] = ..., answered_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
+class ListInputRequestsRequest(_message.Message):
+    __slots__ = ("task_id", "session_id")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    session_id: str
+    def __init__(self, task_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class ListInputRequestsResponse(_message.Message):
+    __slots__ = ("input_requests",)
+    INPUT_REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    input_requests: _containers.RepeatedCompositeFieldContainer[InputRequest]
+    def __init__(self, input_requests: _Optional[_Iterable[_Union[InputRequest, _Mapping]]] = ...) -> None: ...
+
+class AnswerInputRequestsRequest(_message.Message):
+    __slots__ = ("task_id", "session_id", "answers_json")
+    class AnswersJsonEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    ANSWERS_JSON_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    session_id: str
+    answers_json: _containers.ScalarMap[str, str]
+    def __init__(self, task_id: _Optional[str] = ..., session_id: _Optional[str] = ..., answers_json: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class AnswerInputRequestsResponse(_message.Message):
+    __slots__ = ("task", "taken", "ignored")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    TAKEN_FIELD_NUMBER: _ClassVar[int]
+    IGNORED_FIELD_NUMBER: _ClassVar[int]
+    task: Task
+    taken: _containers.RepeatedScalarFieldContainer[str]
+    ignored: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, task: _Optional[_Union[Task, _Mapping]] = ..., taken: _Optional[_Iterable[str]] = ..., ignored: _Optional[_Iterable[str]] = ...) -> None: ...

@@ -91,6 +91,16 @@ class TaskStoreStub(object):
                 request_serializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.ListToolsRequest.SerializeToString,
                 response_deserializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.ListToolsResponse.FromString,
                 _registered_method=True)
+        self.ListInputRequests = channel.unary_unary(
+                '/mcp.tasks.v1.TaskStore/ListInputRequests',
+                request_serializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.ListInputRequestsRequest.SerializeToString,
+                response_deserializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.ListInputRequestsResponse.FromString,
+                _registered_method=True)
+        self.AnswerInputRequests = channel.unary_unary(
+                '/mcp.tasks.v1.TaskStore/AnswerInputRequests',
+                request_serializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.AnswerInputRequestsRequest.SerializeToString,
+                response_deserializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.AnswerInputRequestsResponse.FromString,
+                _registered_method=True)
 
 
 class TaskStoreServicer(object):
@@ -203,6 +213,27 @@ class TaskStoreServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListInputRequests(self, request, context):
+        """The questions (MCP input requests) the task's tool asked, open and
+        answered, in the order asked. Errors: NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def AnswerInputRequests(self, request, context):
+        """Answers some of the task's open questions (MCP `tasks/update`): the
+        answers to open keys are stored, those to unknown or answered keys are
+        ignored (and listed as such). The task is INPUT_REQUIRED while any
+        question is open and WORKING once all are answered; a task that waits
+        without a worker is then dispatched again. Errors: NOT_FOUND,
+        INVALID_ARGUMENT (an answer that is not a JSON object, a bad key),
+        FAILED_PRECONDITION (the task ended).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TaskStoreServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -260,6 +291,16 @@ def add_TaskStoreServicer_to_server(servicer, server):
                     servicer.ListTools,
                     request_deserializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.ListToolsRequest.FromString,
                     response_serializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.ListToolsResponse.SerializeToString,
+            ),
+            'ListInputRequests': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListInputRequests,
+                    request_deserializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.ListInputRequestsRequest.FromString,
+                    response_serializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.ListInputRequestsResponse.SerializeToString,
+            ),
+            'AnswerInputRequests': grpc.unary_unary_rpc_method_handler(
+                    servicer.AnswerInputRequests,
+                    request_deserializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.AnswerInputRequestsRequest.FromString,
+                    response_serializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.AnswerInputRequestsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -560,6 +601,60 @@ class TaskStore(object):
             '/mcp.tasks.v1.TaskStore/ListTools',
             mcp_dot_tasks_dot_v1_dot_task__store__pb2.ListToolsRequest.SerializeToString,
             mcp_dot_tasks_dot_v1_dot_task__store__pb2.ListToolsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListInputRequests(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mcp.tasks.v1.TaskStore/ListInputRequests',
+            mcp_dot_tasks_dot_v1_dot_task__store__pb2.ListInputRequestsRequest.SerializeToString,
+            mcp_dot_tasks_dot_v1_dot_task__store__pb2.ListInputRequestsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AnswerInputRequests(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mcp.tasks.v1.TaskStore/AnswerInputRequests',
+            mcp_dot_tasks_dot_v1_dot_task__store__pb2.AnswerInputRequestsRequest.SerializeToString,
+            mcp_dot_tasks_dot_v1_dot_task__store__pb2.AnswerInputRequestsResponse.FromString,
             options,
             channel_credentials,
             insecure,
