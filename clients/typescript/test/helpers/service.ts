@@ -36,6 +36,8 @@ export interface ServiceConfig {
   args?: string[];
   /** Tools the serve-mode worker fleet serves. */
   workerTools?: string;
+  /** serve: a command-tools file for the worker fleet (`--command-tools`) and the names of its tools. */
+  commandTools?: { file: string; tools: string[] };
 }
 
 export interface RunningService {
@@ -89,7 +91,9 @@ async function startServe(config: ServiceConfig): Promise<RunningService> {
   const dbUrl = new URL(pgBase);
   dbUrl.pathname = `/${name}`;
 
-  const tools = (config.workerTools ?? 'echo,sleep').split(',').map((t) => t.trim()).filter(Boolean);
+  const builtIn = (config.workerTools ?? 'echo,sleep').split(',').map((t) => t.trim()).filter(Boolean);
+  // Every tool the fleet serves, each with a queue of its own.
+  const tools = [...builtIn, ...(config.commandTools?.tools ?? [])];
   const procs: ChildProcess[] = [];
   const stopAll = async () => {
     // Workers first, so none reports to a service that is going away.
@@ -108,13 +112,21 @@ async function startServe(config: ServiceConfig): Promise<RunningService> {
     ]);
     procs.push(svc);
     const addr = await listeningAddr(svc, 'taskstore serve');
-    const worker = spawnLogged(binary('TASKWORKER_BIN', 'taskworker'), [
+    const workerArgs = [
       '--log-format', 'json', '--endpoint', `http://${addr}`, '--amqp-url', amqpUrl, '--queue-prefix', name,
-      '--tools', tools.join(','), '--shutdown-grace', '1s',
-    ]);
+      '--tools', builtIn.length ? builtIn.join(',') : 'none', '--shutdown-grace', '1s',
+      ...(config.commandTools ? ['--command-tools', config.commandTools.file] : []),
+    ];
+    const worker = spawnLogged(binary('TASKWORKER_BIN', 'taskworker'), workerArgs);
     procs.push(worker);
     await fleetReady(`http://${addr}`, tools);
-    const shared = { databaseUrl: dbUrl.href, amqpUrl, queuePrefix: name, worker };
+    const startWorker = async () => {
+      const another = spawnLogged(binary('TASKWORKER_BIN', 'taskworker'), workerArgs);
+      procs.push(another);
+      await logLine(another, (r) => r['message'] === 'consuming jobs from RabbitMQ', 'the new taskworker to consume', 30_000);
+      return another;
+    };
+    const shared = { databaseUrl: dbUrl.href, amqpUrl, queuePrefix: name, worker, startWorker };
     return { backend: 'serve', endpoint: `http://${addr}`, shared, stop: stopAll };
   } catch (err) {
     await stopAll();
@@ -128,6 +140,8 @@ export interface SharedBackends {
   queuePrefix: string;
   /** The taskworker process, whose log shows what its tools did. */
   worker: LoggedProcess;
+  /** Starts one more taskworker like the first, once it consumes jobs; `stop()` stops it too. */
+  startWorker(): Promise<LoggedProcess>;
 }
 
 export interface Gateway {
