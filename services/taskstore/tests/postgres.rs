@@ -81,6 +81,7 @@ async fn replicas_can_migrate_at_once() {
             "api_keys",
             "dispatch_outbox",
             "store_secrets",
+            "task_input_requests",
             "tasks",
             "workers"
         ]
