@@ -14,6 +14,7 @@ pub mod config;
 pub mod dispatch;
 pub mod domain;
 pub mod durations;
+pub mod edge;
 pub mod error;
 pub mod grpc;
 pub mod health;

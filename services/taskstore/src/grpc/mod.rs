@@ -5,7 +5,6 @@
 //! Requests are parsed into domain types at the edge ([`parse`]); domain
 //! errors become `tonic::Status` in one exhaustive place ([`status`]).
 
-mod admission;
 mod authenticate;
 mod caller;
 mod client;
@@ -18,10 +17,8 @@ mod observe;
 mod operations;
 mod parse;
 mod service;
-mod shutdown;
 mod status;
 
-pub use admission::{AdmissionRefused, Admissions, WaitingSlot};
 pub use authenticate::Authenticate;
 pub use caller::TENANT_METADATA;
 pub use client::{ConnectError, GrpcTaskStore};
@@ -32,6 +29,5 @@ pub use message_size::OversizeIsResourceExhausted;
 pub use observe::{IncomingTraceparent, ObserveRpcs};
 pub use operations::{OperationsService, ServiceFacts};
 pub use service::TaskStoreService;
-pub use shutdown::SHUTTING_DOWN;
 pub use status::store_error_from_status;
 pub use taskstore_proto::v1 as pb;

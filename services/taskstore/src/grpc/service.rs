@@ -11,15 +11,15 @@ use taskstore_telemetry::propagation::current_traceparent;
 use tonic::{Request, Response, Status};
 use tracing::Span;
 
-use super::admission::Admissions;
 use super::caller::tenant_of;
 use super::limits::InputLimits;
 use super::observe::IncomingTraceparent;
 use super::parse::Edge;
 use super::pb;
 use super::pb::task_store_server::{TaskStore as TaskStoreRpc, TaskStoreServer};
-use super::shutdown::{EndOnShutdown, unless_shutting_down};
 use crate::domain::{AdmissionPolicy, FleetPolicy, Scope, TaskId, served_tools};
+use crate::edge::Admissions;
+use crate::edge::{EndOnShutdown, unless_shutting_down};
 use crate::store::TaskStore;
 use crate::store::operations::OperationsStore;
 
@@ -212,7 +212,9 @@ impl TaskStoreRpc for TaskStoreService {
             // Held while the call waits.
             let _slot = self.admissions.hold_waiting(&scope.tenant)?;
             let wait = deadline.map_or(self.max_result_wait, |d| d.min(self.max_result_wait));
-            let waiting = async { Ok(self.store.wait_for_result(&scope, &task_id, wait).await?) };
+            let waiting = async {
+                Ok::<_, Status>(self.store.wait_for_result(&scope, &task_id, wait).await?)
+            };
             unless_shutting_down(&self.shutdown, waiting).await?
         } else {
             self.store.get_result(&scope, &task_id).await?

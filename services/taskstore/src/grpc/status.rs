@@ -6,6 +6,7 @@ use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt as _};
 
 use crate::domain::{ClaimRefusal, FenceRefusal, QuestionRefusal, TaskStatus};
+use crate::edge::{AdmissionRefused, ShuttingDown};
 use crate::error::{Refusal, StoreError};
 
 /// The `domain` of the ErrorInfo that names a refusal's kind.
@@ -33,6 +34,28 @@ impl From<StoreError> for Status {
             StoreError::Unavailable(message) => Status::unavailable(message),
             StoreError::Internal(message) => Status::internal(message),
         }
+    }
+}
+
+/// RESOURCE_EXHAUSTED, with a RetryInfo detail when trying again later may
+/// succeed (a rate refusal says when; a waiting-call refusal cannot know).
+impl From<AdmissionRefused> for Status {
+    fn from(refused: AdmissionRefused) -> Self {
+        match refused.retry_after {
+            Some(wait) => Status::with_error_details(
+                Code::ResourceExhausted,
+                refused.message,
+                ErrorDetails::with_retry_info(Some(wait)),
+            ),
+            None => Status::resource_exhausted(refused.message),
+        }
+    }
+}
+
+/// UNAVAILABLE: retrying reaches another replica, or this one restarted.
+impl From<ShuttingDown> for Status {
+    fn from(stopping: ShuttingDown) -> Self {
+        Status::unavailable(stopping.to_string())
     }
 }
 
@@ -125,6 +148,29 @@ fn refusal_from(status: &Status) -> Refusal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn admission_and_shutdown_refusals_say_when_to_come_back() {
+        let rate = Status::from(AdmissionRefused {
+            message: "too many creates".into(),
+            retry_after: Some(std::time::Duration::from_millis(250)),
+        });
+        assert_eq!(rate.code(), Code::ResourceExhausted);
+        let retry = rate.get_details_retry_info().expect("a retry hint");
+        assert_eq!(
+            retry.retry_delay,
+            Some(std::time::Duration::from_millis(250))
+        );
+        let waiting = Status::from(AdmissionRefused {
+            message: "too many waiting calls".into(),
+            retry_after: None,
+        });
+        assert_eq!(waiting.code(), Code::ResourceExhausted);
+        assert!(waiting.get_details_retry_info().is_none());
+        let stopping = Status::from(ShuttingDown);
+        assert_eq!(stopping.code(), Code::Unavailable);
+        assert_eq!(stopping.message(), crate::edge::SHUTTING_DOWN);
+    }
 
     fn all_errors() -> Vec<(StoreError, Code)> {
         vec![

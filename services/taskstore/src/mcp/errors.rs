@@ -8,8 +8,8 @@ use serde_json::json;
 use super::gateway::TASKS_EXTENSION;
 use super::jsonrpc::{RpcError, code};
 use crate::domain::{Revision, RevisionRefusal, Task, TaskStatus};
+use crate::edge::AdmissionRefused;
 use crate::error::StoreError;
-use crate::grpc::AdmissionRefused;
 
 impl From<StoreError> for RpcError {
     fn from(err: StoreError) -> Self {

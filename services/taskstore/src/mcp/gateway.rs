@@ -10,7 +10,8 @@ use super::in_flight::InFlight;
 use super::served::ServedCache;
 use crate::auth::Authenticator;
 use crate::domain::{FleetPolicy, Sealer};
-use crate::grpc::{Admissions, InputLimits};
+use crate::edge::Admissions;
+use crate::grpc::InputLimits;
 use crate::store::TaskStore;
 use crate::store::operations::OperationsStore;
 

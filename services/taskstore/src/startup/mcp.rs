@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{Backends, StartupError};
 use crate::auth::{AuthMethod, Authenticator};
-use crate::grpc::Admissions;
+use crate::edge::Admissions;
 use crate::mcp::{GatewayParts, McpGateway, McpSettings};
 use crate::settings::ServiceSettings;
 

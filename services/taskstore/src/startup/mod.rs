@@ -24,9 +24,8 @@ pub use self::backends::{Backends, migrate, open_keys};
 use clap::ValueEnum as _;
 
 use crate::auth::{AuthMethod, Authenticator};
-use crate::grpc::{
-    Admissions, OperationsService, ServiceFacts, TaskExecutionService, TaskStoreService,
-};
+use crate::edge::Admissions;
+use crate::grpc::{OperationsService, ServiceFacts, TaskExecutionService, TaskStoreService};
 use crate::health::QueueHealth;
 use crate::periodic::Chore;
 use crate::server::Server;

@@ -141,10 +141,10 @@ async fn shutdown_ends_open_streams_and_waits_at_once() {
         .await
         .expect_err("the stream ends with an error");
     assert_eq!(ended.code(), Code::Unavailable);
-    assert_eq!(ended.message(), taskstore::grpc::SHUTTING_DOWN);
+    assert_eq!(ended.message(), taskstore::edge::SHUTTING_DOWN);
     let waited = waiting.await.expect("join").expect_err("the wait ends");
     assert_eq!(waited.code(), Code::Unavailable);
-    assert_eq!(waited.message(), taskstore::grpc::SHUTTING_DOWN);
+    assert_eq!(waited.message(), taskstore::edge::SHUTTING_DOWN);
     tokio::time::timeout(Duration::from_secs(10), handle)
         .await
         .expect("the server stops without using its 60 s grace")

@@ -1,16 +1,14 @@
 //! Admission per tenant, on this replica: the create rate (a token bucket
-//! per tenant; RESOURCE_EXHAUSTED with a RetryInfo detail saying when to
-//! come back) and the calls kept waiting (WatchTask streams, waiting
-//! GetTaskResult calls; a slot held for as long as the call). Exact under
+//! per tenant; refused with a delay saying when to come back) and the calls
+//! kept waiting (WatchTask streams, waiting GetTaskResult calls, `/mcp`
+//! streams and waiting calls, the dashboard's live views; a slot held for
+//! as long as the call). Exact under
 //! concurrency within a replica; across N replicas a tenant gets up to N
 //! times the figures (docs/security.md says so, and how to set them).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
-
-use tonic::{Code, Status};
-use tonic_types::{ErrorDetails, StatusExt as _};
 
 use crate::domain::{AdmissionPolicy, TenantId, TokenBucket};
 
@@ -24,19 +22,6 @@ pub struct AdmissionRefused {
     /// When trying again may succeed (a rate refusal says; a waiting-call
     /// refusal cannot know).
     pub retry_after: Option<Duration>,
-}
-
-impl From<AdmissionRefused> for Status {
-    fn from(refused: AdmissionRefused) -> Self {
-        match refused.retry_after {
-            Some(wait) => Status::with_error_details(
-                Code::ResourceExhausted,
-                refused.message,
-                ErrorDetails::with_retry_info(Some(wait)),
-            ),
-            None => Status::resource_exhausted(refused.message),
-        }
-    }
 }
 
 #[derive(Debug, Default)]
@@ -93,7 +78,7 @@ impl Admissions {
             crate::metrics::admission_refused("waiting_calls");
             return Err(AdmissionRefused {
                 message: format!(
-                    "too many waiting calls: at most {} open WatchTask streams and waiting GetTaskResult calls; close one, or poll",
+                    "too many waiting calls: at most {} open streams and waiting calls (WatchTask, waiting GetTaskResult, /mcp streams); close one, or poll",
                     limit.unwrap_or_default()
                 ),
                 retry_after: None,
@@ -146,14 +131,10 @@ mod tests {
         });
         assert!(admissions.admit_create(&acme()).is_ok());
         assert!(admissions.admit_create(&acme()).is_ok());
-        let refused = Status::from(
-            admissions
-                .admit_create(&acme())
-                .expect_err("over the burst"),
-        );
-        assert_eq!(refused.code(), Code::ResourceExhausted);
-        let retry = refused.get_details_retry_info().expect("a retry hint");
-        assert!(retry.retry_delay.is_some_and(|d| d.as_millis() > 0));
+        let refused = admissions
+            .admit_create(&acme())
+            .expect_err("over the burst");
+        assert!(refused.retry_after.is_some_and(|d| d.as_millis() > 0));
         // Another tenant has its own bucket.
         assert!(admissions.admit_create(&TenantId::default_tenant()).is_ok());
     }
