@@ -246,6 +246,8 @@ mod tests {
             (Role::Client, operations, "GetStatus", false),
             (Role::Worker, store, "StoreTaskResult", true),
             (Role::Worker, store, "WatchTask", true),
+            (Role::Worker, store, "WatchTasks", false),
+            (Role::Client, store, "WatchTasks", true),
             (Role::Worker, store, "CreateTask", false),
             (Role::Worker, store, "ListTasks", false),
             (Role::Worker, store, "CancelTask", false),

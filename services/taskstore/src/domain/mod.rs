@@ -10,6 +10,7 @@ mod json;
 mod limits;
 mod mcp;
 mod poll;
+mod progress;
 pub mod questions;
 mod seal;
 mod status;
@@ -32,6 +33,7 @@ pub use json::{ArgumentsNotObject, InvalidJson, JsonObject, RequestId};
 pub use limits::{Admission, AdmissionPolicy, Rate, TokenBucket};
 pub use mcp::{ExtensionOutcome, Revision, RevisionRefusal, revision_of};
 pub use poll::{MAX_POLL_INTERVAL, PollPolicy};
+pub use progress::{MAX_PROGRESS_TOKEN_BYTES, ProgressToken, progress_of};
 pub use questions::{
     Answer, Answered, Answers, AskStep, InputKey, InputMethod, InputRequest, Question,
     QuestionRefusal,

@@ -12,7 +12,7 @@ use tokio_stream::StreamExt;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
-use super::convert::{question_from_pb, status_from_pb, task_from_pb};
+use super::convert::{followed_from_pb, question_from_pb, status_from_pb, task_from_pb};
 use super::pb;
 use super::pb::operations_client::OperationsClient;
 use super::pb::task_store_client::TaskStoreClient;
@@ -22,7 +22,7 @@ use crate::domain::{
     StatusUpdate, Task, TaskId, TaskPage, TaskResult, TaskStatus, TtlRequest,
 };
 use crate::error::StoreError;
-use crate::store::{TaskStore, TaskWatch};
+use crate::store::{Followed, TaskFollow, TaskStore, TaskWatch};
 
 /// Results can be as large as the server allows; the client accepts them.
 const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
@@ -322,6 +322,34 @@ impl TaskStore for GrpcTaskStore {
         Ok(Box::pin(stream.map(|item| {
             item.map_err(store_error_from_status).and_then(task_from_pb)
         })))
+    }
+
+    async fn follow_tasks(&self, scope: &Scope) -> Result<TaskFollow, StoreError> {
+        let request = pb::WatchTasksRequest {
+            session_id: session_of(scope)?,
+        };
+        let stream = self
+            .client()
+            .watch_tasks(request)
+            .await
+            .map_err(store_error_from_status)?
+            .into_inner();
+        // A broken stream (the server stopping) ends the follow after a
+        // resync: whoever follows reads again, or follows anew.
+        let items = stream.map_while(|item| match item {
+            Ok(event) => match followed_from_pb(event) {
+                Ok(followed) => Some(followed),
+                Err(err) => {
+                    tracing::warn!(error = %err, "malformed task event; resyncing");
+                    Some(Followed::Resync)
+                }
+            },
+            Err(status) => {
+                tracing::debug!(status = %status, "task event stream ended");
+                None
+            }
+        });
+        Ok(Box::pin(items.chain(tokio_stream::once(Followed::Resync))))
     }
 
     async fn wait_for_result(

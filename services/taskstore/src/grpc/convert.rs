@@ -5,10 +5,11 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use crate::domain::{
-    Answer, InputKey, InputRequest, JsonObject, Question, ServedTool, SessionId, Task, TaskId,
-    TaskStatus, TaskSupport, ToolDescription, ToolName, Ttl,
+    Answer, InputKey, InputRequest, JsonObject, ProgressToken, Question, ServedTool, SessionId,
+    Task, TaskId, TaskStatus, TaskSupport, ToolDescription, ToolName, Ttl,
 };
 use crate::error::StoreError;
+use crate::store::{ChangedTask, Followed};
 
 use super::pb;
 
@@ -86,6 +87,43 @@ pub(super) fn duration(d: Duration) -> prost_types::Duration {
 
 /// A task as a server sent it. The server is trusted less than our own
 /// database: anything off is an INTERNAL error, never a panic.
+impl From<Followed> for pb::TaskEvent {
+    fn from(item: Followed) -> Self {
+        match item {
+            Followed::Changed(changed) => pb::TaskEvent {
+                event: Some(pb::task_event::Event::Changed(pb::Task::from(
+                    changed.task.clone(),
+                ))),
+                progress_token_json: changed
+                    .progress_token
+                    .as_ref()
+                    .map(|token| token.as_str().to_owned()),
+            },
+            Followed::Resync => pb::TaskEvent {
+                event: Some(pb::task_event::Event::Resync(pb::Resync {})),
+                progress_token_json: None,
+            },
+        }
+    }
+}
+
+/// Client side: a WatchTasks event as the follow item it stands for.
+pub(super) fn followed_from_pb(event: pb::TaskEvent) -> Result<Followed, StoreError> {
+    match event.event {
+        Some(pb::task_event::Event::Changed(task)) => {
+            Ok(Followed::Changed(std::sync::Arc::new(ChangedTask {
+                task: task_from_pb(task)?,
+                progress_token: event
+                    .progress_token_json
+                    .as_deref()
+                    .and_then(ProgressToken::from_stored),
+            })))
+        }
+        Some(pb::task_event::Event::Resync(_)) => Ok(Followed::Resync),
+        None => Err(malformed("a task event without an event")),
+    }
+}
+
 pub(super) fn task_from_pb(task: pb::Task) -> Result<Task, StoreError> {
     let status = status_from_pb(task.status)?;
     Ok(Task {

@@ -121,6 +121,11 @@ impl<'a> Edge<'a> {
         Ok((self.scope(session)?, task_id(task)?))
     }
 
+    /// The scope a request that names no task acts in.
+    pub(super) fn scope_of(&self, session: Option<&str>) -> Result<Scope, StoreError> {
+        self.scope(session)
+    }
+
     pub(super) fn update(
         &self,
         req: pb::UpdateTaskStatusRequest,

@@ -259,6 +259,25 @@ impl TaskStoreRpc for TaskStoreService {
         Ok(Response::new(Box::pin(stream)))
     }
 
+    type WatchTasksStream = Pin<Box<dyn Stream<Item = Result<pb::TaskEvent, Status>> + Send>>;
+
+    async fn watch_tasks(
+        &self,
+        request: Request<pb::WatchTasksRequest>,
+    ) -> Result<Response<Self::WatchTasksStream>, Status> {
+        let edge = self.edge(&request)?;
+        let scope = edge.scope_of(request.into_inner().session_id.as_deref())?;
+        let slot = self.admissions.hold_waiting(&scope.tenant)?;
+        let follow = self.store.follow_tasks(&scope).await?;
+        // The slot lives as long as the stream.
+        let stream = follow.map(move |item| {
+            let _held = &slot;
+            Ok(pb::TaskEvent::from(item))
+        });
+        let stream = EndOnShutdown::new(stream, self.shutdown.clone());
+        Ok(Response::new(Box::pin(stream)))
+    }
+
     async fn cancel_task(
         &self,
         request: Request<pb::CancelTaskRequest>,

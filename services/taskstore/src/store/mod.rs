@@ -74,6 +74,13 @@ pub trait TaskStore: Send + Sync + 'static {
     /// on any replica are seen.
     async fn watch_task(&self, scope: &Scope, task_id: &TaskId) -> Result<TaskWatch, StoreError>;
 
+    /// Every change to the tasks of `scope` (its tenant's; its session's
+    /// when it names one) from now on, made on any replica, in order: each
+    /// item is the task after the change, or a resync when changes may have
+    /// been missed. Creations and deletions are not changes. For streams
+    /// that follow many tasks (MCP notifications, the dashboard).
+    async fn follow_tasks(&self, scope: &Scope) -> Result<TaskFollow, StoreError>;
+
     /// MCP `tasks/result`: waits up to `timeout` for the task to be
     /// terminal, without polling, then answers as [`TaskStore::get_result`].
     async fn wait_for_result(
@@ -103,6 +110,8 @@ pub trait TaskStore: Send + Sync + 'static {
         answers: Answers,
     ) -> Result<Answered, StoreError>;
 }
+
+pub use changes::{ChangedTask, Followed, TaskFollow};
 
 /// The stream [`TaskStore::watch_task`] returns.
 pub type TaskWatch =

@@ -204,6 +204,14 @@ fn valid_requests() -> Vec<(&'static str, bool, Vec<u8>)> {
             .encode_to_vec(),
         ),
         (
+            leak(store, "WatchTasks"),
+            true,
+            pb::WatchTasksRequest {
+                session_id: Some("s".into()),
+            }
+            .encode_to_vec(),
+        ),
+        (
             leak(store, "CancelTask"),
             false,
             pb::CancelTaskRequest {

@@ -421,6 +421,30 @@ async fn cross_tenant_probe(kind: Kind) {
                 .expect("list")
                 .into_inner();
             assert!(listed.tasks.is_empty(), "{who} lists {:?}", listed.tasks);
+            // Following shows only the intruder's own tenant: acme's
+            // changes never reach it.
+            let mut followed = intruder
+                .store
+                .watch_tasks(pb::WatchTasksRequest { session_id: None })
+                .await
+                .expect("follow")
+                .into_inner();
+            let changed = owner
+                .store
+                .create_task(create(None, None, false))
+                .await
+                .expect("create")
+                .into_inner();
+            owner
+                .store
+                .cancel_task(pb::CancelTaskRequest {
+                    task_id: changed.task_id,
+                    session_id: None,
+                })
+                .await
+                .expect("cancel");
+            let heard = tokio::time::timeout(Duration::from_millis(500), followed.message()).await;
+            assert!(heard.is_err(), "{who} heard of acme's change: {heard:?}");
         }
     }
 

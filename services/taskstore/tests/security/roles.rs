@@ -93,6 +93,13 @@ async fn every_rpc(who: &mut Identity) -> Vec<(&'static str, Result<(), Status>)
                 .map(|_| ()),
         ),
         (
+            "WatchTasks",
+            who.store
+                .watch_tasks(pb::WatchTasksRequest { session_id: None })
+                .await
+                .map(|_| ()),
+        ),
+        (
             "CancelTask",
             who.store
                 .cancel_task(pb::CancelTaskRequest {
@@ -295,6 +302,7 @@ async fn each_role_calls_what_it_may_and_nothing_else(kind: Kind) {
                 "GetTaskResult",
                 "ListTasks",
                 "WatchTask",
+                "WatchTasks",
                 "CancelTask",
                 "DeleteTask",
                 "ListTools",
@@ -330,6 +338,7 @@ async fn each_role_calls_what_it_may_and_nothing_else(kind: Kind) {
                 "GetTaskResult",
                 "ListTasks",
                 "WatchTask",
+                "WatchTasks",
                 "CancelTask",
                 "DeleteTask",
                 "ListTools",
@@ -348,6 +357,7 @@ async fn each_role_calls_what_it_may_and_nothing_else(kind: Kind) {
                 "GetTaskResult",
                 "ListTasks",
                 "WatchTask",
+                "WatchTasks",
                 "CancelTask",
                 "DeleteTask",
                 "ListTools",

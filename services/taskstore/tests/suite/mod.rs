@@ -7,6 +7,7 @@ pub mod create;
 pub mod deletion;
 pub mod execution;
 pub mod expiry;
+pub mod following;
 pub mod isolation;
 pub mod lifecycle;
 pub mod listing;
@@ -72,6 +73,9 @@ macro_rules! conformance_suite {
             watching::watch_of_a_terminal_task_ends_at_once,
             watching::waiting_for_a_result_wakes_when_it_is_stored,
             watching::waiting_for_a_result_gives_up_at_its_timeout,
+            following::following_shows_every_change_of_the_scope_in_order,
+            following::following_carries_the_progress_token,
+            following::following_never_shows_another_tenants_tasks,
             execution::exactly_one_of_many_claims_wins,
             execution::concurrent_claims_each_get_their_own_lease,
             execution::reports_are_fenced_by_the_lease,

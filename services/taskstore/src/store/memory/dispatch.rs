@@ -44,11 +44,11 @@ impl DispatchStore for MemoryTaskStore {
                 }
             }
             self.commit(&mut state).await?;
+            for key in &expired {
+                self.changed(&state, key);
+            }
             expired
         };
-        for key in &reaped {
-            self.changed(key, None);
-        }
         if !reaped.is_empty() {
             self.inner.outbox.notify_one();
         }
@@ -123,10 +123,10 @@ impl DispatchStore for MemoryTaskStore {
                         log_held_for_worker(&job.task_id, &job.tool);
                     }
                     self.commit(&mut state).await?;
-                    drop(state);
                     if changed {
-                        self.changed(&key, None);
+                        self.changed(&state, &key);
                     }
+                    drop(state);
                 }
                 Err(err) => {
                     let unsent: Vec<u64> = taken[index..].iter().map(|(id, _)| *id).collect();

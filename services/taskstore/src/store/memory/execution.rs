@@ -99,7 +99,7 @@ impl ExecutionStore for MemoryTaskStore {
         let token = crate::store::new_lease_token()?;
         let lease_duration = self.config().execution.lease_duration;
         let key = key(tenant.as_str(), task_id);
-        let (claim, status) = {
+        let claim = {
             let mut state = self.lock().await;
             let now = state.now();
             let record = state
@@ -143,10 +143,9 @@ impl ExecutionStore for MemoryTaskStore {
             record.task.last_updated_at = now;
             state.touch(&key);
             self.commit(&mut state).await?;
-            (claim, status)
+            self.changed(&state, &key);
+            claim
         };
-        // A claim changes the message, never the status.
-        self.changed(&key, Some(status));
         Ok(claim)
     }
 
@@ -217,9 +216,9 @@ impl ExecutionStore for MemoryTaskStore {
             };
             let next = self.end_attempt(&mut state, &key, &end, now);
             self.commit(&mut state).await?;
+            self.changed(&state, &key);
             next
         };
-        self.changed(&key, None);
         self.inner.outbox.notify_one();
         next.outcome()
             .ok_or_else(|| StoreError::Internal("a held task was already terminal".into()))

@@ -58,8 +58,8 @@ impl MemoryTaskStore {
             state.touch(&key);
             state.remove_jobs(|job| job.key == key);
             self.commit(&mut state).await?;
+            self.changed(&state, &key);
         }
-        self.changed(&key, None);
         Ok(())
     }
 

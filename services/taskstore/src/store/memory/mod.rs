@@ -19,11 +19,11 @@ use async_trait::async_trait;
 use tokio::sync::{Mutex, MutexGuard, Notify};
 
 use self::state::{Dispatch, Key, Record, State, delta, key};
-use super::changes::{ChangeFeed, TaskChange, wait_for_result, watch};
+use super::changes::{ChangeFeed, ChangedTask, News, TaskChange, follow, wait_for_result, watch};
 use super::{StoreConfig, TaskStore, TaskWatch, already_terminal, no_result, quota_reached};
 use crate::domain::{
     Answered, Answers, CursorCodec, CursorPosition, LeaseToken, NewResult, NewTask, PageRequest,
-    Question, Scope, StatusUpdate, Task, TaskId, TaskPage, TaskResult, TaskStatus,
+    ProgressToken, Question, Scope, StatusUpdate, Task, TaskId, TaskPage, TaskResult, TaskStatus,
 };
 use crate::error::StoreError;
 
@@ -147,13 +147,21 @@ impl MemoryTaskStore {
         &self.inner.config
     }
 
-    /// Tells watchers and waiters that the task changed; `status` is its
-    /// new status when the caller has it at hand (saves them a read).
-    fn changed(&self, key: &Key, status: Option<TaskStatus>) {
+    /// Tells watchers, waiters and followers that the task changed, with
+    /// the task as it is now (none: it is gone). Called with the state still
+    /// locked, so that changes are told in the order they were made.
+    fn changed(&self, state: &State, key: &Key) {
+        let news = match state.tasks.get(key) {
+            Some(record) => News::Task(Arc::new(ChangedTask {
+                task: record.task.clone(),
+                progress_token: record.progress_token.clone(),
+            })),
+            None => News::Unknown,
+        };
         self.inner.changes.publish(TaskChange::Changed {
             tenant: key.0.clone(),
             task_id: key.1.clone(),
-            status,
+            news,
         });
     }
 
@@ -191,9 +199,9 @@ impl MemoryTaskStore {
             let task = record.task.clone();
             state.touch(&key);
             self.commit(&mut state).await?;
+            self.changed(&state, &key);
             task
         };
-        self.changed(&key, Some(task.status));
         crate::metrics::task_finished(task.status);
         Ok(task)
     }
@@ -274,6 +282,7 @@ impl TaskStore for MemoryTaskStore {
                 parked: false,
             });
             let record = Record {
+                progress_token: ProgressToken::of_request(&task.request),
                 task: Task {
                     task_id,
                     status: TaskStatus::Working,
@@ -439,6 +448,10 @@ impl TaskStore for MemoryTaskStore {
             task_id.clone(),
         )
         .await
+    }
+
+    async fn follow_tasks(&self, scope: &Scope) -> Result<super::TaskFollow, StoreError> {
+        Ok(follow(self.clone(), &self.inner.changes, scope.clone()))
     }
 
     async fn wait_for_result(

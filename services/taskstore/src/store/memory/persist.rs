@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use super::state::{Dispatch, Job, Key, Lease, Record, State};
 use crate::domain::{
-    Answer, InputKey, InputRequest, JsonObject, LeaseToken, Question, RequestId, SessionId, Task,
-    TaskId, TaskStatus, ToolName, Ttl, tool_of,
+    Answer, InputKey, InputRequest, JsonObject, LeaseToken, ProgressToken, Question, RequestId,
+    SessionId, Task, TaskId, TaskStatus, ToolName, Ttl, tool_of,
 };
 use crate::error::StoreError;
 
@@ -220,6 +220,7 @@ impl TryFrom<StoredRecord> for (Key, Record) {
         };
         let record = Record {
             task,
+            progress_token: ProgressToken::of_request(&request),
             expires_at: stored.expires_at_us.map(time).transpose()?,
             request_id: RequestId::parse(stored.request_id).map_err(corrupt)?,
             request,

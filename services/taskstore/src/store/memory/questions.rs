@@ -36,7 +36,7 @@ impl MemoryTaskStore {
         request: &InputRequest,
     ) -> Result<Option<JsonObject>, StoreError> {
         let key = key(tenant.as_str(), task_id);
-        let (answer, status) = {
+        let answer = {
             let mut state = self.lock().await;
             let now = state.now();
             let record = state
@@ -68,16 +68,13 @@ impl MemoryTaskStore {
                     true
                 }
             };
-            let status = record.task.status;
             if changed {
                 state.touch(&key);
                 self.commit(&mut state).await?;
+                self.changed(&state, &key);
             }
-            (None, changed.then_some(status))
+            None
         };
-        if let Some(status) = status {
-            self.changed(&key, Some(status));
-        }
         Ok(answer)
     }
 
@@ -133,12 +130,10 @@ impl MemoryTaskStore {
             };
             if !answered.taken.is_empty() {
                 self.commit(&mut state).await?;
+                self.changed(&state, &key);
             }
             (answered, redispatched)
         };
-        if !answered.taken.is_empty() {
-            self.changed(&key, Some(answered.task.status));
-        }
         if redispatched {
             self.inner.outbox.notify_one();
         }

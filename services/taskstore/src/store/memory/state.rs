@@ -7,7 +7,8 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 
 use crate::domain::{
-    InputRequest, JsonObject, LeaseToken, Question, RequestId, Task, TaskId, TaskStatus, ToolName,
+    InputRequest, JsonObject, LeaseToken, ProgressToken, Question, RequestId, Task, TaskId,
+    TaskStatus, ToolName,
 };
 
 /// (tenant, task id).
@@ -37,6 +38,8 @@ pub(super) struct Dispatch {
 #[derive(Debug, Clone)]
 pub(super) struct Record {
     pub task: Task,
+    /// The creating request's progress token, read from it once.
+    pub progress_token: Option<ProgressToken>,
     pub expires_at: Option<DateTime<Utc>>,
     #[allow(dead_code)] // kept like every backend keeps it; no read path yet
     pub request_id: RequestId,

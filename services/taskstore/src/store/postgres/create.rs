@@ -9,7 +9,7 @@ use super::PgTaskStore;
 use super::error::store_error;
 use super::group_commit;
 use super::rows::TaskRow;
-use crate::domain::{NewTask, Scope};
+use crate::domain::{NewTask, ProgressToken, Scope};
 use crate::error::StoreError;
 use crate::store::quota_reached;
 
@@ -43,6 +43,8 @@ impl PgTaskStore {
             tool: task.tool().map(|tool| tool.as_str().to_owned()),
             max_attempts: attempts,
             trace_context: task.trace_context.as_ref().map(|t| t.as_str().to_owned()),
+            progress_token: ProgressToken::of_request(&task.request)
+                .map(|token| token.as_str().to_owned()),
         };
         let row = if let Some(lock_key) = self.quota_lock_key(scope) {
             // Creates under a quota are serialized (count, then insert), so

@@ -31,6 +31,8 @@ pub(super) struct NewRow {
     pub max_attempts: Option<i32>,
     /// The trace the task was created in.
     pub trace_context: Option<String>,
+    /// The creating request's progress token (JSON text).
+    pub progress_token: Option<String>,
 }
 
 /// One create waiting for its batch; no row in the reply when a live task
@@ -85,22 +87,24 @@ pub(super) async fn insert_rows<'e>(
     let requests = column(|r| Some(r.request_json.clone()));
     let tools = column(|r| r.tool.clone());
     let traces = column(|r| r.trace_context.clone());
+    let tokens = column(|r| r.progress_token.clone());
     let ttls: Vec<Option<i64>> = rows.iter().map(|r| r.ttl_ms).collect();
     let polls: Vec<i64> = rows.iter().map(|r| r.poll_ms).collect();
     let attempts: Vec<Option<i32>> = rows.iter().map(|r| r.max_attempts).collect();
     let created = sqlx::query_as::<_, CreatedRow>(concat!(
         "WITH input AS (",
         " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],",
-        "                      $6::bigint[], $7::bigint[], $8::text[], $9::int[], $10::text[])",
+        "                      $6::bigint[], $7::bigint[], $8::text[], $9::int[], $10::text[],",
+        "                      $11::text[])",
         "   AS i(tenant_id, task_id, session_id, request_id_json, request_json, ttl_ms,",
-        "        poll_interval_ms, tool, max_attempts, trace_context)),",
+        "        poll_interval_ms, tool, max_attempts, trace_context, progress_token)),",
         " task AS (",
         " INSERT INTO tasks (tenant_id, task_id, session_id, status, request_id_json, request_json,",
         "  created_at, last_updated_at, ttl_ms, expires_at, poll_interval_ms,",
-        "  tool, max_attempts, dispatch_generation, trace_context)",
+        "  tool, max_attempts, dispatch_generation, trace_context, progress_token)",
         " SELECT tenant_id, task_id, session_id, 'working', request_id_json, request_json,",
         "  now(), now(), ttl_ms, now() + ttl_ms * interval '1 millisecond', poll_interval_ms,",
-        "  tool, max_attempts, 1, trace_context FROM input",
+        "  tool, max_attempts, 1, trace_context, progress_token FROM input",
         " ON CONFLICT (tenant_id, task_id) DO UPDATE SET",
         "   session_id = EXCLUDED.session_id, status = EXCLUDED.status, status_message = NULL,",
         "   request_id_json = EXCLUDED.request_id_json, request_json = EXCLUDED.request_json,",
@@ -108,7 +112,7 @@ pub(super) async fn insert_rows<'e>(
         "   last_updated_at = EXCLUDED.last_updated_at, ttl_ms = EXCLUDED.ttl_ms,",
         "   expires_at = EXCLUDED.expires_at, poll_interval_ms = EXCLUDED.poll_interval_ms,",
         "   tool = EXCLUDED.tool, max_attempts = EXCLUDED.max_attempts, attempt = 0,",
-        "   trace_context = EXCLUDED.trace_context,",
+        "   trace_context = EXCLUDED.trace_context, progress_token = EXCLUDED.progress_token,",
         "   dispatch_generation = tasks.dispatch_generation + 1,",
         "   lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, parked_at = NULL",
         " WHERE tasks.expires_at <= now()",
@@ -135,6 +139,7 @@ pub(super) async fn insert_rows<'e>(
     .bind(&tools)
     .bind(&attempts)
     .bind(&traces)
+    .bind(&tokens)
     .fetch_all(executor)
     .await?;
     Ok(created
@@ -160,6 +165,7 @@ mod tests {
             tool: None,
             max_attempts: None,
             trace_context: None,
+            progress_token: None,
         };
         PendingCreate {
             request: row,

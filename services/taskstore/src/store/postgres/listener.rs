@@ -1,7 +1,8 @@
 //! The change feed over PostgreSQL LISTEN/NOTIFY: a trigger (migrations
-//! 0002, 0003) notifies on every task change; one listening connection per
-//! replica turns the notifications into in-process events. (Outbox inserts
-//! no longer notify: migration 0008.)
+//! 0002, 0003, 0012) notifies on every task change, with the task; one
+//! listening connection per replica turns the notifications into
+//! in-process events (`change_payload.rs`). (Outbox inserts no longer
+//! notify: migration 0008.)
 
 use std::time::Duration;
 
@@ -9,6 +10,7 @@ use sqlx::PgPool;
 use sqlx::postgres::{PgListener, PgNotification};
 use tokio_util::sync::CancellationToken;
 
+use super::change_payload::parse_task_change;
 use crate::store::changes::{ChangeFeed, TaskChange};
 
 const TASK_CHANNEL: &str = "taskstore_task_changed";
@@ -81,59 +83,5 @@ fn route(notification: &PgNotification, feed: &ChangeFeed) {
             ),
         },
         other => tracing::debug!(channel = other, "ignoring notification"),
-    }
-}
-
-/// "<tenant> <task id> <status>" (migration 0003), or "<tenant> <task id>"
-/// (0002, and any status this build does not know): then the status is left
-/// for the watcher to read.
-fn parse_task_change(payload: &str) -> Option<TaskChange> {
-    let mut parts = payload.splitn(3, ' ');
-    let (tenant, task_id) = (parts.next()?, parts.next()?);
-    if tenant.is_empty() || task_id.is_empty() {
-        return None;
-    }
-    Some(TaskChange::Changed {
-        tenant: tenant.to_owned(),
-        task_id: task_id.to_owned(),
-        status: parts.next().and_then(|status| status.parse().ok()),
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::domain::TaskStatus;
-
-    fn changed(tenant: &str, task_id: &str, status: Option<TaskStatus>) -> Option<TaskChange> {
-        Some(TaskChange::Changed {
-            tenant: tenant.into(),
-            task_id: task_id.into(),
-            status,
-        })
-    }
-
-    #[test]
-    fn payloads_with_and_without_a_status() {
-        assert_eq!(
-            parse_task_change("default t1 completed"),
-            changed("default", "t1", Some(TaskStatus::Completed))
-        );
-        assert_eq!(
-            parse_task_change("default t1 input_required"),
-            changed("default", "t1", Some(TaskStatus::InputRequired))
-        );
-        assert_eq!(
-            parse_task_change("default t1"),
-            changed("default", "t1", None)
-        );
-        // A status from a newer schema: read the task instead of guessing.
-        assert_eq!(
-            parse_task_change("default t1 archived"),
-            changed("default", "t1", None)
-        );
-        assert_eq!(parse_task_change("default"), None);
-        assert_eq!(parse_task_change(" t1"), None);
-        assert_eq!(parse_task_change(""), None);
     }
 }

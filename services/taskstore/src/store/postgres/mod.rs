@@ -24,7 +24,7 @@ pub use self::connect::unreachable_because;
 pub(crate) use self::error::{is_unavailable, store_error};
 pub use self::migrations::{MIGRATOR, SchemaState, migrate, schema_state};
 use self::rows::{TaskRow, TaskWithResultRow, stored_json, task_columns};
-use super::changes::{ChangeFeed, wait_for_result, watch};
+use super::changes::{ChangeFeed, follow, wait_for_result, watch};
 use super::{StoreConfig, TaskStore, TaskWatch, already_terminal, no_result};
 use crate::domain::{
     Answered, Answers, CursorCodec, LeaseToken, NewResult, NewTask, PageRequest, Question, Scope,
@@ -87,6 +87,7 @@ macro_rules! visible_task {
 
 // Declared after the SQL macros above, which they use.
 mod batch_writer;
+mod change_payload;
 mod claim_batch;
 mod connect;
 mod create;
@@ -345,6 +346,10 @@ impl TaskStore for PgTaskStore {
 
     async fn watch_task(&self, scope: &Scope, task_id: &TaskId) -> Result<TaskWatch, StoreError> {
         watch(self.clone(), &self.changes, scope.clone(), task_id.clone()).await
+    }
+
+    async fn follow_tasks(&self, scope: &Scope) -> Result<super::TaskFollow, StoreError> {
+        Ok(follow(self.clone(), &self.changes, scope.clone()))
     }
 
     async fn wait_for_result(
