@@ -134,6 +134,26 @@ class WatchTaskRequest(_message.Message):
     session_id: str
     def __init__(self, task_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
 
+class WatchTasksRequest(_message.Message):
+    __slots__ = ("session_id",)
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    def __init__(self, session_id: _Optional[str] = ...) -> None: ...
+
+class TaskEvent(_message.Message):
+    __slots__ = ("changed", "resync", "progress_token_json")
+    CHANGED_FIELD_NUMBER: _ClassVar[int]
+    RESYNC_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_TOKEN_JSON_FIELD_NUMBER: _ClassVar[int]
+    changed: Task
+    resync: Resync
+    progress_token_json: str
+    def __init__(self, changed: _Optional[_Union[Task, _Mapping]] = ..., resync: _Optional[_Union[Resync, _Mapping]] = ..., progress_token_json: _Optional[str] = ...) -> None: ...
+
+class Resync(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
 class GetTaskResultResponse(_message.Message):
     __slots__ = ("status", "result_json", "task")
     STATUS_FIELD_NUMBER: _ClassVar[int]

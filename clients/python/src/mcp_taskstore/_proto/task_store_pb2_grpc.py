@@ -71,6 +71,11 @@ class TaskStoreStub(object):
                 request_serializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.WatchTaskRequest.SerializeToString,
                 response_deserializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.Task.FromString,
                 _registered_method=True)
+        self.WatchTasks = channel.unary_stream(
+                '/mcp.tasks.v1.TaskStore/WatchTasks',
+                request_serializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.WatchTasksRequest.SerializeToString,
+                response_deserializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.TaskEvent.FromString,
+                _registered_method=True)
         self.CancelTask = channel.unary_unary(
                 '/mcp.tasks.v1.TaskStore/CancelTask',
                 request_serializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.CancelTaskRequest.SerializeToString,
@@ -175,6 +180,20 @@ class TaskStoreServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def WatchTasks(self, request, context):
+        """Streams every change to the caller's tasks (its tenant's; one
+        session's when `session_id` is set) from now on, whichever replica made
+        it, in order: each event is the task after the change. A `resync` event
+        says changes may have been missed (the server's change feed reconnected,
+        or this stream fell behind): read again whatever you show. Creating and
+        deleting a task are not changes. The stream does not end by itself; it
+        holds one of the tenant's waiting calls. Errors: RESOURCE_EXHAUSTED (too
+        many waiting calls), UNAVAILABLE (the server is shutting down).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def CancelTask(self, request, context):
         """Cancels a task: a non-terminal task is CANCELLED before the reply. It is
         idempotent: a terminal task comes back unchanged, without an error.
@@ -271,6 +290,11 @@ def add_TaskStoreServicer_to_server(servicer, server):
                     servicer.WatchTask,
                     request_deserializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.WatchTaskRequest.FromString,
                     response_serializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.Task.SerializeToString,
+            ),
+            'WatchTasks': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchTasks,
+                    request_deserializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.WatchTasksRequest.FromString,
+                    response_serializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.TaskEvent.SerializeToString,
             ),
             'CancelTask': grpc.unary_unary_rpc_method_handler(
                     servicer.CancelTask,
@@ -493,6 +517,33 @@ class TaskStore(object):
             '/mcp.tasks.v1.TaskStore/WatchTask',
             mcp_dot_tasks_dot_v1_dot_task__store__pb2.WatchTaskRequest.SerializeToString,
             mcp_dot_tasks_dot_v1_dot_task__store__pb2.Task.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchTasks(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/mcp.tasks.v1.TaskStore/WatchTasks',
+            mcp_dot_tasks_dot_v1_dot_task__store__pb2.WatchTasksRequest.SerializeToString,
+            mcp_dot_tasks_dot_v1_dot_task__store__pb2.TaskEvent.FromString,
             options,
             channel_credentials,
             insecure,
