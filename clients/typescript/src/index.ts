@@ -1,4 +1,5 @@
 export { GrpcTaskStore, toMcpTask, type GrpcTaskStoreOptions } from './task-store.js';
+export { TaskStatusNotifier, type FollowOptions, type TaskStatusNotifierOptions } from './status-notifier.js';
 export {
   TaskStoreClient,
   type AnsweredInputRequests,
