@@ -143,6 +143,9 @@ class Service:
     addr: str
     processes: list[Process] = field(default_factory=list)
     cleanups: list[object] = field(default_factory=list)
+    # serve only: what another replica (``start_replica``) shares with it.
+    database_url: str = ""
+    queue_prefix: str = ""
 
     @property
     def endpoint(self) -> str:
@@ -217,7 +220,7 @@ def start_serve(worker_tools: str = "echo,sleep,fail") -> Service:
     except subprocess.CalledProcessError as error:
         raise RuntimeError(f"PostgreSQL refused CREATE DATABASE: {error.stderr.decode(errors='replace')}") from None
     prefix = f"py-{unique}"
-    service = Service("serve", "", [])
+    service = Service("serve", "", [], database_url=_with_database(DATABASE_URL, db_name), queue_prefix=prefix)
     service.cleanups.append(lambda: _psql(f'DROP DATABASE IF EXISTS "{db_name}" WITH (FORCE)'))
     # Runs after the processes stopped (so no worker redeclares its queue).
     tools = [tool for tool in worker_tools.split(",") if tool]
@@ -255,6 +258,23 @@ def start_serve(worker_tools: str = "echo,sleep,fail") -> Service:
         service.stop()
         raise
     return service
+
+
+def start_replica(service: Service, listen: str = "127.0.0.1:0") -> Process:
+    """Another ``taskstore serve`` on a serve-mode service's database and broker
+    (no workers of its own); the caller stops it. Its address: ``wait_for_listening``."""
+    assert service.kind == "serve", "a replica needs a serve-mode service"
+    args = [
+        taskstore_bin(), "--log-format", "json", "serve",
+        "--auth", "none",
+        "--listen", listen,
+        "--database-url", service.database_url,
+        "--amqp-url", AMQP_URL,
+        "--queue-prefix", service.queue_prefix,
+        "--max-ttl", "unlimited",
+        *COMMON_FLAGS,
+    ]  # fmt: skip
+    return spawn(args, "replica")
 
 
 def start(kind: str) -> Service:

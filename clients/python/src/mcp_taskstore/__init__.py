@@ -26,6 +26,7 @@ from mcp_taskstore.models import (
     TlsConfig,
 )
 from mcp_taskstore.server_handlers import enable_durable_tasks
+from mcp_taskstore.status_notifier import TaskStatusNotifier
 from mcp_taskstore.store import GrpcTaskStore
 
 __all__ = [
@@ -46,6 +47,7 @@ __all__ = [
     "TaskPage",
     "TaskResult",
     "TaskStatus",
+    "TaskStatusNotifier",
     "TaskStoreClient",
     "TaskStoreError",
     "TlsConfig",
