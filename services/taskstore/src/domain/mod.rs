@@ -38,7 +38,7 @@ pub use questions::{
     Answer, Answered, Answers, AskStep, InputKey, InputMethod, InputRequest, Question,
     QuestionRefusal,
 };
-pub use seal::{InvalidSeal, Purpose, Sealer};
+pub use seal::{InvalidSeal, MAX_TOKEN_CHARS, Purpose, Sealer};
 pub use status::{ResultStatus, TaskStatus, UnknownStatus};
 pub use task::{
     NewResult, NewTask, PageRequest, Scope, StatusUpdate, Task, TaskFilter, TaskPage, TaskResult,

@@ -14,7 +14,7 @@ use super::task::Scope;
 
 const TAG_BYTES: usize = 16;
 /// No token of ours is longer (ids and keys are bounded).
-const MAX_TOKEN_CHARS: usize = 2048;
+pub const MAX_TOKEN_CHARS: usize = 2048;
 
 /// What a token is for: one purpose's token is never another's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,6 +25,9 @@ pub enum Purpose {
     /// A 2026-07-28 `requestState`: the task of a synchronous call that
     /// waits for input.
     RequestState,
+    /// A 2025-11-25 stream's event id: where a client that reconnects
+    /// with `Last-Event-ID` resumes.
+    EventId,
 }
 
 impl Purpose {
@@ -32,6 +35,7 @@ impl Purpose {
         match self {
             Purpose::InputRequestId => b"input-request-id",
             Purpose::RequestState => b"request-state",
+            Purpose::EventId => b"event-id",
         }
     }
 }

@@ -1,8 +1,7 @@
 //! The HTTP edge of `/mcp`: everything about a POST is checked here before
 //! a method runs (origin, content type, size, credentials, revision,
-//! session), and every answer is one JSON body. No server-to-client stream
-//! is offered (GET answers 405, as the transport allows): the tasks' state
-//! is polled, so a client may reach any replica at any time.
+//! session); a GET opens the session's stream (`listen.rs`). Any replica
+//! answers any request: nothing is kept per client.
 
 use std::sync::Arc;
 
@@ -17,6 +16,7 @@ use serde_json::{Map, json};
 use super::asking;
 use super::gateway::Gateway;
 use super::jsonrpc::{self, Message, RpcError, code};
+use super::listen;
 use super::methods;
 use super::request::{call_of, header_str, json_response, refuse, request};
 use crate::auth::{AuthFailure, bearer_token};
@@ -32,7 +32,7 @@ pub(super) fn router(gateway: Arc<Gateway>) -> Router {
     let mut router = Router::new()
         .route(
             "/mcp",
-            post(post_message).get(no_stream).delete(end_session),
+            post(post_message).get(listen::open).delete(end_session),
         )
         .route("/healthz", get(|| async { "ok" }));
     if gateway.authorization_server.is_some() {
@@ -54,15 +54,8 @@ async fn post_message(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    if let Some(origin) = headers.get(header::ORIGIN)
-        && !origin_allowed(origin, &gateway.settings.allowed_origins)
-    {
-        tracing::warn!(origin = ?origin, "mcp request from a foreign origin refused");
-        return refuse(
-            StatusCode::FORBIDDEN,
-            None,
-            RpcError::new(code::INVALID_REQUEST, "origin not allowed"),
-        );
+    if let Err(refusal) = check_origin(&gateway, &headers) {
+        return refusal;
     }
     if !is_json(&headers) {
         return refuse(
@@ -120,6 +113,22 @@ async fn post_message(
     }
 }
 
+/// DNS rebinding protection: a browser's request from a foreign origin is
+/// refused before anything else.
+pub(super) fn check_origin(gateway: &Gateway, headers: &HeaderMap) -> Result<(), Response> {
+    match headers.get(header::ORIGIN) {
+        Some(origin) if !origin_allowed(origin, &gateway.settings.allowed_origins) => {
+            tracing::warn!(origin = ?origin, "mcp request from a foreign origin refused");
+            Err(refuse(
+                StatusCode::FORBIDDEN,
+                None,
+                RpcError::new(code::INVALID_REQUEST, "origin not allowed"),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
 fn is_json(headers: &HeaderMap) -> bool {
     header_str(headers, header::CONTENT_TYPE.as_str()).is_some_and(|value| {
         value
@@ -162,7 +171,7 @@ fn origin_allowed(origin: &HeaderValue, allowed: &[String]) -> bool {
 }
 
 /// Who is calling, or the refusal to send back.
-async fn authenticate(gateway: &Gateway, headers: &HeaderMap) -> Result<Caller, Response> {
+pub(super) async fn authenticate(gateway: &Gateway, headers: &HeaderMap) -> Result<Caller, Response> {
     match gateway
         .authenticator
         .authenticate(bearer_token(headers), None)
@@ -238,15 +247,6 @@ async fn resource_metadata(State(gateway): State<Arc<Gateway>>, headers: HeaderM
             "bearer_methods_supported": ["header"],
         }),
     )
-}
-
-/// No server-initiated stream: everything is polled.
-async fn no_stream() -> Response {
-    (
-        StatusCode::METHOD_NOT_ALLOWED,
-        [(header::ALLOW, "POST, DELETE")],
-    )
-        .into_response()
 }
 
 /// Ending a session frees nothing (no session state is kept); its tasks

@@ -76,6 +76,11 @@ impl Id {
         }
     }
 
+    /// An id as JSON (a string or an integer), if it is one.
+    pub fn from_value(value: &Value) -> Option<Self> {
+        Self::parse(value)
+    }
+
     pub fn as_json(&self) -> &Value {
         &self.0
     }

@@ -11,7 +11,7 @@ use super::errors::missing_extension;
 use super::gateway::{Gateway, TASKS_EXTENSION};
 use super::jsonrpc::{RpcError, code};
 use super::streams::Waiting;
-use super::{tasks, tools};
+use super::{listen, subscriptions, tasks, tools};
 use crate::domain::{Caller, Revision, Role, SessionId, TaskId, may_call};
 
 /// A method's answer, and the session to announce (for `initialize`).
@@ -28,6 +28,8 @@ pub(super) enum Body {
     Json(Value),
     /// A wait under way, which may send requests first (`streams.rs`).
     Waiting(Waiting),
+    /// An event stream from the start (`subscriptions/listen`).
+    Stream(axum::response::Response),
 }
 
 impl From<Value> for Reply {
@@ -45,7 +47,7 @@ impl Reply {
         Self {
             body: match self.body {
                 Body::Json(result) => Body::Json(f(result)),
-                waiting @ Body::Waiting(_) => waiting,
+                other @ (Body::Waiting(_) | Body::Stream(_)) => other,
             },
             session: self.session,
         }
@@ -62,7 +64,7 @@ impl From<Waiting> for Reply {
 }
 
 /// Every method name this endpoint knows (in some revision).
-const METHODS: [&str; 11] = [
+const METHODS: [&str; 12] = [
     "initialize",
     "ping",
     "server/discover",
@@ -73,6 +75,7 @@ const METHODS: [&str; 11] = [
     "tasks/list",
     "tasks/cancel",
     "tasks/update",
+    "subscriptions/listen",
     "notifications/cancelled",
 ];
 
@@ -97,6 +100,8 @@ fn rpc_of(method: &str) -> Option<&'static str> {
         "tasks/cancel" => "CancelTask",
         "tasks/update" => "AnswerInputRequests",
         "notifications/cancelled" => "CancelTask",
+        // Following the caller's tasks, as gRPC WatchTasks does.
+        listen::SESSION_STREAM | "subscriptions/listen" => "WatchTasks",
         _ => return None,
     })
 }
@@ -114,6 +119,15 @@ pub(super) fn needs_session(method: &str) -> bool {
 fn allowed(call: &Call, method: &str) -> bool {
     call.caller.role != Role::Worker
         && rpc_of(method).is_none_or(|rpc| may_call(&call.caller, "mcp.tasks.v1.TaskStore", rpc))
+}
+
+/// Whether the caller may call `method`, as an error to answer if not.
+pub(super) fn check_allowed(call: &Call, method: &str) -> Result<(), RpcError> {
+    if allowed(call, method) {
+        Ok(())
+    } else {
+        Err(not_allowed(&call.caller, method))
+    }
 }
 
 /// The refusal of a method the caller's role may not call.
@@ -152,6 +166,12 @@ pub(super) async fn handle(
         (Core, "tasks/result") => return tasks::result(gateway, call, &params).await,
         (Core, "tasks/list") => tasks::list(gateway, call, &params).await?,
         (Extension, "tasks/update") => tasks::update(gateway, call, &params).await?,
+        (Extension, "subscriptions/listen") => {
+            return Ok(Reply {
+                body: Body::Stream(subscriptions::listen(gateway, call, &params).await?),
+                session: None,
+            });
+        }
         _ => return Err(not_served(method, call.revision)),
     };
     Ok(with_result_type(call.revision, result).into())
@@ -180,6 +200,7 @@ const SERVED: [(Revision, &[&str]); 2] = [
             "tasks/get",
             "tasks/update",
             "tasks/cancel",
+            "subscriptions/listen",
         ],
     ),
 ];
@@ -235,12 +256,28 @@ fn server_info() -> Value {
 
 const INSTRUCTIONS: &str = "Tools run on a durable worker fleet. Call long-running tools as tasks and poll them; tasks survive restarts of this server.";
 
-/// 2025-11-25's handshake: whatever the client asks for, this server
-/// speaks 2025-11-25 in the handshake era (the client decides whether to go
-/// on). A fresh session id scopes the client's tasks.
+/// The handshake. A client proposing 2026-07-28 (as rmcp's plain
+/// `serve()` does) gets 2026-07-28 and the tasks extension, and no session:
+/// from then on its requests carry the revision and its capabilities in
+/// `_meta`, which is all a stateless server can go by (it cannot remember
+/// what a handshake declared). Every other proposal gets 2025-11-25, the
+/// handshake era's revision (the client decides whether to go on), and a
+/// fresh session id that scopes its tasks.
 fn initialize(params: &Map<String, Value>) -> Result<Reply, RpcError> {
-    if !params.contains_key("protocolVersion") {
-        return Err(RpcError::invalid_params("initialize needs protocolVersion"));
+    let proposed = params
+        .get("protocolVersion")
+        .ok_or_else(|| RpcError::invalid_params("initialize needs protocolVersion"))?;
+    if proposed.as_str() == Some(Revision::V2026_07_28.as_str()) {
+        return Ok(json!({
+            "protocolVersion": Revision::V2026_07_28.as_str(),
+            "capabilities": {
+                "tools": { "listChanged": false },
+                "extensions": { TASKS_EXTENSION: {} },
+            },
+            "serverInfo": server_info(),
+            "instructions": INSTRUCTIONS,
+        })
+        .into());
     }
     let session = TaskId::generate()
         .ok()

@@ -22,7 +22,7 @@ use crate::domain::{
 };
 
 pub(super) const SESSION_HEADER: &str = "mcp-session-id";
-const VERSION_HEADER: &str = "mcp-protocol-version";
+pub(super) const VERSION_HEADER: &str = "mcp-protocol-version";
 const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 
@@ -69,8 +69,16 @@ pub(super) async fn request(
             measured.done(&outcome);
             json_response(StatusCode::OK, &jsonrpc::response(Some(&id), outcome))
         }
+        Body::Stream(response) => {
+            measured.done(&Ok(Value::Null));
+            response
+        }
         Body::Waiting(waiting) => {
-            streams::respond(waiting, id, move |outcome| measured.done(outcome)).await
+            let scope = call.scope.clone();
+            streams::respond(gateway, scope, waiting, move |outcome| {
+                measured.done(outcome)
+            })
+            .await
         }
     };
     if let Some(session) = session

@@ -1,71 +1,171 @@
-//! Answers that may send requests first (2025-11-25 Streamable HTTP): a
-//! waiting `tasks/result` or synchronous `tools/call` whose task asks a
-//! question answers as a server-sent event stream (the question as a
-//! request, then the response); one whose task asks nothing answers with
-//! plain JSON, as before. The wait runs in a task of its own, so that the
-//! moment a question comes, the stream starts.
+//! Answers that may send messages first (2025-11-25 Streamable HTTP): a
+//! waiting `tasks/result` or synchronous `tools/call` answers with plain
+//! JSON unless, before its answer, it sends a question (or a synchronous
+//! call's progress): then it answers as a server-sent event stream. Once
+//! streaming, the task's status notifications go along. Every event carries
+//! an id (`resume.rs`), so a client whose stream breaks resumes it, with
+//! `Last-Event-ID`, on any replica.
+//!
+//! When the gateway stops, a wait hands over instead of failing: its
+//! answer becomes (or its stream ends with) an event holding only an id and
+//! a retry delay, and the client resumes on another replica. The wait runs
+//! in a task of its own, so that the moment it has something to send, the
+//! stream starts.
 
 use std::convert::Infallible;
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use futures_util::Stream;
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
+use super::gateway::Gateway;
 use super::jsonrpc::{self, Id, RpcError};
+use super::resume::{Position, WaitPosition};
+use crate::domain::Scope;
 
-/// Requests a wait sends before its answer, at most this many queued.
-const QUEUED_REQUESTS: usize = 16;
+/// Messages a wait sends before its answer, at most this many queued.
+const QUEUED: usize = 16;
 
-/// A wait running in the background: the requests it sends, and its
-/// outcome.
+/// How long a client is told to wait before it resumes a stream that
+/// ended without its answer (the gateway stopping).
+pub(super) const RESUME_AFTER: Duration = Duration::from_millis(500);
+
+/// How often an idle stream sends a comment, so that proxies keep it open.
+pub(super) const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// What a wait sends before its answer.
+#[derive(Debug)]
+pub(super) enum Outgoing {
+    /// A question (a request to the client); once sent, the task's first
+    /// `seen` questions are handled.
+    Question { request: Value, seen: usize },
+    /// A notification. `starts`: it starts the stream (a synchronous call's
+    /// progress); otherwise it is sent only on a stream already started.
+    Notification { message: Value, starts: bool },
+}
+
+/// The sending side a wait is given.
+#[derive(Debug, Clone)]
+pub(super) struct Outbox {
+    sender: mpsc::Sender<Outgoing>,
+    handed_over: Arc<AtomicBool>,
+}
+
+impl Outbox {
+    /// Sends `message`; `Err` when nobody listens any more.
+    pub(super) async fn send(&self, message: Outgoing) -> Result<(), ()> {
+        self.sender.send(message).await.map_err(|_| ())
+    }
+
+    /// Resolves when nobody listens any more.
+    pub(super) async fn closed(&self) {
+        self.sender.closed().await;
+    }
+
+    /// Whether the client can resume this wait elsewhere (its stream has
+    /// event ids, or the gateway stopped and told it to): then a closed
+    /// outbox is not an abandoned call.
+    pub(super) fn handed_over(&self) -> bool {
+        self.handed_over.load(Ordering::SeqCst)
+    }
+}
+
+/// A wait running in the background: what it sends, and its outcome.
 pub(super) struct Waiting {
-    requests: mpsc::Receiver<Value>,
+    outgoing: mpsc::Receiver<Outgoing>,
     done: oneshot::Receiver<Result<Value, RpcError>>,
+    handed_over: Arc<AtomicBool>,
+    position: WaitPosition,
 }
 
 impl std::fmt::Debug for Waiting {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Waiting")
+        f.debug_struct("Waiting")
+            .field("position", &self.position)
+            .finish_non_exhaustive()
     }
 }
 
-/// Starts `work`, which sends requests on the sender it is given and ends
-/// with the answer. It sees the sender close when nobody listens any more
-/// (the client went away).
-pub(super) fn spawn_waiting<F, Fut>(work: F) -> Waiting
+/// Starts `work`, which sends on the outbox it is given and ends with the
+/// answer to the request `position` names.
+pub(super) fn spawn_waiting<F, Fut>(position: WaitPosition, work: F) -> Waiting
 where
-    F: FnOnce(mpsc::Sender<Value>) -> Fut,
+    F: FnOnce(Outbox) -> Fut,
     Fut: Future<Output = Result<Value, RpcError>> + Send + 'static,
 {
-    let (sender, requests) = mpsc::channel(QUEUED_REQUESTS);
+    let (sender, outgoing) = mpsc::channel(QUEUED);
     let (finished, done) = oneshot::channel();
-    let work = work(sender);
+    let handed_over = Arc::new(AtomicBool::new(false));
+    let work = work(Outbox {
+        sender,
+        handed_over: handed_over.clone(),
+    });
     tokio::spawn(async move {
         let _ = finished.send(work.await);
     });
-    Waiting { requests, done }
+    Waiting {
+        outgoing,
+        done,
+        handed_over,
+        position,
+    }
 }
 
-/// The HTTP answer to request `id`: JSON when the wait ended before it
-/// sent anything, else an event stream of its requests and then the
-/// response. `answered` is told the outcome when it is known (for metrics).
+/// The HTTP answer to a waiting request: JSON when the wait ends before it
+/// has anything to stream, else an event stream. `answered` is told the
+/// outcome when it is known (for metrics).
 pub(super) async fn respond(
-    mut waiting: Waiting,
-    id: Id,
+    gateway: Arc<Gateway>,
+    scope: Scope,
+    waiting: Waiting,
     answered: impl FnOnce(&Result<Value, RpcError>) + Send + 'static,
 ) -> Response {
-    let first = waiting.requests.recv().await;
-    let Some(first) = first else {
-        // Done without a request: its outcome is all there is.
-        let outcome = outcome_of(waiting.done.await);
-        answered(&outcome);
-        return json_answer(&id, outcome);
+    let mut waiting = waiting;
+    let first = loop {
+        tokio::select! {
+            () = gateway.shutdown.cancelled() => {
+                let stream = Streaming::new(gateway, scope, waiting, None, answered);
+                return sse(stream.hand_over_now());
+            }
+            message = waiting.outgoing.recv() => match message {
+                // Nothing streams yet: a status change is not worth a stream.
+                Some(Outgoing::Notification { starts: false, .. }) => {}
+                Some(message) => break message,
+                None => {
+                    let outcome = outcome_of(waiting.done.await);
+                    answered(&outcome);
+                    let id = waiting.position.request_id.clone();
+                    return json_answer(&id, outcome);
+                }
+            },
+        }
     };
-    let events = event_stream(first, waiting, id, answered);
+    stream_response(gateway, scope, waiting, Some(first), answered)
+}
+
+/// The answer as an event stream from the start (a resumed wait, on GET).
+pub(super) fn stream_response(
+    gateway: Arc<Gateway>,
+    scope: Scope,
+    waiting: Waiting,
+    first: Option<Outgoing>,
+    answered: impl FnOnce(&Result<Value, RpcError>) + Send + 'static,
+) -> Response {
+    // From here the client can resume: a broken stream is not an
+    // abandoned call.
+    waiting.handed_over.store(true, Ordering::SeqCst);
+    sse(Streaming::new(gateway, scope, waiting, first, answered).events())
+}
+
+pub(super) fn sse(events: impl Stream<Item = Result<Event, Infallible>> + Send + 'static) -> Response {
     Sse::new(events)
-        .keep_alive(KeepAlive::default())
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
         .into_response()
 }
 
@@ -88,38 +188,97 @@ fn json_answer(id: &Id, outcome: Result<Value, RpcError>) -> Response {
         .into_response()
 }
 
-/// The event stream: `first`, the requests after it, then the response.
-fn event_stream(
-    first: Value,
+/// A wait's event stream, as it goes.
+struct Streaming<F> {
+    gateway: Arc<Gateway>,
+    scope: Scope,
     waiting: Waiting,
-    id: Id,
-    answered: impl FnOnce(&Result<Value, RpcError>) + Send + 'static,
-) -> impl futures_util::Stream<Item = Result<Event, Infallible>> + Send {
-    enum Phase<F> {
-        First(Value, Waiting, Id, F),
-        Requests(Waiting, Id, F),
-        Done,
-    }
-    let start = Phase::First(first, waiting, id, answered);
-    futures_util::stream::unfold(start, |phase| async move {
-        match phase {
-            Phase::First(first, waiting, id, answered) => {
-                Some((event(&first), Phase::Requests(waiting, id, answered)))
-            }
-            Phase::Requests(mut waiting, id, answered) => match waiting.requests.recv().await {
-                Some(request) => Some((event(&request), Phase::Requests(waiting, id, answered))),
-                None => {
-                    let outcome = outcome_of(waiting.done.await);
-                    answered(&outcome);
-                    let response = jsonrpc::response(Some(&id), outcome);
-                    Some((event(&response), Phase::Done))
-                }
-            },
-            Phase::Done => None,
-        }
-    })
+    first: Option<Outgoing>,
+    answered: Option<F>,
+    ended: bool,
 }
 
-fn event(message: &Value) -> Result<Event, Infallible> {
-    Ok(Event::default().data(message.to_string()))
+impl<F> Streaming<F>
+where
+    F: FnOnce(&Result<Value, RpcError>) + Send + 'static,
+{
+    fn new(
+        gateway: Arc<Gateway>,
+        scope: Scope,
+        waiting: Waiting,
+        first: Option<Outgoing>,
+        answered: F,
+    ) -> Self {
+        Self {
+            gateway,
+            scope,
+            waiting,
+            first,
+            answered: Some(answered),
+            ended: false,
+        }
+    }
+
+    fn event(&self, message: Option<&Value>) -> Event {
+        let position = Position::Wait(self.waiting.position.clone());
+        let mut event = match message {
+            Some(message) => Event::default().data(message.to_string()),
+            None => Event::default().data(""),
+        };
+        if let Some(id) = position.event_id(&self.gateway, &self.scope) {
+            event = event.id(id);
+        }
+        event
+    }
+
+    /// The last event of a stream handed over: its position and when to
+    /// come back.
+    fn hand_over(&mut self) -> Event {
+        self.waiting.handed_over.store(true, Ordering::SeqCst);
+        self.ended = true;
+        self.waiting.outgoing.close();
+        self.event(None).retry(RESUME_AFTER)
+    }
+
+    fn hand_over_now(mut self) -> impl Stream<Item = Result<Event, Infallible>> + Send {
+        let last = self.hand_over();
+        futures_util::stream::once(async move { Ok(last) })
+    }
+
+    /// The next event, or `None` once the answer (or the hand-over) went.
+    async fn next(&mut self) -> Option<Event> {
+        if self.ended {
+            return None;
+        }
+        let message = match self.first.take() {
+            Some(first) => Some(first),
+            None => tokio::select! {
+                () = self.gateway.shutdown.cancelled() => return Some(self.hand_over()),
+                message = self.waiting.outgoing.recv() => message,
+            },
+        };
+        match message {
+            Some(Outgoing::Question { request, seen }) => {
+                self.waiting.position.seen = seen;
+                Some(self.event(Some(&request)))
+            }
+            Some(Outgoing::Notification { message, .. }) => Some(self.event(Some(&message))),
+            None => {
+                let outcome = outcome_of((&mut self.waiting.done).await);
+                if let Some(answered) = self.answered.take() {
+                    answered(&outcome);
+                }
+                self.ended = true;
+                let id = self.waiting.position.request_id.clone();
+                Some(self.event(Some(&jsonrpc::response(Some(&id), outcome))))
+            }
+        }
+    }
+
+    fn events(self) -> impl Stream<Item = Result<Event, Infallible>> + Send {
+        futures_util::stream::unfold(self, |mut streaming| async move {
+            let event = streaming.next().await?;
+            Some((Ok(event), streaming))
+        })
+    }
 }

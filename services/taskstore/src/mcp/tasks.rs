@@ -13,9 +13,11 @@ use super::gateway::Gateway;
 use super::jsonrpc::{RpcError, code};
 use super::methods::Reply;
 use super::shapes;
-use super::streams::spawn_waiting;
-use super::waiting::{Ending, Questions, result_json, wait_for_end};
-use crate::domain::{ExtensionOutcome, PageRequest, Revision, Task, TaskId, TaskStatus};
+use super::resume::{WaitKind, WaitPosition};
+use super::streams::{Waiting, spawn_waiting};
+use super::waiting::{Ending, Questions, Tell, result_json, wait_for_end};
+use crate::domain::{ExtensionOutcome, PageRequest, Revision, Scope, Task, TaskId, TaskStatus};
+use crate::edge::WaitingSlot;
 use crate::error::StoreError;
 
 fn task_id(params: &Map<String, Value>) -> Result<TaskId, RpcError> {
@@ -42,7 +44,7 @@ pub(super) async fn get(
 
 /// SEP-2663's `DetailedTask`: the task with its result (or error, or input
 /// requests) inlined.
-async fn detailed(gateway: &Gateway, call: &Call, task: Task) -> Result<Value, RpcError> {
+pub(super) async fn detailed(gateway: &Gateway, call: &Call, task: Task) -> Result<Value, RpcError> {
     let stored = match task.status {
         TaskStatus::Completed | TaskStatus::Failed => {
             match gateway.store.get_result(&call.scope, &task.task_id).await {
@@ -119,15 +121,39 @@ pub(super) async fn result(
     params: &Map<String, Value>,
 ) -> Result<Reply, RpcError> {
     let id = task_id(params)?;
+    let request_id = call
+        .id
+        .clone()
+        .ok_or_else(|| RpcError::new(code::INVALID_REQUEST, "tasks/result must be a request"))?;
     let slot = gateway.admissions.hold_waiting(&call.scope.tenant)?;
     // Not found answers at once, before anything is streamed.
     gateway.store.get_task(&call.scope, &id).await?;
-    let (gateway, scope) = (gateway.clone(), call.scope.clone());
-    Ok(spawn_waiting(move |requests| async move {
+    let position = WaitPosition {
+        kind: WaitKind::TasksResult,
+        task_id: id,
+        request_id,
+        seen: 0,
+        progress: None,
+    };
+    Ok(result_wait(gateway.clone(), call.scope.clone(), position, slot).into())
+}
+
+/// The wait of a `tasks/result`, from `position` (a new request's, or a
+/// resumed stream's).
+pub(super) fn result_wait(
+    gateway: Arc<Gateway>,
+    scope: Scope,
+    position: WaitPosition,
+    slot: WaitingSlot,
+) -> Waiting {
+    let (id, seen) = (position.task_id.clone(), position.seen);
+    spawn_waiting(position, move |outbox| async move {
         let _slot = slot;
         let questions = Questions::Send {
-            to: &requests,
+            to: &outbox,
             related: true,
+            seen,
+            tell: Tell::Status,
         };
         match wait_for_end(&gateway, &scope, &id, questions).await? {
             Ending::Result(stored) => {
@@ -142,7 +168,6 @@ pub(super) async fn result(
             )),
         }
     })
-    .into())
 }
 
 fn still(gateway: &Gateway, task: &Task) -> RpcError {

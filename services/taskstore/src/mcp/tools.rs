@@ -15,12 +15,14 @@ use super::in_flight::CallKey;
 use super::jsonrpc::{RpcError, code};
 use super::methods::Reply;
 use super::shapes;
-use super::streams::spawn_waiting;
-use super::waiting::{Ending, Questions, result_json, wait_for_end};
+use super::resume::{WaitKind, WaitPosition};
+use super::streams::{Waiting, spawn_waiting};
+use super::waiting::{Ending, Questions, Tell, result_json, wait_for_end};
 use crate::domain::{
-    CallMode, CallModeRefusal, DispatchRequest, JsonObject, NewTask, Revision, ServedTool, TaskId,
-    ToolName, Ttl, TtlRequest, call_mode,
+    CallMode, CallModeRefusal, DispatchRequest, JsonObject, NewTask, ProgressToken, Revision,
+    ServedTool, TaskId, ToolName, Ttl, TtlRequest, call_mode,
 };
+use crate::edge::WaitingSlot;
 use crate::error::StoreError;
 
 async fn served(gateway: &Gateway) -> Result<Arc<Vec<ServedTool>>, StoreError> {
@@ -76,6 +78,7 @@ pub(super) async fn call(
         .ok_or_else(unknown)?;
     let (mode, ttl) = decide_mode(call, params, &tool)?;
     let new_task = new_task(gateway, call, body, tool_name, ttl)?;
+    let progress = ProgressToken::of_request(&new_task.request);
     // A synchronous call holds a waiting slot; taken before the task
     // exists, so that a refused call starts nothing.
     let slot = match mode {
@@ -100,18 +103,19 @@ pub(super) async fn call(
             handle.insert("resultType".into(), json!("task"));
             Ok(Value::Object(handle).into())
         }
-        // The task's questions come on the response stream.
+        // The task's questions (and progress) come on the response stream.
         (CallMode::Synchronous, Revision::V2025_11_25) => {
-            let (gateway, call) = (gateway.clone(), call.clone());
-            Ok(spawn_waiting(move |requests| async move {
-                let _slot = slot;
-                let questions = Questions::Send {
-                    to: &requests,
-                    related: false,
-                };
-                run_to_end(&gateway, &call, task.task_id, questions).await
-            })
-            .into())
+            let request_id = call.id.clone().ok_or_else(|| {
+                RpcError::new(code::INVALID_REQUEST, "tools/call must be a request")
+            })?;
+            let position = WaitPosition {
+                kind: WaitKind::ToolCall,
+                task_id: task.task_id,
+                request_id,
+                seen: 0,
+                progress,
+            };
+            Ok(call_wait(gateway.clone(), call.clone(), position, slot).into())
         }
         // The task's questions end the call with `input_required`.
         (CallMode::Synchronous, Revision::V2026_07_28) => {
@@ -120,6 +124,28 @@ pub(super) async fn call(
             Ok(result?.into())
         }
     }
+}
+
+/// The wait of a 2025-11-25 synchronous call, from `position` (a new
+/// call's, or a resumed stream's).
+pub(super) fn call_wait(
+    gateway: Arc<Gateway>,
+    call: Call,
+    position: WaitPosition,
+    slot: Option<WaitingSlot>,
+) -> Waiting {
+    let task_id = position.task_id.clone();
+    let (seen, progress) = (position.seen, position.progress.clone());
+    spawn_waiting(position, move |outbox| async move {
+        let _slot = slot;
+        let questions = Questions::Send {
+            to: &outbox,
+            related: false,
+            seen,
+            tell: progress.map_or(Tell::Nothing, Tell::Progress),
+        };
+        run_to_end(&gateway, &call, task_id, questions).await
+    })
 }
 
 /// As a task or not, and the retention asked for. 2025-11-25: the client
@@ -228,7 +254,17 @@ async fn run_to_end(
         &task_id,
         gateway.store.clone(),
     );
-    match wait_for_end(gateway, &call.scope, &task_id, questions).await? {
+    let outbox = match &questions {
+        Questions::Send { to, .. } => Some((*to).clone()),
+        Questions::EndTheWait => None,
+    };
+    let ending = wait_for_end(gateway, &call.scope, &task_id, questions).await;
+    // A stream the client can resume elsewhere is handed over, not
+    // abandoned: its task goes on.
+    if ending.is_err() && outbox.is_some_and(|outbox| outbox.handed_over()) {
+        guard.finished();
+    }
+    match ending? {
         Ending::Result(stored) => {
             guard.finished();
             result_json(&stored)

@@ -1,20 +1,20 @@
 //! Waiting for a task to end, as a synchronous `tools/call` and 2025-11-25
-//! `tasks/result` do: until it ended, the gateway stops, or the wait runs
-//! out, and then what it ended with. Meanwhile the task may ask questions:
-//! sent to the client as they come (2025-11-25, on the response stream),
+//! `tasks/result` do: until it ended, the client goes away, the gateway
+//! stops, or the wait runs out, and then what it ended with. Meanwhile the
+//! task may ask questions: sent to the client as they come (2025-11-25, on
+//! the response stream, with the task's status or progress notifications),
 //! or ending the wait (a 2026-07-28 synchronous call answers
 //! `input_required`).
 
-use std::collections::HashSet;
-
-use serde_json::Value;
-use tokio::sync::mpsc;
+use serde_json::{Value, json};
 use tokio_stream::StreamExt;
 
 use super::asking;
 use super::gateway::Gateway;
 use super::jsonrpc::{RpcError, code};
-use crate::domain::{InputKey, Question, Scope, Task, TaskId, TaskResult, TaskStatus};
+use super::shapes;
+use super::streams::{Outbox, Outgoing};
+use crate::domain::{ProgressToken, Question, Scope, Task, TaskId, TaskResult, TaskStatus};
 use crate::error::{Refusal, StoreError};
 
 /// How a wait for a task ended.
@@ -29,13 +29,29 @@ pub(super) enum Ending {
     NeedsInput(Vec<Question>),
 }
 
+/// What a 2025-11-25 wait tells its client besides the questions.
+#[derive(Debug, Clone)]
+pub(super) enum Tell {
+    /// `notifications/tasks/status` for each change (`tasks/result`: the
+    /// client knows the task).
+    Status,
+    /// `notifications/progress` for each progress message (a synchronous
+    /// call that asked for progress).
+    Progress(ProgressToken),
+    Nothing,
+}
+
 /// What a wait does with the task's questions.
 pub(super) enum Questions<'a> {
-    /// Sends each open question once, as a request on `to`; `related`: tied
-    /// to its task (the client called it as a task).
+    /// Sends each open question once, as a request on `to`, after the
+    /// task's first `seen` (already handled by this stream before it was
+    /// resumed); `related`: tied to its task (the client called it as a
+    /// task).
     Send {
-        to: &'a mpsc::Sender<Value>,
+        to: &'a Outbox,
         related: bool,
+        seen: usize,
+        tell: Tell,
     },
     /// Ends the wait with them.
     EndTheWait,
@@ -50,11 +66,18 @@ pub(super) async fn wait_for_end(
 ) -> Result<Ending, RpcError> {
     let deadline = tokio::time::Instant::now() + gateway.settings.max_wait;
     let mut changes = gateway.store.watch_task(scope, task_id).await?;
-    let mut sent: HashSet<InputKey> = HashSet::new();
+    let mut seen = match &questions {
+        Questions::Send { seen, .. } => *seen,
+        Questions::EndTheWait => 0,
+    };
     let gone = || RpcError::new(code::UNAVAILABLE, "the client went away");
+    let mut first = true;
     loop {
         let change = tokio::select! {
-            () = gateway.shutdown.cancelled() => {
+            // A stream hands itself over when the gateway stops
+            // (`streams.rs`) and the wait sees its outbox close; a wait
+            // without one ends here.
+            () = gateway.shutdown.cancelled(), if matches!(questions, Questions::EndTheWait) => {
                 return Err(StoreError::Unavailable("the server is stopping".into()).into());
             }
             () = tokio::time::sleep_until(deadline) => {
@@ -68,35 +91,91 @@ pub(super) async fn wait_for_end(
             None => break,
             Some(task) => task?,
         };
+        // The first item is the task as it was when the wait began.
+        if let Questions::Send { to, tell, .. } = &questions
+            && !std::mem::take(&mut first)
+            && let Some(message) = told(tell, &task)
+        {
+            to.send(message).await.map_err(|()| gone())?;
+        }
         if task.status.is_terminal() {
             break;
         }
         if task.status != TaskStatus::InputRequired {
             continue;
         }
-        let open: Vec<Question> = gateway
-            .store
-            .input_requests(scope, task_id)
-            .await?
-            .into_iter()
-            .filter(|q| q.answer.is_none())
-            .collect();
+        let asked = gateway.store.input_requests(scope, task_id).await?;
         match &questions {
-            Questions::EndTheWait if !open.is_empty() => return Ok(Ending::NeedsInput(open)),
-            Questions::EndTheWait => {}
-            Questions::Send { to, related } => {
-                for question in open.iter().filter(|q| sent.insert(q.key.clone())) {
-                    let request =
-                        asking::input_request(gateway, scope, task_id, question, *related);
-                    to.send(request).await.map_err(|_| gone())?;
+            Questions::EndTheWait => {
+                let open: Vec<Question> = asked.into_iter().filter(|q| q.answer.is_none()).collect();
+                if !open.is_empty() {
+                    return Ok(Ending::NeedsInput(open));
                 }
+            }
+            Questions::Send { to, related, .. } => {
+                for (index, question) in asked.iter().enumerate().skip(seen) {
+                    if question.answer.is_none() {
+                        let request =
+                            asking::input_request(gateway, scope, task_id, question, *related);
+                        let message = Outgoing::Question {
+                            request,
+                            seen: index + 1,
+                        };
+                        to.send(message).await.map_err(|()| gone())?;
+                    }
+                }
+                seen = seen.max(asked.len());
             }
         }
     }
     ended(gateway, scope, task_id).await
 }
 
-/// Resolves when the client stopped listening for the questions sent to it.
+/// What `tell` says of a change to `task`, if anything.
+fn told(tell: &Tell, task: &Task) -> Option<Outgoing> {
+    match tell {
+        Tell::Status => Some(Outgoing::Notification {
+            message: status_notification(task),
+            starts: false,
+        }),
+        Tell::Progress(token) => {
+            let message = progress_notification(token, task)?;
+            Some(Outgoing::Notification {
+                message,
+                starts: true,
+            })
+        }
+        Tell::Nothing => None,
+    }
+}
+
+/// 2025-11-25 `notifications/tasks/status`: the full task.
+pub(super) fn status_notification(task: &Task) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "method": "notifications/tasks/status",
+        "params": shapes::core_task(task),
+    })
+}
+
+/// 2025-11-25 `notifications/progress` for a progress message of a running
+/// task (none for other changes).
+pub(super) fn progress_notification(token: &ProgressToken, task: &Task) -> Option<Value> {
+    let message = task.status_message.as_deref()?;
+    (task.status == TaskStatus::Working).then(|| {
+        json!({
+            "jsonrpc": "2.0",
+            "method": "notifications/progress",
+            "params": {
+                "progressToken": token.to_value(),
+                "progress": crate::domain::progress_of(task),
+                "message": message,
+            },
+        })
+    })
+}
+
+/// Resolves when the client stopped listening for what is sent to it.
 async fn closed(questions: &Questions<'_>) {
     match questions {
         Questions::Send { to, .. } => to.closed().await,

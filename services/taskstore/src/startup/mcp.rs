@@ -4,10 +4,10 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{Backends, StartupError};
@@ -71,16 +71,16 @@ impl BoundGateway {
     }
 }
 
-/// Waits for the endpoint to finish its requests (told to stop already),
-/// for at most `grace`; then drops what is left.
-pub(super) async fn stop_within(served: JoinHandle<std::io::Result<()>>, grace: Duration) {
+/// Waits for the endpoint to finish its requests (told to stop already)
+/// until `deadline`; then drops what is left.
+pub(super) async fn stop_by(served: JoinHandle<std::io::Result<()>>, deadline: Instant) {
     let abort = served.abort_handle();
-    match tokio::time::timeout(grace, served).await {
+    match tokio::time::timeout_at(deadline, served).await {
         Ok(Ok(Ok(()))) => {}
         Ok(Ok(Err(err))) => tracing::error!(error = %err, "the mcp endpoint failed"),
         Ok(Err(err)) => tracing::error!(error = %err, "the mcp endpoint panicked"),
         Err(_) => {
-            tracing::warn!(grace = ?grace, "mcp requests still open after the shutdown grace; dropped");
+            tracing::warn!("mcp requests still open after the shutdown grace; dropped");
             abort.abort();
         }
     }

@@ -290,14 +290,22 @@ impl Service {
                 Err(err) => tracing::error!(error = %err, "an embedded worker panicked"),
             }
         }
+        // Every listener stops under one deadline: the gRPC server's own
+        // grace and the MCP endpoint's start together and end together.
         server_stop.cancel();
-        let served = match grpc_ended {
-            Some(ended) => ended,
-            None => served.await,
+        let deadline = tokio::time::Instant::now() + self.settings.shutdown_grace;
+        let mcp_stopped = async {
+            if let Some(mcp) = mcp_served {
+                mcp::stop_by(mcp, deadline).await;
+            }
         };
-        if let Some(mcp) = mcp_served {
-            mcp::stop_within(mcp, self.settings.shutdown_grace).await;
-        }
+        let grpc_stopped = async {
+            match grpc_ended {
+                Some(ended) => ended,
+                None => served.await,
+            }
+        };
+        let (served, ()) = tokio::join!(grpc_stopped, mcp_stopped);
         tracing::info!("shutting down: stopping the background loops");
         background.cancel();
         for task in loops {

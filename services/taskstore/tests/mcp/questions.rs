@@ -142,7 +142,24 @@ async fn a_question_streams_on_tasks_result_and_its_answer_reaches_another_repli
         .post(&response_to(&request_id, accept.clone()), &[])
         .await;
     assert_eq!(posted.status, 202);
-    let answered = events.next().await;
+    // Once streaming, the task's status changes come along before the
+    // response.
+    let mut statuses = Vec::new();
+    let answered = loop {
+        let event = events.next().await;
+        if event["method"] == "notifications/tasks/status" {
+            assert_eq!(event["params"]["taskId"], id.as_str(), "{event}");
+            statuses.push(event["params"]["status"].as_str().unwrap_or("").to_owned());
+        } else {
+            break event;
+        }
+    };
+    assert_eq!(
+        statuses.last().map(String::as_str),
+        Some("completed"),
+        "{statuses:?}"
+    );
+    assert!(statuses.iter().any(|s| s == "working"), "{statuses:?}");
     assert_eq!(answered["id"], 9, "{answered}");
     assert_eq!(answered["result"]["content"][0]["text"], "slept 10 ms");
     // Replayed after the task ended: nothing happens.
