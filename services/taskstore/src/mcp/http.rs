@@ -54,7 +54,7 @@ async fn post_message(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    if let Err(refusal) = check_origin(&gateway, &headers) {
+    if let Some(refusal) = foreign_origin(&gateway, &headers) {
         return refusal;
     }
     if !is_json(&headers) {
@@ -114,19 +114,18 @@ async fn post_message(
 }
 
 /// DNS rebinding protection: a browser's request from a foreign origin is
-/// refused before anything else.
-pub(super) fn check_origin(gateway: &Gateway, headers: &HeaderMap) -> Result<(), Response> {
-    match headers.get(header::ORIGIN) {
-        Some(origin) if !origin_allowed(origin, &gateway.settings.allowed_origins) => {
-            tracing::warn!(origin = ?origin, "mcp request from a foreign origin refused");
-            Err(refuse(
-                StatusCode::FORBIDDEN,
-                None,
-                RpcError::new(code::INVALID_REQUEST, "origin not allowed"),
-            ))
-        }
-        _ => Ok(()),
+/// refused before anything else (the refusal, if it is).
+pub(super) fn foreign_origin(gateway: &Gateway, headers: &HeaderMap) -> Option<Response> {
+    let origin = headers.get(header::ORIGIN)?;
+    if origin_allowed(origin, &gateway.settings.allowed_origins) {
+        return None;
     }
+    tracing::warn!(origin = ?origin, "mcp request from a foreign origin refused");
+    Some(refuse(
+        StatusCode::FORBIDDEN,
+        None,
+        RpcError::new(code::INVALID_REQUEST, "origin not allowed"),
+    ))
 }
 
 fn is_json(headers: &HeaderMap) -> bool {
@@ -171,7 +170,10 @@ fn origin_allowed(origin: &HeaderValue, allowed: &[String]) -> bool {
 }
 
 /// Who is calling, or the refusal to send back.
-pub(super) async fn authenticate(gateway: &Gateway, headers: &HeaderMap) -> Result<Caller, Response> {
+pub(super) async fn authenticate(
+    gateway: &Gateway,
+    headers: &HeaderMap,
+) -> Result<Caller, Response> {
     match gateway
         .authenticator
         .authenticate(bearer_token(headers), None)

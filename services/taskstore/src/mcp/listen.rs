@@ -27,7 +27,7 @@ use tokio_stream::StreamExt;
 
 use super::call::Call;
 use super::gateway::Gateway;
-use super::http::{authenticate, check_origin};
+use super::http::{authenticate, foreign_origin};
 use super::jsonrpc::{RpcError, code};
 use super::methods;
 use super::request::{VERSION_HEADER, call_of, header_str, refuse};
@@ -50,7 +50,7 @@ const RESYNC_SLACK: TimeDelta = TimeDelta::seconds(2);
 const RESYNC_PAGES: usize = 10;
 
 pub(super) async fn open(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
-    if let Err(refusal) = check_origin(&gateway, &headers) {
+    if let Some(refusal) = foreign_origin(&gateway, &headers) {
         return refusal;
     }
     // 2026-07-28 has no stream of its own (`subscriptions/listen` is a POST).
@@ -61,14 +61,24 @@ pub(super) async fn open(State(gateway): State<Arc<Gateway>>, headers: HeaderMap
         return refuse(
             StatusCode::NOT_ACCEPTABLE,
             None,
-            RpcError::new(code::INVALID_REQUEST, "GET /mcp needs Accept: text/event-stream"),
+            RpcError::new(
+                code::INVALID_REQUEST,
+                "GET /mcp needs Accept: text/event-stream",
+            ),
         );
     }
     let caller = match authenticate(&gateway, &headers).await {
         Ok(caller) => caller,
         Err(refusal) => return refusal,
     };
-    let call = match call_of(&gateway, &headers, caller, SESSION_STREAM, &Map::new(), None) {
+    let call = match call_of(
+        &gateway,
+        &headers,
+        caller,
+        SESSION_STREAM,
+        &Map::new(),
+        None,
+    ) {
         Ok(call) => call,
         Err((status, error)) => return refuse(status, None, error),
     };
@@ -165,7 +175,8 @@ impl SessionStream {
     /// An event at the current position (`None`: the position alone).
     fn event_at(&self, message: Option<&serde_json::Value>) -> Event {
         let mut event = Event::default().data(message.map_or_else(String::new, |m| m.to_string()));
-        if let Some(id) = (Position::Session { after: self.last }).event_id(&self.gateway, &self.scope)
+        if let Some(id) =
+            (Position::Session { after: self.last }).event_id(&self.gateway, &self.scope)
         {
             event = event.id(id);
         }
@@ -204,7 +215,11 @@ impl SessionStream {
                     },
                 )
                 .await?;
-            changed.extend(page.tasks.into_iter().filter(|t| t.last_updated_at >= since));
+            changed.extend(
+                page.tasks
+                    .into_iter()
+                    .filter(|t| t.last_updated_at >= since),
+            );
             match page.next_cursor {
                 Some(next) => cursor = Some(next),
                 None => break,

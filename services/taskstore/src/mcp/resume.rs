@@ -56,7 +56,9 @@ pub(super) struct WaitPosition {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Position {
     /// The session's GET stream, up to the change made at this time.
-    Session { after: DateTime<Utc> },
+    Session {
+        after: DateTime<Utc>,
+    },
     Wait(WaitPosition),
 }
 

@@ -163,7 +163,9 @@ pub(super) fn stream_response(
     sse(Streaming::new(gateway, scope, waiting, first, answered).events())
 }
 
-pub(super) fn sse(events: impl Stream<Item = Result<Event, Infallible>> + Send + 'static) -> Response {
+pub(super) fn sse(
+    events: impl Stream<Item = Result<Event, Infallible>> + Send + 'static,
+) -> Response {
     Sse::new(events)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
         .into_response()
@@ -194,6 +196,9 @@ struct Streaming<F> {
     scope: Scope,
     waiting: Waiting,
     first: Option<Outgoing>,
+    /// Start with an event holding only the position (a stream that opens
+    /// with nothing to say yet still shows its headers and where it is).
+    prime: bool,
     answered: Option<F>,
     ended: bool,
 }
@@ -213,6 +218,7 @@ where
             gateway,
             scope,
             waiting,
+            prime: first.is_none(),
             first,
             answered: Some(answered),
             ended: false,
@@ -249,6 +255,9 @@ where
     async fn next(&mut self) -> Option<Event> {
         if self.ended {
             return None;
+        }
+        if std::mem::take(&mut self.prime) {
+            return Some(self.event(None));
         }
         let message = match self.first.take() {
             Some(first) => Some(first),

@@ -46,7 +46,10 @@ pub(super) async fn listen(
         return Err(missing_extension());
     }
     let id = call.id.clone().ok_or_else(|| {
-        RpcError::new(code::INVALID_REQUEST, "subscriptions/listen must be a request")
+        RpcError::new(
+            code::INVALID_REQUEST,
+            "subscriptions/listen must be a request",
+        )
     })?;
     let slot = gateway.admissions.hold_waiting(&call.scope.tenant)?;
     // Followed before the tasks are read, so that nothing falls between.
@@ -170,9 +173,16 @@ impl Subscription {
     async fn resync(&mut self) {
         let ids: Vec<TaskId> = self.sent.keys().cloned().collect();
         for task_id in ids {
-            match self.gateway.store.get_task(&self.call.scope, &task_id).await {
+            match self
+                .gateway
+                .store
+                .get_task(&self.call.scope, &task_id)
+                .await
+            {
                 Ok(task) => self.current.push_back(task),
-                Err(err) => tracing::debug!(error = %err, task_id = %task_id, "subscribed task not read at resync"),
+                Err(err) => {
+                    tracing::debug!(error = %err, task_id = %task_id, "subscribed task not read at resync")
+                }
             }
         }
     }

@@ -12,8 +12,8 @@ use super::errors::ended_without_result;
 use super::gateway::Gateway;
 use super::jsonrpc::{RpcError, code};
 use super::methods::Reply;
-use super::shapes;
 use super::resume::{WaitKind, WaitPosition};
+use super::shapes;
 use super::streams::{Waiting, spawn_waiting};
 use super::waiting::{Ending, Questions, Tell, result_json, wait_for_end};
 use crate::domain::{ExtensionOutcome, PageRequest, Revision, Scope, Task, TaskId, TaskStatus};
@@ -44,7 +44,11 @@ pub(super) async fn get(
 
 /// SEP-2663's `DetailedTask`: the task with its result (or error, or input
 /// requests) inlined.
-pub(super) async fn detailed(gateway: &Gateway, call: &Call, task: Task) -> Result<Value, RpcError> {
+pub(super) async fn detailed(
+    gateway: &Gateway,
+    call: &Call,
+    task: Task,
+) -> Result<Value, RpcError> {
     let stored = match task.status {
         TaskStatus::Completed | TaskStatus::Failed => {
             match gateway.store.get_result(&call.scope, &task.task_id).await {

@@ -14,8 +14,8 @@ use super::gateway::Gateway;
 use super::in_flight::CallKey;
 use super::jsonrpc::{RpcError, code};
 use super::methods::Reply;
-use super::shapes;
 use super::resume::{WaitKind, WaitPosition};
+use super::shapes;
 use super::streams::{Waiting, spawn_waiting};
 use super::waiting::{Ending, Questions, Tell, result_json, wait_for_end};
 use crate::domain::{

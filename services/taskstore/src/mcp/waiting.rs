@@ -107,7 +107,8 @@ pub(super) async fn wait_for_end(
         let asked = gateway.store.input_requests(scope, task_id).await?;
         match &questions {
             Questions::EndTheWait => {
-                let open: Vec<Question> = asked.into_iter().filter(|q| q.answer.is_none()).collect();
+                let open: Vec<Question> =
+                    asked.into_iter().filter(|q| q.answer.is_none()).collect();
                 if !open.is_empty() {
                     return Ok(Ending::NeedsInput(open));
                 }

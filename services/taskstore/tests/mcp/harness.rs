@@ -64,6 +64,22 @@ impl Gateway {
         port: u16,
         adjust: impl FnOnce(&mut McpSettings),
     ) -> Self {
+        Self::build(pool, auth, port, adjust, true).await
+    }
+
+    /// A replica that serves the APIs only: no queue, no workers (its
+    /// stopping stops no task; the other replicas' workers run them).
+    pub async fn api_only(pool: PgPool) -> Self {
+        Self::build(pool, AuthMethod::None, 0, |_| {}, false).await
+    }
+
+    async fn build(
+        pool: PgPool,
+        auth: AuthMethod,
+        port: u16,
+        adjust: impl FnOnce(&mut McpSettings),
+        workers: bool,
+    ) -> Self {
         let mut mcp = McpSettings::on(format!("127.0.0.1:{port}"));
         adjust(&mut mcp);
         let dir = std::env::temp_dir().join(format!("mcp-tools-{}", std::process::id()));
@@ -79,7 +95,7 @@ impl Gateway {
         let keys: Arc<dyn KeyStore> = Arc::new(PgKeys::new(pool));
         let backends =
             Backends::from_store(store, "postgres", "a test schema".into()).with_keys(keys.clone());
-        let settings = ServiceSettings {
+        let mut settings = ServiceSettings {
             auth: vec![auth],
             mcp: Some(mcp),
             queue: Some(QueueSettings {
@@ -103,6 +119,10 @@ impl Gateway {
             },
             ..ServiceSettings::bare(config, InputLimits::default())
         };
+        if !workers {
+            settings.queue = None;
+            settings.embedded.count = 0;
+        }
         let service = Service::build(settings, backends).await.expect("builds");
         let mcp = service.mcp_addr().expect("mcp is on");
         let stop = CancellationToken::new();
@@ -162,10 +182,12 @@ impl Gateway {
 /// A JSON-RPC caller over plain HTTP (2025-11-25 unless told otherwise).
 #[derive(Clone)]
 pub struct Caller {
-    http: reqwest::Client,
+    pub http: reqwest::Client,
     pub url: String,
     pub token: Option<String>,
     pub session: Option<String>,
+    /// Sent with every request (a tenant, a protocol version).
+    pub extra_headers: Vec<(String, String)>,
 }
 
 impl Caller {
@@ -175,6 +197,7 @@ impl Caller {
             url: gateway.url(),
             token: token.map(str::to_owned),
             session: None,
+            extra_headers: Vec::new(),
         }
     }
 
@@ -220,6 +243,9 @@ impl Caller {
         }
         if let Some(session) = &self.session {
             request = request.header("mcp-session-id", session);
+        }
+        for (name, value) in &self.extra_headers {
+            request = request.header(name, value);
         }
         for (name, value) in headers {
             request = request.header(*name, *value);
@@ -287,4 +313,123 @@ pub async fn until_status(caller: &Caller, task_id: &str, status: &str) -> Value
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     panic!("task {task_id} never became {status}");
+}
+
+/// A server-sent event stream, read event by event.
+pub struct Events {
+    response: reqwest::Response,
+    buffer: String,
+    /// The id of the last event read that had one.
+    pub last_id: Option<String>,
+    /// The retry delay the last event gave, if any.
+    pub retry: Option<String>,
+}
+
+/// One event: its data (JSON, `None` when empty) and id.
+#[derive(Debug)]
+pub struct Event {
+    pub data: Option<Value>,
+    pub id: Option<String>,
+}
+
+impl Events {
+    /// POSTs `body`, whose answer must be an event stream.
+    pub async fn open(caller: &Caller, body: Value) -> Self {
+        let request = caller
+            .http
+            .post(&caller.url)
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        Self::expect_stream(Self::send(caller, request).await)
+    }
+
+    /// `GET /mcp`, resuming after `last_id` when given.
+    pub async fn get(caller: &Caller, last_id: Option<&str>) -> Self {
+        Self::expect_stream(Self::get_response(caller, last_id).await)
+    }
+
+    /// `GET /mcp`, whatever it answers.
+    pub async fn get_response(caller: &Caller, last_id: Option<&str>) -> reqwest::Response {
+        let mut request = caller.http.get(&caller.url);
+        if let Some(id) = last_id {
+            request = request.header("last-event-id", id);
+        }
+        Self::send(caller, request).await
+    }
+
+    async fn send(caller: &Caller, request: reqwest::RequestBuilder) -> reqwest::Response {
+        let mut request = request.header("accept", "application/json, text/event-stream");
+        if let Some(token) = &caller.token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(session) = &caller.session {
+            request = request.header("mcp-session-id", session);
+        }
+        for (name, value) in &caller.extra_headers {
+            request = request.header(name, value);
+        }
+        request.send().await.expect("the gateway answers")
+    }
+
+    fn expect_stream(response: reqwest::Response) -> Self {
+        assert_eq!(response.status(), 200, "{:?}", response.headers());
+        let kind = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        assert!(kind.starts_with("text/event-stream"), "{kind}");
+        Self {
+            response,
+            buffer: String::new(),
+            last_id: None,
+            retry: None,
+        }
+    }
+
+    /// The next event (with data or not), or `None` when the stream ended.
+    pub async fn next_event(&mut self) -> Option<Event> {
+        loop {
+            if let Some(end) = self.buffer.find("\n\n") {
+                let raw: String = self.buffer.drain(..end + 2).collect();
+                let field = |name: &str| -> Vec<String> {
+                    raw.lines()
+                        .filter_map(|line| line.strip_prefix(name))
+                        .map(|v| v.trim_start().to_owned())
+                        .collect()
+                };
+                let (data, id, retry) = (field("data:"), field("id:"), field("retry:"));
+                if data.is_empty() && id.is_empty() && retry.is_empty() {
+                    continue; // a keep-alive comment
+                }
+                let id = id.into_iter().next();
+                if id.is_some() {
+                    self.last_id.clone_from(&id);
+                }
+                if let Some(retry) = retry.into_iter().next() {
+                    self.retry = Some(retry);
+                }
+                let data: String = data.concat();
+                let data = (!data.is_empty())
+                    .then(|| serde_json::from_str(&data).expect("an event is JSON"));
+                return Some(Event { data, id });
+            }
+            let chunk = tokio::time::timeout(Duration::from_secs(30), self.response.chunk())
+                .await
+                .expect("an event within 30 s")
+                .expect("the stream reads")?;
+            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    }
+
+    /// The next event's data, as JSON (events without data skipped).
+    pub async fn next(&mut self) -> Value {
+        loop {
+            let event = self.next_event().await.expect("the stream has not ended");
+            if let Some(data) = event.data {
+                return data;
+            }
+        }
+    }
 }

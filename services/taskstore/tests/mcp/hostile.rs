@@ -154,10 +154,31 @@ async fn malformed_and_oversize_requests_are_refused() {
         json!(["2026-07-28"])
     );
 
-    // No server stream, nothing to delete; and the gateway still answers.
+    // A GET stream needs an event-stream Accept and a session; in
+    // 2026-07-28 there is none. The gateway still answers.
     let http = reqwest::Client::new();
-    let get = http.get(gateway.url()).send().await.expect("answers");
-    assert_eq!(get.status().as_u16(), 405);
+    let get = http
+        .get(gateway.url())
+        .header("accept", "application/json")
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(get.status().as_u16(), 406);
+    let without_session = http
+        .get(gateway.url())
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(without_session.status().as_u16(), 400);
+    let modern = http
+        .get(gateway.url())
+        .header("accept", "text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(modern.status().as_u16(), 405);
     assert_eq!(caller.ok("ping", json!({})).await, json!({}));
     gateway.stop().await;
 }

@@ -11,5 +11,6 @@ mod core;
 mod extension;
 mod harness;
 mod hostile;
+mod notifications;
 mod questions;
 mod replicas;

@@ -18,68 +18,9 @@ use taskstore::domain::Role;
 
 use crate::common;
 use crate::extension::rmcp_client;
-use crate::harness::{Caller, Gateway, until_status};
+use crate::harness::{Caller, Events, Gateway, until_status};
 
-/// A server-sent event stream, read event by event.
-struct Events {
-    response: reqwest::Response,
-    buffer: String,
-}
-
-impl Events {
-    async fn open(caller: &Caller, body: Value) -> Self {
-        let mut request = reqwest::Client::new()
-            .post(&caller.url)
-            .header("accept", "application/json, text/event-stream")
-            .header("content-type", "application/json")
-            .body(body.to_string());
-        if let Some(token) = &caller.token {
-            request = request.bearer_auth(token);
-        }
-        if let Some(session) = &caller.session {
-            request = request.header("mcp-session-id", session);
-        }
-        let response = request.send().await.expect("the gateway answers");
-        assert_eq!(response.status(), 200);
-        let kind = response
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
-        assert!(kind.starts_with("text/event-stream"), "{kind}");
-        Self {
-            response,
-            buffer: String::new(),
-        }
-    }
-
-    /// The next event's data, as JSON.
-    async fn next(&mut self) -> Value {
-        loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let event: String = self.buffer.drain(..end + 2).collect();
-                let data: String = event
-                    .lines()
-                    .filter_map(|line| line.strip_prefix("data:"))
-                    .map(str::trim_start)
-                    .collect();
-                if !data.is_empty() {
-                    return serde_json::from_str(&data).expect("an event is JSON");
-                }
-                continue;
-            }
-            let chunk = tokio::time::timeout(Duration::from_secs(30), self.response.chunk())
-                .await
-                .expect("an event within 30 s")
-                .expect("the stream reads")
-                .expect("the stream has not ended");
-            self.buffer.push_str(&String::from_utf8_lossy(&chunk));
-        }
-    }
-}
-
-fn response_to(id: &Value, result: Value) -> String {
+pub fn response_to(id: &Value, result: Value) -> String {
     json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string()
 }
 
