@@ -3,7 +3,7 @@
 //! cause (with its context) where they turn it into `Unavailable` or
 //! `Internal`. The mapping to `tonic::Status` lives in `grpc::status`.
 
-use crate::domain::{ClaimRefusal, FenceRefusal, QuestionRefusal, TaskStatus};
+use crate::domain::{ClaimRefusal, FenceRefusal, HoldRefusal, QuestionRefusal, TaskStatus};
 
 /// An error from a [`crate::store::TaskStore`] operation.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -57,6 +57,9 @@ pub enum Refusal {
     /// A question the task's questions do not allow.
     #[error("{0}")]
     Question(QuestionRefusal),
+    /// A hold the task's state does not allow.
+    #[error("{0}")]
+    Hold(HoldRefusal),
     /// A refusal of a remote service that named no kind this build knows
     /// (an older or newer service): its words only.
     #[error("{0}")]

@@ -22,8 +22,9 @@ pub use access::{Caller, Reach, Role, TENANT_METADATA, TenantRefused, UnknownRol
 pub use cursor::{CursorCodec, CursorPosition, InvalidCursor};
 pub use execution::{
     AttemptEnd, AttemptState, Claim, ClaimRefusal, DispatchRequest, ExecutionPolicy, FenceRefusal,
-    LeaseToken, NextStep, ReleaseOutcome, ReleaseReason, Renewal, StopReason, ToolName,
-    after_attempt, error_result, running_message, waiting_for_worker_message,
+    HoldOutcome, HoldRefusal, HoldState, HoldStep, Holder, LeaseToken, MAX_HOLDER_BYTES, NextStep,
+    ReleaseOutcome, ReleaseReason, Renewal, StopReason, ToolName, after_attempt, decide_hold,
+    error_result, running_message, waiting_for_worker_message,
 };
 pub use fleet::{
     FleetPolicy, OutboxBacklog, ServedTool, WorkerHeartbeat, WorkerId, WorkerInfo, served_tools,

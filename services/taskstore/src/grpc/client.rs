@@ -410,6 +410,27 @@ impl TaskStore for GrpcTaskStore {
             .collect()
     }
 
+    async fn hold_task(
+        &self,
+        scope: &Scope,
+        task_id: &TaskId,
+        holder: &crate::domain::Holder,
+        renewing: Option<&crate::domain::LeaseToken>,
+    ) -> Result<crate::domain::HoldOutcome, StoreError> {
+        let response = self
+            .client()
+            .hold_task(pb::HoldTaskRequest {
+                task_id: task_id.to_string(),
+                session_id: session_of(scope)?,
+                holder: holder.as_str().to_owned(),
+                lease_token: renewing.map(|t| t.as_str().to_owned()).unwrap_or_default(),
+            })
+            .await
+            .map_err(store_error_from_status)?
+            .into_inner();
+        super::convert::hold_from_pb(response)
+    }
+
     async fn answer_input_requests(
         &self,
         scope: &Scope,

@@ -5,8 +5,9 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use crate::domain::{
-    Answer, InputKey, InputRequest, JsonObject, ProgressToken, Question, ServedTool, SessionId,
-    Task, TaskId, TaskStatus, TaskSupport, ToolDescription, ToolName, Ttl,
+    Answer, HoldOutcome, InputKey, InputRequest, JsonObject, LeaseToken, ProgressToken, Question,
+    ServedTool, SessionId, StopReason, Task, TaskId, TaskStatus, TaskSupport, ToolDescription,
+    ToolName, Ttl,
 };
 use crate::error::StoreError;
 use crate::store::{ChangedTask, Followed};
@@ -122,6 +123,60 @@ pub(super) fn followed_from_pb(event: pb::TaskEvent) -> Result<Followed, StoreEr
         Some(pb::task_event::Event::Resync(_)) => Ok(Followed::Resync),
         None => Err(malformed("a task event without an event")),
     }
+}
+
+pub(super) fn stop_reason_to_pb(reason: StopReason) -> pb::StopReason {
+    match reason {
+        StopReason::Cancelled => pb::StopReason::Cancelled,
+        StopReason::Finished => pb::StopReason::Finished,
+        StopReason::Gone => pb::StopReason::Gone,
+        StopReason::LeaseLost => pb::StopReason::LeaseLost,
+    }
+}
+
+pub(super) fn stop_reason_from_pb(raw: i32) -> Result<StopReason, StoreError> {
+    match pb::StopReason::try_from(raw) {
+        Ok(pb::StopReason::Cancelled) => Ok(StopReason::Cancelled),
+        Ok(pb::StopReason::Finished) => Ok(StopReason::Finished),
+        Ok(pb::StopReason::Gone) => Ok(StopReason::Gone),
+        Ok(pb::StopReason::LeaseLost) => Ok(StopReason::LeaseLost),
+        Ok(pb::StopReason::Unspecified) | Err(_) => Err(malformed("a stop without a reason")),
+    }
+}
+
+pub(super) fn hold_to_pb(outcome: HoldOutcome) -> pb::HoldTaskResponse {
+    match outcome {
+        HoldOutcome::Held { lease, duration: d } => pb::HoldTaskResponse {
+            lease_token: lease.as_str().to_owned(),
+            lease_duration: Some(duration(d)),
+            keep_running: true,
+            reason: String::new(),
+            stop_reason: pb::StopReason::Unspecified.into(),
+        },
+        HoldOutcome::Stop(reason) => pb::HoldTaskResponse {
+            lease_token: String::new(),
+            lease_duration: None,
+            keep_running: false,
+            reason: reason.to_string(),
+            stop_reason: stop_reason_to_pb(reason).into(),
+        },
+    }
+}
+
+pub(super) fn hold_from_pb(response: pb::HoldTaskResponse) -> Result<HoldOutcome, StoreError> {
+    if !response.keep_running {
+        return Ok(HoldOutcome::Stop(stop_reason_from_pb(
+            response.stop_reason,
+        )?));
+    }
+    Ok(HoldOutcome::Held {
+        lease: LeaseToken::parse(&response.lease_token).map_err(malformed)?,
+        duration: response
+            .lease_duration
+            .map(duration_from_pb)
+            .transpose()?
+            .ok_or_else(|| malformed("a hold without a lease duration"))?,
+    })
 }
 
 pub(super) fn task_from_pb(task: pb::Task) -> Result<Task, StoreError> {

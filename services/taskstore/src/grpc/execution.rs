@@ -5,13 +5,13 @@ use std::sync::Arc;
 use tonic::{Request, Response, Status};
 
 use super::caller::tenant_of;
-use super::convert::duration;
+use super::convert::{duration, stop_reason_to_pb};
 use super::parse::lease_token;
 use super::pb;
 use super::pb::task_execution_server::{TaskExecution as TaskExecutionRpc, TaskExecutionServer};
 use super::service::record_task_id;
 use crate::domain::{
-    FleetPolicy, ReleaseOutcome, ReleaseReason, Renewal, StopReason, TaskId, TenantId, ToolName,
+    FleetPolicy, ReleaseOutcome, ReleaseReason, Renewal, TaskId, TenantId, ToolName,
     WorkerHeartbeat, WorkerId,
 };
 use crate::error::StoreError;
@@ -53,15 +53,6 @@ impl TaskExecutionService {
 
     pub fn into_server(self) -> TaskExecutionServer<Self> {
         TaskExecutionServer::new(self)
-    }
-}
-
-fn stop_reason_to_pb(reason: StopReason) -> pb::StopReason {
-    match reason {
-        StopReason::Cancelled => pb::StopReason::Cancelled,
-        StopReason::Finished => pb::StopReason::Finished,
-        StopReason::Gone => pb::StopReason::Gone,
-        StopReason::LeaseLost => pb::StopReason::LeaseLost,
     }
 }
 

@@ -10,13 +10,13 @@ use tonic::transport::Channel;
 
 use super::client::Traced;
 
-use super::convert::duration_from_pb;
+use super::convert::{duration_from_pb, stop_reason_from_pb};
 use super::pb;
 use super::pb::task_execution_client::TaskExecutionClient;
 use super::status::store_error_from_status;
 use crate::domain::{
     Claim, InputKey, InputRequest, JsonObject, LeaseToken, ReleaseOutcome, ReleaseReason, Renewal,
-    StopReason, TaskId, TenantId, ToolName,
+    TaskId, TenantId, ToolName,
 };
 use crate::error::StoreError;
 use crate::store::execution::ExecutionStore;
@@ -44,16 +44,6 @@ impl GrpcExecutionStore {
 
 fn malformed(what: &str) -> StoreError {
     StoreError::Internal(format!("malformed response from the server: {what}"))
-}
-
-fn stop_reason_from_pb(raw: i32) -> Result<StopReason, StoreError> {
-    match pb::StopReason::try_from(raw) {
-        Ok(pb::StopReason::Cancelled) => Ok(StopReason::Cancelled),
-        Ok(pb::StopReason::Finished) => Ok(StopReason::Finished),
-        Ok(pb::StopReason::Gone) => Ok(StopReason::Gone),
-        Ok(pb::StopReason::LeaseLost) => Ok(StopReason::LeaseLost),
-        Ok(pb::StopReason::Unspecified) | Err(_) => Err(malformed("a stop without a reason")),
-    }
 }
 
 #[async_trait]

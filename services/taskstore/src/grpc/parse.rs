@@ -3,10 +3,10 @@
 
 use crate::domain::questions::MAX_QUESTIONS;
 use crate::domain::{
-    Answers, DispatchRequest, InputKey, InputRequest, JsonObject, LeaseToken, MAX_POLL_INTERVAL,
-    NewResult, NewTask, PageRequest, RequestId, ResultStatus, Scope, SessionId, StatusUpdate,
-    TaskFilter, TaskId, TaskStatus, TaskSupport, TenantId, ToolDescription, ToolName, TraceContext,
-    Ttl, TtlRequest, WorkerHeartbeat,
+    Answers, DispatchRequest, Holder, InputKey, InputRequest, JsonObject, LeaseToken,
+    MAX_HOLDER_BYTES, MAX_POLL_INTERVAL, NewResult, NewTask, PageRequest, RequestId, ResultStatus,
+    Scope, SessionId, StatusUpdate, TaskFilter, TaskId, TaskStatus, TaskSupport, TenantId,
+    ToolDescription, ToolName, TraceContext, Ttl, TtlRequest, WorkerHeartbeat,
 };
 use crate::error::StoreError;
 
@@ -119,6 +119,24 @@ impl<'a> Edge<'a> {
         session: Option<&str>,
     ) -> Result<(Scope, TaskId), StoreError> {
         Ok((self.scope(session)?, task_id(task)?))
+    }
+
+    /// A HoldTask request: the task, its holder, and the lease renewed.
+    pub(super) fn hold(
+        &self,
+        req: &pb::HoldTaskRequest,
+    ) -> Result<(Scope, TaskId, Holder, Option<LeaseToken>), StoreError> {
+        let (scope, task_id) = self.lookup(&req.task_id, req.session_id.as_deref())?;
+        let holder = Holder::parse(&req.holder).ok_or_else(|| {
+            StoreError::InvalidArgument(format!(
+                "holder must be 1 to {MAX_HOLDER_BYTES} bytes of text without control characters"
+            ))
+        })?;
+        let renewing = match req.lease_token.as_str() {
+            "" => None,
+            raw => Some(lease_token(raw)?),
+        };
+        Ok((scope, task_id, holder, renewing))
     }
 
     /// The scope a request that names no task acts in.

@@ -335,6 +335,25 @@ impl TaskStoreRpc for TaskStoreService {
         }))
     }
 
+    async fn hold_task(
+        &self,
+        request: Request<pb::HoldTaskRequest>,
+    ) -> Result<Response<pb::HoldTaskResponse>, Status> {
+        let edge = self.edge(&request)?;
+        let req = request.into_inner();
+        record_task_id(&req.task_id);
+        let (scope, task_id, holder, renewing) = edge.hold(&req)?;
+        let first = renewing.is_none();
+        let outcome = self
+            .store
+            .hold_task(&scope, &task_id, &holder, renewing.as_ref())
+            .await?;
+        if first {
+            tracing::info!(holder = %holder, "task held by its caller");
+        }
+        Ok(Response::new(super::convert::hold_to_pb(outcome)))
+    }
+
     async fn answer_input_requests(
         &self,
         request: Request<pb::AnswerInputRequestsRequest>,

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt as _};
 
-use crate::domain::{ClaimRefusal, FenceRefusal, QuestionRefusal, TaskStatus};
+use crate::domain::{ClaimRefusal, FenceRefusal, HoldRefusal, QuestionRefusal, TaskStatus};
 use crate::edge::{AdmissionRefused, ShuttingDown};
 use crate::error::{Refusal, StoreError};
 
@@ -103,6 +103,10 @@ fn refusal_reason(refusal: &Refusal) -> (&'static str, HashMap<String, String>) 
             "QUESTION_TOO_MANY",
             HashMap::from([("count".to_owned(), count.to_string())]),
         ),
+        Refusal::Hold(HoldRefusal::Dispatched) => ("HOLD_DISPATCHED", HashMap::new()),
+        Refusal::Hold(HoldRefusal::HeldByAnother) => ("HOLD_HELD_BY_ANOTHER", HashMap::new()),
+        Refusal::Hold(HoldRefusal::Ended(s)) => ("HOLD_ENDED", status(s)),
+        Refusal::Hold(HoldRefusal::NotAToolCall) => ("HOLD_NOT_A_TOOL_CALL", HashMap::new()),
         Refusal::Unexplained(_) => ("UNEXPLAINED", HashMap::new()),
     }
 }
@@ -140,6 +144,10 @@ fn refusal_from(status: &Status) -> Refusal {
             .get("count")
             .and_then(|count| count.parse().ok())
             .map(|count| Refusal::Question(QuestionRefusal::TooMany(count))),
+        "HOLD_DISPATCHED" => Some(Refusal::Hold(HoldRefusal::Dispatched)),
+        "HOLD_HELD_BY_ANOTHER" => Some(Refusal::Hold(HoldRefusal::HeldByAnother)),
+        "HOLD_ENDED" => task_status().map(|s| Refusal::Hold(HoldRefusal::Ended(s))),
+        "HOLD_NOT_A_TOOL_CALL" => Some(Refusal::Hold(HoldRefusal::NotAToolCall)),
         _ => None,
     };
     refusal.unwrap_or_else(unexplained)
@@ -227,6 +235,10 @@ mod tests {
             Refusal::NoResult(TaskStatus::InputRequired),
             Refusal::Question(QuestionRefusal::KeyReused("confirm".into())),
             Refusal::Question(QuestionRefusal::TooMany(100)),
+            Refusal::Hold(HoldRefusal::Dispatched),
+            Refusal::Hold(HoldRefusal::HeldByAnother),
+            Refusal::Hold(HoldRefusal::Ended(TaskStatus::Failed)),
+            Refusal::Hold(HoldRefusal::NotAToolCall),
             Refusal::Unexplained("an old server's words".into()),
         ];
         for refusal in refusals {

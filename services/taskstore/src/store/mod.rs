@@ -15,8 +15,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::domain::{
-    Answered, Answers, ExecutionPolicy, NewResult, NewTask, PageRequest, PollPolicy, Question,
-    Scope, StatusUpdate, Task, TaskId, TaskPage, TaskResult, TaskStatus, TenantId, TtlPolicy,
+    Answered, Answers, ExecutionPolicy, HoldOutcome, Holder, LeaseToken, NewResult, NewTask,
+    PageRequest, PollPolicy, Question, Scope, StatusUpdate, Task, TaskId, TaskPage, TaskResult,
+    TaskStatus, TenantId, TtlPolicy,
 };
 use crate::error::StoreError;
 
@@ -109,6 +110,18 @@ pub trait TaskStore: Send + Sync + 'static {
         task_id: &TaskId,
         answers: Answers,
     ) -> Result<Answered, StoreError>;
+
+    /// Holds a task its caller runs in its own process (gRPC HoldTask):
+    /// a first hold (`renewing` None) gives it a lease of one attempt; a
+    /// renewal extends it, or says stop. A lapsed lease fails the task
+    /// through the lease reaper (`domain::execution::hold`).
+    async fn hold_task(
+        &self,
+        scope: &Scope,
+        task_id: &TaskId,
+        holder: &Holder,
+        renewing: Option<&LeaseToken>,
+    ) -> Result<HoldOutcome, StoreError>;
 }
 
 pub use changes::{ChangedTask, Followed, TaskFollow};

@@ -204,6 +204,17 @@ fn valid_requests() -> Vec<(&'static str, bool, Vec<u8>)> {
             .encode_to_vec(),
         ),
         (
+            leak(store, "HoldTask"),
+            false,
+            pb::HoldTaskRequest {
+                task_id: id(),
+                session_id: Some("s".into()),
+                holder: "fuzz".into(),
+                lease_token: "token".into(),
+            }
+            .encode_to_vec(),
+        ),
+        (
             leak(store, "WatchTasks"),
             true,
             pb::WatchTasksRequest {

@@ -133,6 +133,23 @@ async fn calls(
                     .map(|r| format!("{r:?}")),
             ));
         }
+        // Holding: a first hold, and a renewal with the stolen lease.
+        for token in ["", lease] {
+            let hold = pb::HoldTaskRequest {
+                task_id: id.into(),
+                session_id: session.clone(),
+                holder: "intruder".into(),
+                lease_token: token.into(),
+            };
+            out.push((
+                wrap(&format!("HoldTask (lease: {})", !token.is_empty())),
+                intruder
+                    .store
+                    .hold_task(req!(hold))
+                    .await
+                    .map(|r| format!("{r:?}")),
+            ));
+        }
         let listed = pb::ListInputRequestsRequest {
             task_id: id.into(),
             session_id: session.clone(),

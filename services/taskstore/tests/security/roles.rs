@@ -93,6 +93,18 @@ async fn every_rpc(who: &mut Identity) -> Vec<(&'static str, Result<(), Status>)
                 .map(|_| ()),
         ),
         (
+            "HoldTask",
+            who.store
+                .hold_task(pb::HoldTaskRequest {
+                    task_id: id(),
+                    session_id: None,
+                    holder: "roles".into(),
+                    lease_token: String::new(),
+                })
+                .await
+                .map(|_| ()),
+        ),
+        (
             "WatchTasks",
             who.store
                 .watch_tasks(pb::WatchTasksRequest { session_id: None })
@@ -303,6 +315,7 @@ async fn each_role_calls_what_it_may_and_nothing_else(kind: Kind) {
                 "ListTasks",
                 "WatchTask",
                 "WatchTasks",
+                "HoldTask",
                 "CancelTask",
                 "DeleteTask",
                 "ListTools",
@@ -339,6 +352,7 @@ async fn each_role_calls_what_it_may_and_nothing_else(kind: Kind) {
                 "ListTasks",
                 "WatchTask",
                 "WatchTasks",
+                "HoldTask",
                 "CancelTask",
                 "DeleteTask",
                 "ListTools",
@@ -358,6 +372,7 @@ async fn each_role_calls_what_it_may_and_nothing_else(kind: Kind) {
                 "ListTasks",
                 "WatchTask",
                 "WatchTasks",
+                "HoldTask",
                 "CancelTask",
                 "DeleteTask",
                 "ListTools",

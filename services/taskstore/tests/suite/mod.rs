@@ -8,6 +8,7 @@ pub mod deletion;
 pub mod execution;
 pub mod expiry;
 pub mod following;
+pub mod holding;
 pub mod isolation;
 pub mod lifecycle;
 pub mod listing;
@@ -76,6 +77,8 @@ macro_rules! conformance_suite {
             following::following_shows_every_change_of_the_scope_in_order,
             following::following_carries_the_progress_token,
             following::following_never_shows_another_tenants_tasks,
+            holding::a_held_task_fails_when_its_holder_stops_renewing,
+            holding::holds_are_refused_where_they_do_not_belong,
             execution::exactly_one_of_many_claims_wins,
             execution::concurrent_claims_each_get_their_own_lease,
             execution::reports_are_fenced_by_the_lease,

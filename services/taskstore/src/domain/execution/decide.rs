@@ -126,6 +126,13 @@ pub fn after_attempt(
                 "attempt {attempt} of {max}: the worker running it ({owner}) stopped renewing its lease; dispatched again"
             ),
         },
+        // One attempt only: a held task (its caller's own process ran it)
+        // or a tool allowed no retry.
+        AttemptEnd::LeaseExpired if max == 1 => NextStep::Fail {
+            message: format!(
+                "failed: the process running it ({owner}) stopped renewing its lease (it stopped, or lost its connection)"
+            ),
+        },
         AttemptEnd::LeaseExpired => NextStep::Fail {
             message: format!(
                 "failed after {max} attempts: the worker running it ({owner}) stopped renewing its lease"

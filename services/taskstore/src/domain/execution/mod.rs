@@ -4,10 +4,14 @@
 //! `docs/execution.md`.
 
 mod decide;
+mod hold;
 
 pub use decide::{
     AttemptEnd, AttemptState, ClaimRefusal, FenceRefusal, NextStep, after_attempt, error_result,
     running_message, waiting_for_worker_message,
+};
+pub use hold::{
+    HoldOutcome, HoldRefusal, HoldState, HoldStep, Holder, MAX_HOLDER_BYTES, decide_hold,
 };
 
 use std::fmt;

@@ -6,6 +6,7 @@
 
 mod dispatch;
 mod execution;
+mod hold;
 mod maintenance;
 mod operations;
 pub(crate) mod persist;
@@ -448,6 +449,16 @@ impl TaskStore for MemoryTaskStore {
             task_id.clone(),
         )
         .await
+    }
+
+    async fn hold_task(
+        &self,
+        scope: &Scope,
+        task_id: &TaskId,
+        holder: &crate::domain::Holder,
+        renewing: Option<&LeaseToken>,
+    ) -> Result<crate::domain::HoldOutcome, StoreError> {
+        self.hold(scope, task_id, holder, renewing).await
     }
 
     async fn follow_tasks(&self, scope: &Scope) -> Result<super::TaskFollow, StoreError> {

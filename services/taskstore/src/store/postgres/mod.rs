@@ -94,6 +94,7 @@ mod create;
 mod dispatch;
 mod execution;
 mod group_commit;
+mod hold;
 mod listing;
 mod operations;
 mod questions;
@@ -346,6 +347,16 @@ impl TaskStore for PgTaskStore {
 
     async fn watch_task(&self, scope: &Scope, task_id: &TaskId) -> Result<TaskWatch, StoreError> {
         watch(self.clone(), &self.changes, scope.clone(), task_id.clone()).await
+    }
+
+    async fn hold_task(
+        &self,
+        scope: &Scope,
+        task_id: &TaskId,
+        holder: &crate::domain::Holder,
+        renewing: Option<&crate::domain::LeaseToken>,
+    ) -> Result<crate::domain::HoldOutcome, StoreError> {
+        self.hold(scope, task_id, holder, renewing).await
     }
 
     async fn follow_tasks(&self, scope: &Scope) -> Result<super::TaskFollow, StoreError> {
