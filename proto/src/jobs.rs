@@ -84,8 +84,56 @@ impl Topology {
     /// The durable queue that holds the jobs of one tool. Every
     /// worker that serves the tool consumes from it, so they share the work.
     pub fn tool_queue(&self, tool: &str) -> String {
-        format!("{}.tool.{tool}", self.prefix)
+        format!("{}{tool}", self.tool_queue_prefix())
     }
+
+    /// What every tool queue's name starts with.
+    pub fn tool_queue_prefix(&self) -> String {
+        format!("{}.tool.", self.prefix)
+    }
+
+    /// The arguments every tool queue is declared with: the one place they
+    /// are written (workers in every language learn them from Heartbeat).
+    pub fn queue_arguments(&self) -> Vec<(&'static str, QueueArgument)> {
+        let mut arguments = vec![(
+            "x-queue-type",
+            QueueArgument::Text(self.queue_type.as_str()),
+        )];
+        if self.queue_type == QueueType::Classic {
+            // Version 2 storage: fewer writes per message than version 1.
+            arguments.push(("x-queue-version", QueueArgument::Integer(2)));
+        }
+        arguments
+    }
+
+    /// The topology as Heartbeat tells it to workers.
+    pub fn to_pb(&self) -> crate::v1::QueueTopology {
+        use crate::v1::queue_argument::Value;
+        crate::v1::QueueTopology {
+            exchange: self.exchange(),
+            tool_queue_prefix: self.tool_queue_prefix(),
+            queue_arguments: self
+                .queue_arguments()
+                .into_iter()
+                .map(|(name, value)| crate::v1::QueueArgument {
+                    name: name.to_owned(),
+                    value: Some(match value {
+                        QueueArgument::Text(text) => Value::Text(text.to_owned()),
+                        QueueArgument::Integer(n) => Value::Integer(n),
+                    }),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A queue argument's value, with its AMQP type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QueueArgument {
+    /// A long string.
+    Text(&'static str),
+    /// A long (32-bit) integer.
+    Integer(i32),
 }
 
 /// Tool names as MCP allows them (and as AMQP routing keys carry them).

@@ -19,6 +19,7 @@ pub mod credentials;
 #[cfg(feature = "client")]
 pub mod endpoint;
 pub mod jobs;
+pub mod protocol;
 
 /// The gRPC metadata naming the tenant a request acts in, for callers whose
 /// credentials reach every tenant (a shared worker fleet, operators); other

@@ -32,12 +32,15 @@ pub(crate) enum Stop {
 
 impl std::fmt::Display for Stop {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use taskstore_proto::protocol::{
+            STOP_CANCELLED, STOP_FINISHED, STOP_GONE, STOP_LEASE_LOST,
+        };
         f.write_str(match self {
-            Stop::Cancelled => "the task was cancelled",
-            Stop::Finished => "the task finished without this attempt",
-            Stop::Gone => "the task no longer exists (expired or deleted)",
-            Stop::LeaseLost => "the lease was lost: the task was dispatched again",
-            Stop::Told => "the service said to stop",
+            Stop::Cancelled => STOP_CANCELLED,
+            Stop::Finished => STOP_FINISHED,
+            Stop::Gone => STOP_GONE,
+            Stop::LeaseLost => STOP_LEASE_LOST,
+            Stop::Told => pb::StopReason::Unspecified.describe(),
             Stop::Shutdown => "the worker is shutting down",
             Stop::Parked => "the tool waits for an answer without a worker",
         })

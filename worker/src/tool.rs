@@ -161,7 +161,7 @@ pub fn text_result(text: impl Into<String>) -> Value {
 
 /// A `CallToolResult` with `isError: true` and one text item.
 pub fn error_result(text: impl Into<String>) -> Value {
-    json!({ "content": [{ "type": "text", "text": text.into() }], "isError": true })
+    taskstore_proto::protocol::error_result(&text.into())
 }
 
 /// Whether a result says the call failed (MCP: `isError: true` → failed).

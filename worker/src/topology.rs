@@ -8,7 +8,7 @@ use lapin::Channel;
 use lapin::ExchangeKind;
 use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable};
-use taskstore_proto::jobs::{QueueType, Topology};
+use taskstore_proto::jobs::{QueueArgument, Topology};
 
 /// The durable direct exchange jobs are published to, routed by tool name.
 pub async fn declare_exchange(channel: &Channel, topology: &Topology) -> Result<(), lapin::Error> {
@@ -38,13 +38,12 @@ pub async fn declare_tool_queue(
     declare_exchange(channel, topology).await?;
     let queue = topology.tool_queue(tool);
     let mut arguments = FieldTable::default();
-    arguments.insert(
-        "x-queue-type".into(),
-        AMQPValue::LongString(topology.queue_type().as_str().into()),
-    );
-    if topology.queue_type() == QueueType::Classic {
-        // Version 2 storage: fewer writes per message than version 1.
-        arguments.insert("x-queue-version".into(), AMQPValue::LongInt(2));
+    for (name, value) in topology.queue_arguments() {
+        let value = match value {
+            QueueArgument::Text(text) => AMQPValue::LongString(text.into()),
+            QueueArgument::Integer(n) => AMQPValue::LongInt(n),
+        };
+        arguments.insert(name.into(), value);
     }
     channel
         .queue_declare(

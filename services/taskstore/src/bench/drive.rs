@@ -94,7 +94,10 @@ impl Plan {
 
     /// The latest acknowledged change of every task.
     pub(crate) fn acked_now(&self) -> Vec<u64> {
-        self.acked.iter().map(|n| n.load(Ordering::SeqCst)).collect()
+        self.acked
+            .iter()
+            .map(|n| n.load(Ordering::SeqCst))
+            .collect()
     }
 }
 

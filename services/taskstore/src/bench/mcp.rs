@@ -41,7 +41,7 @@ pub(crate) async fn call(
     Ok(())
 }
 
-async fn initialize(http: &reqwest::Client, url: &str) -> Result<String, BenchError> {
+pub(super) async fn initialize(http: &reqwest::Client, url: &str) -> Result<String, BenchError> {
     let body = json!({
         "jsonrpc": "2.0", "id": 0, "method": "initialize",
         "params": {"protocolVersion": "2025-11-25", "capabilities": {},

@@ -3,10 +3,16 @@
 //! percentiles per operation (progress on stderr, JSON on stdout). The
 //! PostgreSQL baseline it is compared with lives in `benches/`.
 
+mod drive;
+mod listeners;
 mod mcp;
 mod prepare;
+mod procfs;
 mod scenarios;
+mod sse;
 mod stats;
+mod streams;
+mod tally;
 mod walk;
 mod watch;
 
@@ -40,6 +46,11 @@ pub enum Scenario {
     Watch,
     /// Synchronous MCP `tools/call`s of `--tool` through `--mcp-url`.
     McpCall,
+    /// Open MCP streams on `--mcp-url` (session `GET /mcp` streams and
+    /// 2026-07-28 subscriptions) while tasks change at `--rate` through
+    /// `--endpoint`: the service's memory and CPU per stream, delivery
+    /// latency and completeness, and its stop (`streams.rs`).
+    McpStreams,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -90,9 +101,12 @@ pub struct BenchArgs {
     /// tools); the report's `tool_run` is what the tools were asked to run.
     #[arg(long, value_parser = MsRange::parse)]
     pub sleep_ms: Option<MsRange>,
-    /// `mcp-call`: the MCP endpoint, e.g. http://127.0.0.1:50052/mcp.
+    /// `mcp-call`, `mcp-streams`: the MCP endpoint, e.g.
+    /// http://127.0.0.1:50052/mcp.
     #[arg(long)]
     pub mcp_url: Option<String>,
+    #[command(flatten)]
+    pub streams: streams::StreamsArgs,
 }
 
 /// A range of milliseconds, `LO..HI` (both included).
@@ -129,6 +143,9 @@ pub struct Report {
     pub clients: usize,
     pub elapsed_s: f64,
     pub operations: std::collections::BTreeMap<&'static str, Summary>,
+    /// `mcp-streams`: what the streams cost and whether they were complete.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub streams: Option<streams::Figures>,
 }
 
 /// Why a benchmark could not run.
@@ -192,6 +209,9 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
         deadline: Instant::now() + Duration::from_secs(3600),
         done: Arc::new(AtomicU64::new(0)),
     };
+    if args.scenario == Scenario::McpStreams {
+        return streams::run(setup).await;
+    }
     let prepared = prepare::prepare(&setup).await?;
     let watchers = match args.scenario {
         Scenario::Watch => {
@@ -230,6 +250,7 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
             .into_iter()
             .map(|(name, samples)| (name, samples.summary(elapsed)))
             .collect(),
+        streams: None,
     })
 }
 

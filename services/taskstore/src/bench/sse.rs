@@ -18,8 +18,12 @@ pub(crate) struct SseEvent {
 pub(crate) struct SseReader {
     response: reqwest::Response,
     buffer: Vec<u8>,
+    /// An event read ahead by [`SseReader::peek`].
+    pending: Option<SseEvent>,
     /// The id of the latest event that had one.
     pub last_id: Option<String>,
+    /// The latest retry delay the server asked for.
+    pub retry: Option<Duration>,
 }
 
 impl SseReader {
@@ -27,18 +31,43 @@ impl SseReader {
         Self {
             response,
             buffer: Vec::new(),
+            pending: None,
             last_id: None,
+            retry: None,
+        }
+    }
+
+    /// Waits for the first event, leaving it to [`SseReader::next`];
+    /// fails if the stream ends before it.
+    pub(crate) async fn peek(&mut self) -> Result<(), String> {
+        match self.read().await {
+            Ok(Some(event)) => {
+                self.pending = Some(event);
+                Ok(())
+            }
+            Ok(None) => Err("the stream ended before its first event".into()),
+            Err(err) => Err(err.to_string()),
         }
     }
 
     /// The next event; `Ok(None)` once the server ended the stream.
     pub(crate) async fn next(&mut self) -> Result<Option<SseEvent>, reqwest::Error> {
+        match self.pending.take() {
+            Some(event) => Ok(Some(event)),
+            None => self.read().await,
+        }
+    }
+
+    async fn read(&mut self) -> Result<Option<SseEvent>, reqwest::Error> {
         loop {
             if let Some(end) = self.buffer.windows(2).position(|pair| pair == b"\n\n") {
                 let raw: Vec<u8> = self.buffer.drain(..end + 2).collect();
                 if let Some(event) = parse(&String::from_utf8_lossy(&raw)) {
                     if event.id.is_some() {
                         self.last_id.clone_from(&event.id);
+                    }
+                    if event.retry.is_some() {
+                        self.retry = event.retry;
                     }
                     return Ok(Some(event));
                 }

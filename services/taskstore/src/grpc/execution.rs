@@ -33,6 +33,8 @@ pub struct TaskExecutionService {
     /// The worker registry heartbeats go to.
     operations: Arc<dyn OperationsStore>,
     fleet: FleetPolicy,
+    /// Where the service publishes jobs (a broker's), told to workers.
+    topology: Option<taskstore_proto::jobs::Topology>,
 }
 
 impl std::fmt::Debug for TaskExecutionService {
@@ -48,7 +50,14 @@ impl TaskExecutionService {
             store,
             operations,
             fleet: FleetPolicy::default(),
+            topology: None,
         }
+    }
+
+    /// Tells workers this broker topology in every Heartbeat answer.
+    pub fn with_topology(mut self, topology: Option<taskstore_proto::jobs::Topology>) -> Self {
+        self.topology = topology;
+        self
     }
 
     pub fn into_server(self) -> TaskExecutionServer<Self> {
@@ -243,6 +252,7 @@ impl TaskExecutionRpc for TaskExecutionService {
         }
         Ok(Response::new(pb::HeartbeatResponse {
             interval: Some(duration(self.fleet.heartbeat_interval)),
+            topology: self.topology.as_ref().map(|t| t.to_pb()),
         }))
     }
 }

@@ -181,10 +181,10 @@ impl Service {
             .map_err(|err| StartupError::Config(format!("no randomness for a token: {err}")))?;
         let server = bind(&settings.listen, store)
             .await?
-            .with_execution(TaskExecutionService::new(
-                backends.execution.clone(),
-                backends.operations.clone(),
-            ))
+            .with_execution(
+                TaskExecutionService::new(backends.execution.clone(), backends.operations.clone())
+                    .with_topology(broker_topology(&settings)),
+            )
             .with_operations(OperationsService::new(backends.operations.clone(), facts))
             .with_shutdown_grace(settings.shutdown_grace)
             .with_authenticator(authenticator)
@@ -428,4 +428,13 @@ async fn bind(address: &str, service: TaskStoreService) -> Result<Server, Startu
             reason: "the name has no addresses".to_owned(),
         },
     })
+}
+
+/// The broker topology workers are told, when jobs go to a broker.
+fn broker_topology(settings: &ServiceSettings) -> Option<taskstore_proto::jobs::Topology> {
+    let queue = settings.queue.as_ref()?;
+    match queue.location {
+        QueueLocation::RabbitMq(_) => Some(queue.topology.clone()),
+        QueueLocation::InProcess => None,
+    }
 }

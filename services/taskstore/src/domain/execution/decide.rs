@@ -237,11 +237,7 @@ pub fn waiting_for_worker_message(tool: &str) -> String {
 
 /// The `CallToolResult` of a task that failed outside its tool's control.
 pub fn error_result(message: &str) -> String {
-    serde_json::json!({
-        "content": [{ "type": "text", "text": message }],
-        "isError": true,
-    })
-    .to_string()
+    taskstore_proto::protocol::error_result(message).to_string()
 }
 
 #[cfg(test)]

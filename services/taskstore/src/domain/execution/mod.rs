@@ -141,11 +141,14 @@ impl StopReason {
 
 impl fmt::Display for StopReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use taskstore_proto::protocol::{
+            STOP_CANCELLED, STOP_FINISHED, STOP_GONE, STOP_LEASE_LOST,
+        };
         f.write_str(match self {
-            StopReason::Cancelled => "the task was cancelled",
-            StopReason::Finished => "the task finished without this attempt",
-            StopReason::Gone => "the task no longer exists (expired or deleted)",
-            StopReason::LeaseLost => "the lease was lost: the task was dispatched again",
+            StopReason::Cancelled => STOP_CANCELLED,
+            StopReason::Finished => STOP_FINISHED,
+            StopReason::Gone => STOP_GONE,
+            StopReason::LeaseLost => STOP_LEASE_LOST,
         })
     }
 }
