@@ -337,3 +337,39 @@ async fn status_shows_the_service_its_dependencies_and_workers() {
         unreachable.stderr
     );
 }
+
+/// Jobs queued in the in-process queue behind busy workers when `dev`
+/// stops are not lost: the queue lives in memory, so at start every
+/// dispatched task that no worker holds and no job offers is offered again.
+#[tokio::test]
+async fn tasks_queued_behind_busy_workers_run_after_a_restart() {
+    let file = scratch_file("queued.db");
+    let database = format!("sqlite://{}", file.display());
+    let one_slot = ["--embedded-workers", "1", "--worker-concurrency", "1"];
+    let (mut service, _) = start_dev(&database, &one_slot);
+    let ids: Vec<String> = (0..3)
+        .map(|_| dispatch(&service, "sleep", r#"{"ms":1500}"#))
+        .collect();
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            client(&service, &["get", &ids[0], "--json"]).json()["statusMessage"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("running on"))
+        }),
+        "the first sleep starts; the others wait in the queue"
+    );
+    service.signal("-INT");
+    let status = wait_with_timeout(&mut service.child, Duration::from_secs(10));
+    assert!(status.success(), "{status:?}");
+
+    let (mut service, _) = start_dev(&database, &one_slot);
+    for id in &ids {
+        let result = client(&service, &["result", id, "--wait", "--json"]).json();
+        assert_eq!(
+            result["result"]["content"][0]["text"], "slept 1500 ms",
+            "{id}: {result}"
+        );
+    }
+    service.stop(Duration::from_secs(30));
+    let _ = std::fs::remove_file(&file);
+}
