@@ -159,10 +159,44 @@ class ToolDescription(_message.Message):
     def __init__(self, name: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., input_schema_json: _Optional[str] = ..., task_support: _Optional[_Union[TaskSupport, str]] = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
-    __slots__ = ("interval",)
+    __slots__ = ("interval", "topology")
     INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    TOPOLOGY_FIELD_NUMBER: _ClassVar[int]
     interval: _duration_pb2.Duration
-    def __init__(self, interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    topology: QueueTopology
+    def __init__(self, interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., topology: _Optional[_Union[QueueTopology, _Mapping]] = ...) -> None: ...
+
+class QueueTopology(_message.Message):
+    __slots__ = ("exchange", "tool_queue_prefix", "queue_arguments")
+    EXCHANGE_FIELD_NUMBER: _ClassVar[int]
+    TOOL_QUEUE_PREFIX_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_ARGUMENTS_FIELD_NUMBER: _ClassVar[int]
+    exchange: str
+    tool_queue_prefix: str
+    queue_arguments: _containers.RepeatedCompositeFieldContainer[QueueArgument]
+    def __init__(self, exchange: _Optional[str] = ..., tool_queue_prefix: _Optional[str] = ..., queue_arguments: _Optional[_Iterable[_Union[QueueArgument, _Mapping]]] = ...) -> None: ...
+
+class QueueArgument(_message.Message):
+    __slots__ = ("name", "text", "integer")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    INTEGER_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    text: str
+    integer: int
+    def __init__(self, name: _Optional[str] = ..., text: _Optional[str] = ..., integer: _Optional[int] = ...) -> None: ...
+
+class JobMessage(_message.Message):
+    __slots__ = ("tenant_id", "task_id", "generation", "tool")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    GENERATION_FIELD_NUMBER: _ClassVar[int]
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    task_id: str
+    generation: int
+    tool: str
+    def __init__(self, tenant_id: _Optional[str] = ..., task_id: _Optional[str] = ..., generation: _Optional[int] = ..., tool: _Optional[str] = ...) -> None: ...
 
 class ReleaseTaskResponse(_message.Message):
     __slots__ = ("will_retry", "retry_in", "parked")

@@ -134,6 +134,32 @@ class WatchTaskRequest(_message.Message):
     session_id: str
     def __init__(self, task_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
 
+class HoldTaskRequest(_message.Message):
+    __slots__ = ("task_id", "session_id", "holder", "lease_token")
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    HOLDER_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    task_id: str
+    session_id: str
+    holder: str
+    lease_token: str
+    def __init__(self, task_id: _Optional[str] = ..., session_id: _Optional[str] = ..., holder: _Optional[str] = ..., lease_token: _Optional[str] = ...) -> None: ...
+
+class HoldTaskResponse(_message.Message):
+    __slots__ = ("lease_token", "lease_duration", "keep_running", "reason", "stop_reason")
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    LEASE_DURATION_FIELD_NUMBER: _ClassVar[int]
+    KEEP_RUNNING_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    STOP_REASON_FIELD_NUMBER: _ClassVar[int]
+    lease_token: str
+    lease_duration: _duration_pb2.Duration
+    keep_running: bool
+    reason: str
+    stop_reason: _execution_pb2.StopReason
+    def __init__(self, lease_token: _Optional[str] = ..., lease_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., keep_running: bool = ..., reason: _Optional[str] = ..., stop_reason: _Optional[_Union[_execution_pb2.StopReason, str]] = ...) -> None: ...
+
 class WatchTasksRequest(_message.Message):
     __slots__ = ("session_id",)
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]

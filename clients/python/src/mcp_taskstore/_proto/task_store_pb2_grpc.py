@@ -106,6 +106,11 @@ class TaskStoreStub(object):
                 request_serializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.AnswerInputRequestsRequest.SerializeToString,
                 response_deserializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.AnswerInputRequestsResponse.FromString,
                 _registered_method=True)
+        self.HoldTask = channel.unary_unary(
+                '/mcp.tasks.v1.TaskStore/HoldTask',
+                request_serializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.HoldTaskRequest.SerializeToString,
+                response_deserializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.HoldTaskResponse.FromString,
+                _registered_method=True)
 
 
 class TaskStoreServicer(object):
@@ -253,6 +258,24 @@ class TaskStoreServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def HoldTask(self, request, context):
+        """Holds a task the caller runs itself (an MCP SDK server running a tool
+        in its own process), as a fleet worker holds the attempt it runs: the
+        task gets a lease of `lease_duration`. Call again with the lease token
+        before it runs out to renew it (`keep_running` false says stop: the
+        task was cancelled or ended, or the lease lapsed), and pass the token
+        with progress (UpdateTaskStatus) and the result (StoreTaskResult). A
+        holder that stops renewing (its process died) leaves the task FAILED by
+        the service's lease reaper, with a message naming the holder, instead
+        of WORKING until its ttl. A held task is never dispatched to the fleet.
+        Only a task created by a `tools/call` request can be held. Errors:
+        NOT_FOUND, FAILED_PRECONDITION (HOLD_DISPATCHED: the fleet runs it;
+        HOLD_HELD_BY_ANOTHER; HOLD_ENDED), INVALID_ARGUMENT (holder, token).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TaskStoreServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -325,6 +348,11 @@ def add_TaskStoreServicer_to_server(servicer, server):
                     servicer.AnswerInputRequests,
                     request_deserializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.AnswerInputRequestsRequest.FromString,
                     response_serializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.AnswerInputRequestsResponse.SerializeToString,
+            ),
+            'HoldTask': grpc.unary_unary_rpc_method_handler(
+                    servicer.HoldTask,
+                    request_deserializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.HoldTaskRequest.FromString,
+                    response_serializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.HoldTaskResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -706,6 +734,33 @@ class TaskStore(object):
             '/mcp.tasks.v1.TaskStore/AnswerInputRequests',
             mcp_dot_tasks_dot_v1_dot_task__store__pb2.AnswerInputRequestsRequest.SerializeToString,
             mcp_dot_tasks_dot_v1_dot_task__store__pb2.AnswerInputRequestsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def HoldTask(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mcp.tasks.v1.TaskStore/HoldTask',
+            mcp_dot_tasks_dot_v1_dot_task__store__pb2.HoldTaskRequest.SerializeToString,
+            mcp_dot_tasks_dot_v1_dot_task__store__pb2.HoldTaskResponse.FromString,
             options,
             channel_credentials,
             insecure,
