@@ -6,7 +6,8 @@ Run as a child process by test_mcp_server.py:
 
 It binds an ephemeral port and prints ``PORT <n>`` on stdout once serving.
 Tools:
-- ``slow_echo`` runs in this process through ``run_task`` (args: text, seconds);
+- ``slow_echo`` runs in this process through ``run_task`` (args: text, seconds,
+  and ``marker``: a file it writes ``stopped`` to when its work is cancelled);
 - ``fleet_echo`` is dispatched: the task is created with a Dispatch and the
   taskstore fleet's ``echo`` tool produces the result.
 """
@@ -56,9 +57,18 @@ def build_server(store: GrpcTaskStore) -> Server:
         if name == "slow_echo":
             seconds = float(arguments.get("seconds", 0.5))
 
+            marker = arguments.get("marker")
+
             async def work(task: ServerTaskContext) -> types.CallToolResult:
                 await task.update_status(f"echoing in {seconds}s")
-                await anyio.sleep(seconds)
+                try:
+                    await anyio.sleep(seconds)
+                except anyio.get_cancelled_exc_class():
+                    # The hold said stop (tests/test_held_tasks.py looks for this).
+                    if isinstance(marker, str):
+                        with open(marker, "w") as out:
+                            out.write("stopped")
+                    raise
                 return types.CallToolResult(content=[types.TextContent(type="text", text=f"echo: {text}")])
 
             return await ctx.experimental.run_task(work)

@@ -210,7 +210,12 @@ def start_dev(database_url: str | None = None, extra: list[str] | None = None, m
     return Service("dev", addr, [process])
 
 
-def start_serve(worker_tools: str = "echo,sleep,fail") -> Service:
+def start_serve(
+    worker_tools: str = "echo,sleep,fail", extra: list[str] | None = None, auth: str = "none", worker: bool = True
+) -> Service:
+    """``serve`` on a fresh database and queue prefix, with a taskworker of
+    ``worker_tools`` unless ``worker`` is False; ``extra``: more serve flags
+    (e.g. a short ``--lease-duration``); ``auth``: ``none`` or ``api-keys``."""
     _require_tcp(DATABASE_URL, 5432, "PostgreSQL")
     _require_tcp(AMQP_URL, 5672, "RabbitMQ")
     unique = uuid.uuid4().hex[:12]
@@ -228,18 +233,21 @@ def start_serve(worker_tools: str = "echo,sleep,fail") -> Service:
     try:
         args = [
             taskstore_bin(), "--log-format", "json", "serve",
-            "--auth", "none",
+            "--auth", auth,
             "--listen", "127.0.0.1:0",
             "--database-url", _with_database(DATABASE_URL, db_name),
             "--amqp-url", AMQP_URL,
             "--queue-prefix", prefix,
             "--max-ttl", "unlimited",
             *COMMON_FLAGS,
+            *(extra or []),
         ]  # fmt: skip
         process = spawn(args, "serve")
         service.processes.append(process)
         service.addr = wait_for_listening(process)
-        worker = spawn(
+        if not worker:
+            return service
+        worker_process = spawn(
             [
                 taskworker_bin(),
                 "--endpoint",
@@ -253,7 +261,7 @@ def start_serve(worker_tools: str = "echo,sleep,fail") -> Service:
             ],  # fmt: skip
             "worker",
         )
-        service.processes.append(worker)
+        service.processes.append(worker_process)
     except BaseException:
         service.stop()
         raise

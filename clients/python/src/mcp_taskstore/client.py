@@ -18,6 +18,7 @@ from mcp_taskstore.errors import translate
 from mcp_taskstore.models import (
     AnsweredInputRequests,
     Dispatch,
+    Hold,
     InputRequest,
     ServedTool,
     TaskInfo,
@@ -312,3 +313,30 @@ class TaskStoreClient:
             answers_json={key: _json_text(answer) for key, answer in answers.items()},
         )
         return convert.answered_from_proto(await self._unary("AnswerInputRequests", request, timeout))
+
+    async def hold_task(
+        self,
+        task_id: str,
+        *,
+        holder: str,
+        lease_token: str = "",
+        session_id: str | None = None,
+        timeout: Timeout = DEFAULT,
+    ) -> Hold:
+        """Hold a task this process runs itself (first with an empty token), or renew the hold.
+
+        Renew within ``lease_duration`` (a third of it is a safe cadence) and
+        pass ``lease_token`` with progress and the result. ``keep_running``
+        False: stop the tool, store nothing (``reason`` says why). A holder
+        that stops renewing leaves the task FAILED by the service's reaper.
+        Errors: ``FailedPreconditionError`` (``reason`` HOLD_DISPATCHED,
+        HOLD_HELD_BY_ANOTHER, HOLD_ENDED, HOLD_NOT_A_TOOL_CALL), ``NotFoundError``.
+        """
+        request = pb.HoldTaskRequest(task_id=task_id, session_id=session_id, holder=holder, lease_token=lease_token)
+        msg = await self._unary("HoldTask", request, timeout)
+        return Hold(
+            lease_token=msg.lease_token,
+            lease_duration=msg.lease_duration.ToTimedelta(),
+            keep_running=msg.keep_running,
+            reason=msg.reason,
+        )

@@ -12,10 +12,13 @@ import grpc
 class TaskStoreError(Exception):
     """A call to the taskstore service failed."""
 
-    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+    def __init__(self, code: grpc.StatusCode, details: str, reason: str | None = None) -> None:
         super().__init__(f"{code.name}: {details}")
         self.code = code
         self.details = details
+        # The service's machine-readable reason (google.rpc.ErrorInfo), e.g.
+        # FENCE_LEASE_LOST, QUESTION_KEY_REUSED, HOLD_DISPATCHED; None without one.
+        self.reason = reason
 
 
 class InvalidArgumentError(TaskStoreError):
@@ -71,4 +74,64 @@ def translate(error: grpc.aio.AioRpcError) -> TaskStoreError:
     """Map a gRPC failure to the matching TaskStoreError subclass."""
     code = error.code()
     cls = _BY_CODE.get(code, TaskStoreError)
-    return cls(code, error.details() or "")
+    return cls(code, error.details() or "", _reason(error))
+
+
+def _reason(error: grpc.aio.AioRpcError) -> str | None:
+    for key, value in error.trailing_metadata() or ():
+        if key == "grpc-status-details-bin" and isinstance(value, bytes):
+            return error_info_reason(value)
+    return None
+
+
+def _fields(data: bytes) -> list[tuple[int, int | bytes]]:
+    """The top-level fields of a protobuf message: (number, varint or bytes)."""
+    fields: list[tuple[int, int | bytes]] = []
+    pos = 0
+
+    def varint() -> int:
+        nonlocal pos
+        shift = result = 0
+        while True:
+            byte = data[pos]
+            pos += 1
+            result |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return result
+            shift += 7
+
+    while pos < len(data):
+        key = varint()
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            fields.append((number, varint()))
+        elif wire == 2:
+            size = varint()
+            fields.append((number, data[pos : pos + size]))
+            pos += size
+        elif wire in (1, 5):
+            pos += 8 if wire == 1 else 4
+        else:
+            raise ValueError("unsupported wire type")
+    return fields
+
+
+def error_info_reason(status_bin: bytes) -> str | None:
+    """``reason`` of the ``google.rpc.ErrorInfo`` in a serialized ``google.rpc.Status``.
+
+    Read by hand (Status.details = 3, Any.type_url = 1, Any.value = 2,
+    ErrorInfo.reason = 1) so the package needs no googleapis protos.
+    """
+    try:
+        for number, detail in _fields(status_bin):
+            if number != 3 or not isinstance(detail, bytes):
+                continue
+            parts = dict(_fields(detail))
+            type_url, value = parts.get(1), parts.get(2)
+            if isinstance(type_url, bytes) and type_url.endswith(b"google.rpc.ErrorInfo") and isinstance(value, bytes):
+                reason = dict(_fields(value)).get(1)
+                if isinstance(reason, bytes):
+                    return reason.decode(errors="replace")
+    except (IndexError, ValueError):
+        return None
+    return None

@@ -126,6 +126,17 @@ class AnsweredInputRequests:
 
 
 @dataclass(frozen=True)
+class Hold:
+    """What ``HoldTask`` answered: the lease to renew (and pass with reports),
+    or, with ``keep_running`` False, that the tool must stop (``reason``)."""
+
+    lease_token: str
+    lease_duration: timedelta
+    keep_running: bool
+    reason: str = ""
+
+
+@dataclass(frozen=True)
 class Dispatch:
     """Run the task on a worker. ``tool`` unset: the request's ``params.name``."""
 

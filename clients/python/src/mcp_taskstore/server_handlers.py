@@ -30,6 +30,7 @@ from mcp.types import (
 )
 
 from mcp_taskstore.errors import NotFoundError
+from mcp_taskstore.holding import capture_tool_calls, default_holder, make_holding
 from mcp_taskstore.mcp_convert import to_mcp_task
 from mcp_taskstore.store import GrpcTaskStore
 
@@ -39,8 +40,18 @@ def _invalid(message: str) -> McpError:
 
 
 def enable_durable_tasks(server: Server, store: GrpcTaskStore, queue: TaskMessageQueue | None = None) -> TaskSupport:
-    """``server.experimental.enable_tasks(store=store)`` plus restart-proof handlers."""
+    """``server.experimental.enable_tasks(store=store)`` plus restart-proof handlers.
+
+    Tasks that ``run_task`` runs in this process are held with a lease
+    (``HoldTask``): if the process dies, the service fails them within lease
+    + reaper interval (20 s by default) instead of leaving them working.
+    """
     support = server.experimental.enable_tasks(store=store, queue=queue)
+    capture_tool_calls(server)
+    if store.holds.holder == default_holder():
+        store.holds.holder = default_holder(server.name)
+    store.hold_tasks = True
+    make_holding(support, store.holds)
 
     @server.experimental.get_task()
     async def get_task(request: GetTaskRequest) -> GetTaskResult:
@@ -80,6 +91,9 @@ def enable_durable_tasks(server: Server, store: GrpcTaskStore, queue: TaskMessag
             info = await store.client.cancel_task(task_id, session_id=store.session_id)
         except NotFoundError:
             raise _invalid(f"Task not found: {task_id}") from None
+        # Work this process runs stops now (its hold's renewal would say so
+        # within a third of the lease).
+        store.holds.stop(task_id, "the task was cancelled")
         return CancelTaskResult(**to_mcp_task(info).model_dump())
 
     return support

@@ -19,6 +19,7 @@ from mcp_taskstore.errors import (
     InvalidArgumentError,
     NotFoundError,
 )
+from mcp_taskstore.holding import CURRENT_CALL, JUST_HELD, Holds, default_holder, tool_call_json
 from mcp_taskstore.mcp_convert import failure_reason, result_from_json, result_to_json, to_mcp_task
 from mcp_taskstore.models import Dispatch, TaskInfo, TaskStatus, TlsConfig
 
@@ -69,6 +70,7 @@ class GrpcTaskStore(TaskStore):
         page_size: int | None = None,
         poll_interval: timedelta | None = None,
         tenant: str | None = None,
+        holder: str | None = None,
     ) -> None:
         if isinstance(endpoint, TaskStoreClient):
             self.client = endpoint
@@ -83,8 +85,14 @@ class GrpcTaskStore(TaskStore):
         # wait_for_update notices a change that landed between the caller's
         # get_task and the start of the watch.
         self._seen: OrderedDict[str, datetime] = OrderedDict()
+        # Tasks this process runs itself (run_task), held with a lease so that
+        # they fail, rather than stay working, if the process dies. Turned on
+        # by enable_durable_tasks, which also stops held work when told to.
+        self.hold_tasks = False
+        self.holds = Holds(self.client, session_id, holder or default_holder())
 
     async def close(self) -> None:
+        self.holds.close()
         await self.client.close()
 
     def _remember(self, info: TaskInfo) -> Task:
@@ -97,7 +105,15 @@ class GrpcTaskStore(TaskStore):
     # -- creation -------------------------------------------------------------
 
     async def create_task(self, metadata: TaskMetadata, task_id: str | None = None) -> Task:
-        return await self._create(metadata, task_id, request=PLACEHOLDER_REQUEST, dispatch=None)
+        call = CURRENT_CALL.get() if self.hold_tasks else None
+        if call is None:
+            return await self._create(metadata, task_id, request=PLACEHOLDER_REQUEST, dispatch=None)
+        # Inside a tools/call handler (run_task): record the call, and hold
+        # the task for this process, which runs it.
+        task = await self._create(metadata, task_id, request=tool_call_json(call, _current_request_id()), dispatch=None)
+        if await self.holds.start(task.taskId):
+            JUST_HELD.set(task.taskId)
+        return task
 
     async def create_dispatched_task(
         self,
@@ -188,7 +204,11 @@ class GrpcTaskStore(TaskStore):
             return await self._settle_terminal(current, target, status_message)
         try:
             info = await self.client.update_task_status(
-                task_id, target, status_message=message, session_id=self.session_id
+                task_id,
+                target,
+                status_message=message,
+                session_id=self.session_id,
+                lease_token=self.holds.token(task_id),
             )
         except NotFoundError:
             raise _not_found(task_id) from None
@@ -198,6 +218,8 @@ class GrpcTaskStore(TaskStore):
             if latest is None:
                 raise _not_found(task_id) from None
             return await self._settle_terminal(latest, target, status_message)
+        if info.status.is_terminal:
+            self.holds.release(task_id)
         return self._remember(info)
 
     async def _settle_terminal(self, current: TaskInfo, target: TaskStatus, status_message: str | None) -> Task:
@@ -233,11 +255,15 @@ class GrpcTaskStore(TaskStore):
                 status=TaskStatus.FAILED if failed else TaskStatus.COMPLETED,
                 status_message=failure_reason(result) if failed else None,
                 session_id=self.session_id,
+                lease_token=self.holds.token(task_id),
             )
         except (NotFoundError, InvalidArgumentError):
+            self.holds.release(task_id)
             raise _not_found(task_id) from None
         except FailedPreconditionError:
+            self.holds.release(task_id)
             raise ValueError(f"Task {task_id} is already terminal; it keeps its first outcome") from None
+        self.holds.release(task_id)
         self._remember(info)
 
     async def delete_task(self, task_id: str) -> bool:
