@@ -9,6 +9,7 @@ mod jwt;
 mod limits;
 mod mtls;
 mod probe;
+mod probe_calls;
 mod roles;
 
 use std::net::SocketAddr;

@@ -5,13 +5,14 @@
 
 mod decide;
 mod hold;
+mod refusals;
 
-pub use decide::{
-    AttemptEnd, AttemptState, ClaimRefusal, FenceRefusal, NextStep, after_attempt, error_result,
-    running_message, waiting_for_worker_message,
-};
+pub use decide::{AttemptEnd, AttemptState, NextStep, after_attempt};
 pub use hold::{
     HoldOutcome, HoldRefusal, HoldState, HoldStep, Holder, MAX_HOLDER_BYTES, decide_hold,
+};
+pub use refusals::{
+    ClaimRefusal, FenceRefusal, error_result, running_message, waiting_for_worker_message,
 };
 
 use std::fmt;
