@@ -30,6 +30,7 @@
 mod asking;
 mod attempt;
 mod claimant;
+pub mod cli;
 mod control;
 mod delivery;
 mod heartbeat;
