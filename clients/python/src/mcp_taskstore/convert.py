@@ -56,13 +56,22 @@ def page_from_proto(msg: pb.ListTasksResponse) -> TaskPage:
     )
 
 
+_TASK_SUPPORT = {2: "required", 3: "forbidden"}
+
+
 def tool_from_proto(msg: pb.ServedTool) -> ServedTool:
+    described = msg.HasField("description")
+    info = msg.description
     return ServedTool(
         name=msg.name,
         workers=msg.workers,
         slots=msg.slots,
         busy=msg.busy,
         last_seen_at=msg.last_seen_at.ToDatetime(tzinfo=timezone.utc) if msg.HasField("last_seen_at") else None,
+        title=(info.title or None) if described else None,
+        description=(info.description or None) if described else None,
+        input_schema=json.loads(info.input_schema_json) if described and info.input_schema_json else None,
+        task_support=_TASK_SUPPORT.get(int(info.task_support), "optional"),
     )
 
 

@@ -82,6 +82,12 @@ class ServedTool:
     slots: int
     busy: int
     last_seen_at: datetime | None
+    # What the tool is, as its workers' latest report describes it (None: undescribed).
+    title: str | None = None
+    description: str | None = None
+    input_schema: dict[str, Any] | None = None
+    # "optional", "required" or "forbidden" (MCP execution.taskSupport).
+    task_support: str = "optional"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,66 @@
+"""The conformance tools (docs/worker-conformance.md), which every fleet
+worker implementation ships so one suite can prove them all:
+
+    mcp-taskstore-worker mcp_taskstore.conformance:tools --endpoint ... --amqp-url ...
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+from mcp.types import CallToolResult, TextContent
+
+from mcp_taskstore.worker import QuestionDeclined, RetryableError, ToolContext, Tools
+
+tools = Tools()
+# structured_output=False: results are exactly one text item (no structuredContent).
+
+
+@tools.tool(description="Returns its text.", structured_output=False)
+async def conf_echo(text: str) -> str:
+    return text
+
+
+@tools.tool(description="Returns a result with isError: true (the task fails, no retry).", structured_output=False)
+async def conf_tool_error() -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text="tool error")], isError=True)
+
+
+@tools.tool(description="Fails retryably on attempts 1..fail_times, then succeeds.", structured_output=False)
+async def conf_retryable(fail_times: int, ctx: ToolContext) -> str:
+    if ctx.attempt <= fail_times:
+        raise RetryableError(f"failing attempt {ctx.attempt}")
+    return f"succeeded on attempt {ctx.attempt}"
+
+
+@tools.tool(description="Ends the worker process at once (exit code 137, no cleanup): a poison task.", structured_output=False)
+async def conf_crash() -> str:
+    os._exit(137)
+
+
+@tools.tool(description="Reports progress `step <i>` every step_ms until ms have passed; stops when cancelled.", structured_output=False)
+async def conf_sleep(ms: int, ctx: ToolContext, step_ms: int = 100) -> str:
+    loop = asyncio.get_running_loop()
+    end = loop.time() + ms / 1000
+    step = 0
+    while (left := end - loop.time()) > 0:
+        # A cancellation raises CancelledError here: the tool stops, returning nothing.
+        await asyncio.sleep(min(step_ms / 1000, left))
+        if loop.time() < end:
+            step += 1
+            await ctx.progress(f"step {step}")
+    return f"slept {ms} ms"
+
+
+@tools.tool(description="Asks `Proceed?` (key confirm) and returns `answered <action>`.", structured_output=False)
+async def conf_ask(ctx: ToolContext) -> str:
+    request = {
+        "method": "elicitation/create",
+        "params": {"message": "Proceed?", "requestedSchema": {"type": "object", "properties": {}}},
+    }
+    try:
+        answer = await ctx.ask("confirm", request)
+    except QuestionDeclined as declined:
+        answer = declined.answer
+    return f"answered {answer.get('action')}"

@@ -1,0 +1,177 @@
+"""Jobs from RabbitMQ (aio-pika): the topology exactly as the service's
+``Heartbeat`` names it, one consumer per tool, manual acknowledgement, and
+a prefetch that follows the worker's free slots."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import ssl
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import aio_pika
+import pamqp.encode
+from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractRobustConnection
+
+from mcp_taskstore._proto import execution_pb2 as xpb
+
+logger = logging.getLogger("mcp_taskstore.worker")
+
+
+class AmqpLongInt(int):
+    """An integer the AMQP encoder writes as a long (signed 32-bit, ``I``),
+    as the service and taskworker declare it: RabbitMQ refuses to redeclare
+    a queue whose arguments differ, in type as well as value, while pamqp
+    alone writes small integers as short-short (``b``)."""
+
+
+def _install_long_int() -> None:
+    original = pamqp.encode.table_integer
+    if getattr(original, "_mcp_taskstore", False):
+        return
+
+    def table_integer(value: int) -> bytes:
+        if isinstance(value, AmqpLongInt):
+            return b"I" + pamqp.encode.long_int(int(value))
+        return original(value)
+
+    table_integer._mcp_taskstore = True  # type: ignore[attr-defined]
+    pamqp.encode.table_integer = table_integer
+
+
+_install_long_int()
+
+
+def queue_arguments(topology: xpb.QueueTopology) -> dict[str, Any]:
+    """``queue_arguments`` with their AMQP types: text a long string, integer a long."""
+    arguments: dict[str, Any] = {}
+    for argument in topology.queue_arguments:
+        kind = argument.WhichOneof("value")
+        if kind == "text":
+            arguments[argument.name] = argument.text
+        elif kind == "integer":
+            arguments[argument.name] = AmqpLongInt(argument.integer)
+        else:
+            raise ValueError(f"queue argument {argument.name!r} has no value this worker knows")
+    return arguments
+
+
+@dataclass(frozen=True)
+class AmqpTls:
+    """TLS to an ``amqps://`` broker: a CA to trust instead of the system's, a client certificate."""
+
+    ca_cert: Path | None = None
+    client_cert: Path | None = None
+    client_key: Path | None = None
+
+    def context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(cafile=str(self.ca_cert) if self.ca_cert else None)
+        if (self.client_cert is None) != (self.client_key is None):
+            raise ValueError("--amqp-client-cert and --amqp-client-key go together")
+        if self.client_cert is not None and self.client_key is not None:
+            context.load_cert_chain(str(self.client_cert), str(self.client_key))
+        return context
+
+
+Handler = Callable[[str, AbstractIncomingMessage], Awaitable[None]]
+
+
+@dataclass
+class Feed:
+    """One connection's consumers. ``closed`` is set when the connection is lost."""
+
+    connection: Any
+    channels: dict[str, AbstractChannel] = field(default_factory=dict)
+    closed: asyncio.Event = field(default_factory=asyncio.Event)
+    prefetch: int = 0
+
+    async def set_prefetch(self, free: int) -> None:
+        """Deliver at most ``free`` unacknowledged jobs per tool (at least one:
+        RabbitMQ reads 0 as no limit); jobs are acknowledged at claim time, so
+        this is how many wait for a slot."""
+        wanted = max(free, 1)
+        if wanted == self.prefetch or self.closed.is_set():
+            return
+        self.prefetch = wanted
+        for channel in list(self.channels.values()):
+            await channel.set_qos(prefetch_count=wanted)
+
+    async def close(self) -> None:
+        for channel in self.channels.values():
+            try:
+                await channel.close()
+            except Exception as error:  # closing a lost channel
+                logger.debug("closing a channel: %s", error)
+        try:
+            await self.connection.close()
+        except Exception as error:
+            logger.debug("closing the broker connection: %s", error)
+
+
+async def open_feed(
+    url: str,
+    tls: AmqpTls,
+    topology: xpb.QueueTopology,
+    tools: list[str],
+    prefetch: int,
+    worker_id: str,
+    handler: Handler,
+) -> Feed:
+    """Connects, declares exactly the service's topology and starts consuming each tool's queue."""
+    ssl_context = tls.context() if url.startswith("amqps://") else None
+    connection: AbstractRobustConnection = await aio_pika.connect(  # type: ignore[assignment]
+        url, ssl_context=ssl_context, timeout=10, client_properties={"connection_name": f"mcp-taskstore-worker {worker_id}"}
+    )
+    feed = Feed(connection, prefetch=max(prefetch, 1))
+    connection.close_callbacks.add(lambda *_: feed.closed.set())
+    try:
+        arguments = queue_arguments(topology)
+        for tool in tools:
+            channel = await connection.channel()
+            channel.close_callbacks.add(lambda *_: feed.closed.set())
+            await channel.set_qos(prefetch_count=feed.prefetch)
+            exchange = await channel.declare_exchange(topology.exchange, aio_pika.ExchangeType.DIRECT, durable=True)
+            queue = await channel.declare_queue(topology.tool_queue_prefix + tool, durable=True, arguments=arguments)
+            await queue.bind(exchange, routing_key=tool)
+
+            async def deliver(message: AbstractIncomingMessage, tool: str = tool) -> None:
+                await handler(tool, message)
+
+            await queue.consume(deliver, no_ack=False, consumer_tag=f"{worker_id}/{tool}")
+            feed.channels[tool] = channel
+    except BaseException:
+        await feed.close()
+        raise
+    logger.info("consuming jobs from RabbitMQ (%s)", ", ".join(topology.tool_queue_prefix + t for t in tools))
+    return feed
+
+
+def traceparent_of(message: AbstractIncomingMessage) -> object:
+    headers = message.headers or {}
+    return headers.get("traceparent")
+
+
+async def ack(message: AbstractIncomingMessage) -> None:
+    """Acknowledge failures are worth a log line only: an unacknowledged
+    delivery is redelivered, and the claim makes a redelivery harmless."""
+    try:
+        await message.ack()
+    except Exception as error:
+        logger.debug("ack failed (%s); the job will be redelivered and refused", error)
+
+
+async def requeue(message: AbstractIncomingMessage) -> None:
+    try:
+        await message.nack(requeue=True)
+    except Exception as error:
+        logger.debug("requeue failed (%s); the broker redelivers on reconnect", error)
+
+
+async def reject(message: AbstractIncomingMessage) -> None:
+    try:
+        await message.reject(requeue=False)
+    except Exception as error:
+        logger.debug("reject failed: %s", error)
