@@ -115,6 +115,7 @@ pub(crate) fn task_of_token(token: &str) -> Option<usize> {
 /// status message.
 pub(crate) fn parse_message(message: &str) -> Option<(u64, u64)> {
     let (seq, sent) = message.strip_prefix(MESSAGE)?.split_once(" at ")?;
+    let sent = sent.trim_end_matches('"');
     Some((seq.parse().ok()?, sent.parse().ok()?))
 }
 
@@ -129,9 +130,11 @@ pub(crate) async fn changes(
 ) -> Result<Recorded, BenchError> {
     let clients = shared.args.clients.clamp(1, plan.tasks.len().max(1));
     let gap = Duration::from_secs_f64(clients as f64 / rate.max(0.001));
+    let padding: Arc<str> = "\"".repeat(shared.args.streams.message_padding).into();
     let mut running = tokio::task::JoinSet::new();
     for index in 0..clients {
         let (mut client, plan, stop) = (shared.client(index), plan.clone(), stop.clone());
+        let padding = padding.clone();
         let owned: Vec<usize> = (index..plan.tasks.len()).step_by(clients).collect();
         running.spawn(async move {
             let mut recorded = Recorded::new();
@@ -152,7 +155,10 @@ pub(crate) async fn changes(
                     .update_task_status(pb::UpdateTaskStatusRequest {
                         task_id: plan.tasks[task].id.clone(),
                         status: pb::TaskStatus::Working.into(),
-                        status_message: Some(format!("{MESSAGE}{seq} at {}", unix_micros())),
+                        status_message: Some(format!(
+                            "{MESSAGE}{seq} at {}{padding}",
+                            unix_micros()
+                        )),
                         session_id: Some(plan.sessions[plan.tasks[task].session].clone()),
                         lease_token: None,
                     })
@@ -179,6 +185,8 @@ mod tests {
         let message = format!("{MESSAGE}42 at 1764000000000001");
         assert_eq!(parse_message(&message), Some((42, 1_764_000_000_000_001)));
         assert_eq!(parse_message("slept 10 ms"), None);
+        let padded = format!("{MESSAGE}7 at 1764000000000001\"\"\"");
+        assert_eq!(parse_message(&padded), Some((7, 1_764_000_000_000_001)));
         assert_eq!(task_of_token(&token(17)), Some(17));
         assert_eq!(task_of_token("17"), None);
     }

@@ -20,7 +20,9 @@ use super::sse::{SseEvent, SseReader};
 use super::stats::{Recorded, samples};
 use super::walk::unix_micros;
 
-/// When a stream that ended is told no retry delay, it comes back after this.
+/// When a session stream that ended is told no retry delay, it comes back
+/// after this. (A subscription that ended with its result listens again
+/// at once.)
 const DEFAULT_RETRY: Duration = Duration::from_secs(1);
 
 /// Where the run is: what a delivery's latency is recorded as.
@@ -45,6 +47,8 @@ pub(crate) struct Context {
     pub close: CancellationToken,
     pub ended: AtomicUsize,
     pub ended_with_retry: AtomicUsize,
+    /// Subscriptions that ended with their request's result.
+    pub ended_with_result: AtomicUsize,
     pub back: AtomicUsize,
 }
 
@@ -246,7 +250,12 @@ pub(crate) async fn follow(ctx: Arc<Context>, opened: Opened, index: usize) -> H
         if reader.retry.is_some() {
             ctx.ended_with_retry.fetch_add(1, Ordering::SeqCst);
         }
-        tokio::time::sleep(reader.retry.unwrap_or(DEFAULT_RETRY)).await;
+        let delay = match (&heard.kind, reader.retry) {
+            (_, Some(retry)) => retry,
+            (Kind::Session(_), None) => DEFAULT_RETRY,
+            (Kind::Listen(_), None) => Duration::ZERO,
+        };
+        tokio::time::sleep(delay).await;
         let reopened = match &heard.kind {
             Kind::Session(session) => {
                 let last = reader.last_id.clone();
@@ -301,7 +310,10 @@ fn heard_event(ctx: &Context, heard: &mut Heard, event: &SseEvent) {
             return;
         }
         // The subscription's end (its request's result) as its replica stops.
-        None if message.get("result").is_some() => return,
+        None if message.get("result").is_some() => {
+            ctx.ended_with_result.fetch_add(1, Ordering::SeqCst);
+            return;
+        }
         _ => {
             heard.unexpected(&message);
             return;
@@ -325,6 +337,8 @@ fn heard_event(ctx: &Context, heard: &mut Heard, event: &SseEvent) {
     };
     by_task.entry(task).or_default().push(seq);
     let name = match (phase, &heard.kind, progress) {
+        // A subscription's first notifications: the tasks as they were.
+        (phase::SETUP, ..) => return,
         (phase::STEADY, Kind::Session(_), false) => "stream_delivery",
         (phase::STEADY, Kind::Session(_), true) => "progress_delivery",
         (phase::STEADY, Kind::Listen(_), _) => "listen_delivery",

@@ -61,6 +61,11 @@ pub struct StreamsArgs {
     /// is read before and after the streams come to it).
     #[arg(long)]
     pub failover_pid: Option<u32>,
+    /// `mcp-streams`: append this many `"` to every status message (JSON
+    /// doubles them): from ~3,800 on, a change no longer fits PostgreSQL's
+    /// notification and every replica reads the task instead.
+    #[arg(long, default_value_t = 0)]
+    pub message_padding: usize,
 }
 
 /// Changes per second when `--rate` is not given.
@@ -116,11 +121,16 @@ pub struct Handover {
     pub all_back_ms: Option<f64>,
     pub exited_ms: Option<f64>,
     pub ended: usize,
-    /// Streams whose last event carried a retry delay.
+    /// Streams whose last event carried a retry delay (session streams),
+    /// subscriptions that ended with their result.
     pub ended_with_retry: usize,
+    pub ended_with_result: usize,
     pub back: usize,
+    /// The other replica's RSS before the streams came, with them, and
+    /// after they were closed.
     pub rss_kib_failover_before: Option<u64>,
     pub rss_kib_failover_after: Option<u64>,
+    pub rss_kib_failover_closed: Option<u64>,
 }
 
 pub(crate) async fn run(shared: Shared) -> Result<Report, BenchError> {
@@ -179,6 +189,7 @@ pub(crate) async fn run(shared: Shared) -> Result<Report, BenchError> {
         close: CancellationToken::new(),
         ended: AtomicUsize::new(0),
         ended_with_retry: AtomicUsize::new(0),
+        ended_with_result: AtomicUsize::new(0),
         back: AtomicUsize::new(0),
     });
     tokio::time::sleep(SETTLE).await;
@@ -238,6 +249,10 @@ pub(crate) async fn run(shared: Shared) -> Result<Report, BenchError> {
     };
     ctx.close.cancel();
     let heard: Vec<Heard> = followers.join_all().await;
+    if let Some(handover) = &mut figures.handover {
+        tokio::time::sleep(SETTLE).await;
+        handover.rss_kib_failover_closed = failover_pid.and_then(|m| m.rss_kib());
+    }
     for one in &heard {
         merge(&mut recorded, one.recorded.clone());
     }
@@ -390,6 +405,7 @@ async fn handover(
     }
     figures.ended = ctx.ended.load(Ordering::SeqCst);
     figures.ended_with_retry = ctx.ended_with_retry.load(Ordering::SeqCst);
+    figures.ended_with_result = ctx.ended_with_result.load(Ordering::SeqCst);
     figures.back = ctx.back.load(Ordering::SeqCst);
     figures.rss_kib_failover_after = failover.and_then(|m| m.rss_kib());
     Ok(figures)

@@ -21,7 +21,7 @@ pub struct JwtArgs {
     /// The claim naming the caller's tenant (`*`: every tenant).
     #[arg(long, env = "TASKSTORE_JWT_TENANT_CLAIM", default_value = "tenant")]
     pub jwt_tenant_claim: String,
-    /// The claim naming the caller's role (client, worker or admin).
+    /// The claim naming the caller's role (client, worker, admin or viewer).
     #[arg(long, env = "TASKSTORE_JWT_ROLE_CLAIM", default_value = "role")]
     pub jwt_role_claim: String,
     /// The signing algorithms accepted, comma-separated (asymmetric only).

@@ -1,6 +1,8 @@
-//! Who may do what: the caller an authenticated request acts as, the rights
-//! of each role, and the tenant a request acts in. Pure decisions; the
-//! gRPC edge asks them once per call.
+//! Who may do what: the caller an authenticated request acts as, the
+//! operations a request can amount to, the rights of each role, and the
+//! tenant a request acts in. Pure decisions, written once: every edge
+//! (gRPC, `/mcp`, the dashboard) maps its requests to an [`Operation`] and
+//! asks [`may`].
 
 use std::fmt;
 
@@ -17,16 +19,20 @@ pub enum Role {
     /// Everything but running tasks: the task-store API in any tenant it
     /// reaches, the operations API (status), cleanup.
     Admin,
+    /// Read-only: tasks, their results and questions, the tools; nothing
+    /// changed (dashboards, on-call people, auditors).
+    Viewer,
 }
 
 impl Role {
-    pub const ALL: [Role; 3] = [Role::Client, Role::Worker, Role::Admin];
+    pub const ALL: [Role; 4] = [Role::Client, Role::Worker, Role::Admin, Role::Viewer];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Role::Client => "client",
             Role::Worker => "worker",
             Role::Admin => "admin",
+            Role::Viewer => "viewer",
         }
     }
 
@@ -45,7 +51,7 @@ impl fmt::Display for Role {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("must be client, worker or admin")]
+#[error("must be client, worker, admin or viewer")]
 pub struct UnknownRole;
 
 /// The tenants an identity acts in.
@@ -144,39 +150,136 @@ pub enum TenantRefused {
 /// Where a request names its tenant (gRPC metadata, an HTTP header).
 pub const TENANT_METADATA: &str = taskstore_proto::TENANT_METADATA;
 
-/// Whether `caller` may call `service/method`: its role's rights, and, for
-/// the calls that see or change every tenant at once (status, cleanup),
-/// credentials that reach every tenant.
-pub fn may_call(caller: &Caller, service: &str, method: &str) -> bool {
-    let global = matches!(
-        (service, method),
-        ("mcp.tasks.v1.Operations", _) | ("mcp.tasks.v1.TaskStore", "CleanupExpired")
-    );
-    role_may_call(caller.role, service, method) && (!global || caller.reach == Reach::AllTenants)
+/// What a request asks to do, whichever edge it comes through: a gRPC
+/// method, an MCP method, a dashboard page or form. Each edge maps its
+/// requests onto these once ([`Operation::of_rpc`], `mcp::methods`, the
+/// dashboard's routes); who may do which is written once, in [`may`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Operation {
+    /// One task by its id: the task, its result, its changes.
+    ReadTask,
+    /// Browse: list the tasks, follow every change of them.
+    ListTasks,
+    /// The tools served now.
+    ReadTools,
+    /// A task's questions and their answers.
+    ReadQuestions,
+    CreateTask,
+    /// Report on a task: progress and the result (a worker's attempt, or a
+    /// caller running its own task).
+    ReportOnTask,
+    /// Hold a task the caller runs in its own process.
+    HoldTask,
+    CancelTask,
+    DeleteTask,
+    AnswerQuestions,
+    /// Delete the expired tasks of every tenant.
+    CleanupExpired,
+    /// The execution API: claim, renew, release, ask, heartbeat.
+    RunAttempts,
+    /// The service's status, across tenants.
+    ReadStatus,
 }
 
-/// The RPCs a role may call: `service` and `method` as in the request path
-/// (`/mcp.tasks.v1.TaskStore/CreateTask`). Anything not listed is refused.
-fn role_may_call(role: Role, service: &str, method: &str) -> bool {
-    const STORE: &str = "mcp.tasks.v1.TaskStore";
-    const EXECUTION: &str = "mcp.tasks.v1.TaskExecution";
-    const OPERATIONS: &str = "mcp.tasks.v1.Operations";
-    // What a running attempt calls on the task-store API: progress, the
-    // result, and whether the task was cancelled.
-    const ATTEMPT_REPORTS: [&str; 6] = [
-        "GetTask",
-        "GetTaskResult",
-        "WatchTask",
-        "UpdateTaskStatus",
-        "StoreTaskResult",
-        "ListTools",
+impl Operation {
+    pub const ALL: [Operation; 13] = [
+        Operation::ReadTask,
+        Operation::ListTasks,
+        Operation::ReadTools,
+        Operation::ReadQuestions,
+        Operation::CreateTask,
+        Operation::ReportOnTask,
+        Operation::HoldTask,
+        Operation::CancelTask,
+        Operation::DeleteTask,
+        Operation::AnswerQuestions,
+        Operation::CleanupExpired,
+        Operation::RunAttempts,
+        Operation::ReadStatus,
     ];
-    match (role, service) {
-        (Role::Client, STORE) => method != "CleanupExpired",
-        (Role::Worker, STORE) => ATTEMPT_REPORTS.contains(&method),
-        (Role::Worker, EXECUTION) => true,
-        (Role::Admin, STORE | OPERATIONS) => true,
-        _ => false,
+
+    /// The operation a gRPC method amounts to (`service` and `method` as
+    /// in the request path, `/mcp.tasks.v1.TaskStore/CreateTask`); `None`
+    /// for a method of no service of ours.
+    pub fn of_rpc(service: &str, method: &str) -> Option<Self> {
+        use Operation::*;
+        Some(match (service, method) {
+            ("mcp.tasks.v1.TaskStore", method) => match method {
+                "GetTask" | "GetTaskResult" | "WatchTask" => ReadTask,
+                "ListTasks" | "WatchTasks" => ListTasks,
+                "ListTools" => ReadTools,
+                "ListInputRequests" => ReadQuestions,
+                "CreateTask" => CreateTask,
+                "UpdateTaskStatus" | "StoreTaskResult" => ReportOnTask,
+                "HoldTask" => HoldTask,
+                "CancelTask" => CancelTask,
+                "DeleteTask" => DeleteTask,
+                "AnswerInputRequests" => AnswerQuestions,
+                "CleanupExpired" => CleanupExpired,
+                _ => return None,
+            },
+            ("mcp.tasks.v1.TaskExecution", _) => RunAttempts,
+            ("mcp.tasks.v1.Operations", _) => ReadStatus,
+            _ => return None,
+        })
+    }
+
+    /// Whether it changes anything (a read-only viewer may not).
+    pub fn changes_anything(self) -> bool {
+        !matches!(
+            self,
+            Operation::ReadTask
+                | Operation::ListTasks
+                | Operation::ReadTools
+                | Operation::ReadQuestions
+                | Operation::ReadStatus
+        )
+    }
+
+    /// Whether it sees or changes every tenant at once.
+    fn is_global(self) -> bool {
+        matches!(self, Operation::CleanupExpired | Operation::ReadStatus)
+    }
+}
+
+/// Whether `caller` may do `operation`: its role's rights, and, for what
+/// sees or changes every tenant at once (status, cleanup), credentials
+/// that reach every tenant.
+pub fn may(caller: &Caller, operation: Operation) -> bool {
+    role_may(caller.role, operation)
+        && (!operation.is_global() || caller.reach == Reach::AllTenants)
+}
+
+/// Whether `caller` may call the gRPC method `service/method` (as in the
+/// request path): the operation it amounts to, if any, and [`may`].
+pub fn may_call(caller: &Caller, service: &str, method: &str) -> bool {
+    Operation::of_rpc(service, method).is_some_and(|operation| may(caller, operation))
+}
+
+/// The rights of each role. Anything not listed is refused.
+fn role_may(role: Role, operation: Operation) -> bool {
+    use Operation::*;
+    match role {
+        // The task-store API in its tenant: what MCP servers call.
+        Role::Client => matches!(
+            operation,
+            ReadTask
+                | ListTasks
+                | ReadTools
+                | ReadQuestions
+                | CreateTask
+                | ReportOnTask
+                | HoldTask
+                | CancelTask
+                | DeleteTask
+                | AnswerQuestions
+        ),
+        // Looks, changes nothing.
+        Role::Viewer => !operation.changes_anything() && operation != ReadStatus,
+        // A running attempt: its task, its reports, the tools; never a
+        // listing of the tenant's tasks.
+        Role::Worker => matches!(operation, RunAttempts | ReadTask | ReportOnTask | ReadTools),
+        Role::Admin => operation != RunAttempts,
     }
 }
 
@@ -259,6 +362,18 @@ mod tests {
             (Role::Admin, operations, "GetStatus", true),
             (Role::Admin, execution, "ClaimTask", false),
             (Role::Admin, "grpc.other.Service", "Anything", false),
+            (Role::Admin, store, "Unknown", false),
+            (Role::Viewer, store, "GetTask", true),
+            (Role::Viewer, store, "ListTasks", true),
+            (Role::Viewer, store, "WatchTasks", true),
+            (Role::Viewer, store, "ListInputRequests", true),
+            (Role::Viewer, store, "CreateTask", false),
+            (Role::Viewer, store, "CancelTask", false),
+            (Role::Viewer, store, "AnswerInputRequests", false),
+            (Role::Viewer, store, "StoreTaskResult", false),
+            (Role::Viewer, store, "HoldTask", false),
+            (Role::Viewer, operations, "GetStatus", false),
+            (Role::Viewer, execution, "ClaimTask", false),
         ];
         for (role, service, method, allowed) in table {
             let everywhere = Caller {

@@ -18,7 +18,9 @@ mod task;
 mod tools;
 mod ttl;
 
-pub use access::{Caller, Reach, Role, TENANT_METADATA, TenantRefused, UnknownRole, may_call};
+pub use access::{
+    Caller, Operation, Reach, Role, TENANT_METADATA, TenantRefused, UnknownRole, may, may_call,
+};
 pub use cursor::{CursorCodec, CursorPosition, InvalidCursor};
 pub use execution::{
     AttemptEnd, AttemptState, Claim, ClaimRefusal, DispatchRequest, ExecutionPolicy, FenceRefusal,

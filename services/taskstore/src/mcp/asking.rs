@@ -16,7 +16,9 @@ use super::call::Call;
 use super::gateway::Gateway;
 use super::jsonrpc::{Id, RpcError};
 use super::shapes::RELATED_TASK;
-use crate::domain::{Answers, InputKey, JsonObject, Purpose, Question, Scope, TaskId, may_call};
+use crate::domain::{
+    Answers, InputKey, JsonObject, Operation, Purpose, Question, Scope, TaskId, may,
+};
 use crate::error::StoreError;
 
 /// Sealed input request ids start so (our requests' ids, not a client's).
@@ -73,11 +75,7 @@ pub(super) async fn take_response(
     id: &Id,
     outcome: Result<Map<String, Value>, Value>,
 ) {
-    if !may_call(
-        &call.caller,
-        "mcp.tasks.v1.TaskStore",
-        "AnswerInputRequests",
-    ) {
+    if !may(&call.caller, Operation::AnswerQuestions) {
         return;
     }
     let Some(token) = id

@@ -12,7 +12,7 @@ use super::gateway::{Gateway, TASKS_EXTENSION};
 use super::jsonrpc::{RpcError, code};
 use super::streams::Waiting;
 use super::{listen, subscriptions, tasks, tools};
-use crate::domain::{Caller, Revision, Role, SessionId, TaskId, may_call};
+use crate::domain::{Caller, Operation, Revision, Role, SessionId, TaskId, may};
 
 /// A method's answer, and the session to announce (for `initialize`).
 #[derive(Debug)]
@@ -88,20 +88,18 @@ pub(super) fn metric_label(method: &str) -> &'static str {
         .unwrap_or("other")
 }
 
-/// The task-store RPC each method amounts to: the caller's role must allow
-/// it (the same rights table as gRPC callers).
-fn rpc_of(method: &str) -> Option<&'static str> {
+/// The operation each method amounts to: the caller's role must allow it
+/// (the rights every edge is held to, `domain::access`).
+fn operation_of(method: &str) -> Option<Operation> {
     Some(match method {
-        "tools/list" => "ListTools",
-        "tools/call" => "CreateTask",
-        "tasks/get" => "GetTask",
-        "tasks/result" => "GetTaskResult",
-        "tasks/list" => "ListTasks",
-        "tasks/cancel" => "CancelTask",
-        "tasks/update" => "AnswerInputRequests",
-        "notifications/cancelled" => "CancelTask",
+        "tools/list" => Operation::ReadTools,
+        "tools/call" => Operation::CreateTask,
+        "tasks/get" | "tasks/result" => Operation::ReadTask,
+        "tasks/list" => Operation::ListTasks,
+        "tasks/cancel" | "notifications/cancelled" => Operation::CancelTask,
+        "tasks/update" => Operation::AnswerQuestions,
         // Following the caller's tasks, as gRPC WatchTasks does.
-        listen::SESSION_STREAM | "subscriptions/listen" => "WatchTasks",
+        listen::SESSION_STREAM | "subscriptions/listen" => Operation::ListTasks,
         _ => return None,
     })
 }
@@ -109,7 +107,7 @@ fn rpc_of(method: &str) -> Option<&'static str> {
 /// Whether `method` acts on tasks, so that a 2025-11-25 request of it must
 /// name its session (the transport answers HTTP 400 without one).
 pub(super) fn needs_session(method: &str) -> bool {
-    rpc_of(method).is_some()
+    operation_of(method).is_some()
 }
 
 /// Whether the caller may call `method`: its role's rights over the
@@ -118,7 +116,7 @@ pub(super) fn needs_session(method: &str) -> bool {
 /// role may read a task over gRPC.
 fn allowed(call: &Call, method: &str) -> bool {
     call.caller.role != Role::Worker
-        && rpc_of(method).is_none_or(|rpc| may_call(&call.caller, "mcp.tasks.v1.TaskStore", rpc))
+        && operation_of(method).is_none_or(|operation| may(&call.caller, operation))
 }
 
 /// Whether the caller may call `method`, as an error to answer if not.

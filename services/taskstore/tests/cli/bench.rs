@@ -21,6 +21,7 @@ async fn bench_runs_every_scenario_and_reports() {
         ("list", "list_page"),
         ("watch", "watch_delivery"),
         ("mcp-call", "mcp_call"),
+        ("mcp-streams", "stream_delivery"),
     ] {
         let output = client(
             &service,
@@ -38,6 +39,14 @@ async fn bench_runs_every_scenario_and_reports() {
                 "20ms",
                 "--mcp-url",
                 &mcp_url,
+                "--streams",
+                "8",
+                "--listeners",
+                "2",
+                "--active-sessions",
+                "2",
+                "--rate",
+                "40",
             ],
         );
         assert!(output.status.success(), "{scenario}: {}", output.stderr);

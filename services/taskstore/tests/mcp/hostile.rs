@@ -391,3 +391,44 @@ async fn an_admin_of_every_tenant_names_its_tenant_in_a_header() {
     assert_eq!(malformed.status, 400, "{:?}", malformed.body);
     gateway.stop().await;
 }
+
+/// A viewer looks and changes nothing: over MCP as over gRPC.
+#[tokio::test]
+async fn a_viewer_reads_and_changes_nothing() {
+    let gateway = Gateway::on(common::migrated_pool().await, AuthMethod::ApiKeys, 0).await;
+    let owner = Caller::new(&gateway, Some(&gateway.key("acme", Role::Client).await))
+        .initialize()
+        .await;
+    let created = owner
+        .ok(
+            "tools/call",
+            json!({"name": "sleep", "arguments": {"ms": 60000}, "task": {}}),
+        )
+        .await;
+    let id = created["task"]["taskId"].as_str().expect("id").to_owned();
+    let mut viewer = Caller::new(&gateway, Some(&gateway.key("acme", Role::Viewer).await));
+    viewer.session = owner.session.clone();
+    let tools = viewer.ok("tools/list", json!({})).await;
+    assert!(tools["tools"].as_array().is_some_and(|t| !t.is_empty()));
+    let seen = viewer.ok("tasks/get", json!({"taskId": id})).await;
+    assert_eq!(seen["taskId"], id.as_str());
+    for (method, params) in [
+        (
+            "tools/call",
+            json!({"name": "echo", "arguments": {}, "task": {}}),
+        ),
+        ("tasks/cancel", json!({"taskId": id})),
+    ] {
+        let refused = viewer.rpc(method, params).await;
+        assert_eq!(refused["error"]["code"], -32003, "{method}: {refused}");
+        assert!(
+            refused["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("the viewer role may not call")),
+            "{refused}"
+        );
+    }
+    let still = owner.ok("tasks/get", json!({"taskId": id})).await;
+    assert_eq!(still["status"], "working");
+    gateway.stop().await;
+}

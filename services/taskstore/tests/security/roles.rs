@@ -302,7 +302,20 @@ async fn bad_credentials_are_unauthenticated_everywhere_but_health(kind: Kind) {
 
 async fn each_role_calls_what_it_may_and_nothing_else(kind: Kind) {
     let world = World::new(kind).await;
-    let allowed: [(Role, &str, &[&str]); 4] = [
+    let allowed: [(Role, &str, &[&str]); 5] = [
+        (
+            Role::Viewer,
+            "acme",
+            &[
+                "GetTask",
+                "GetTaskResult",
+                "ListTasks",
+                "WatchTask",
+                "WatchTasks",
+                "ListTools",
+                "ListInputRequests",
+            ],
+        ),
         (
             Role::Client,
             "acme",
