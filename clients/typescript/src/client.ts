@@ -4,6 +4,7 @@
 import * as grpc from '@grpc/grpc-js';
 import { resolveChannel, resolveTenant, TENANT_METADATA, type ConnectionOptions } from './channel.js';
 import {
+  durationToMs,
   inputRequestFromWire,
   msToDuration,
   statusToWire,
@@ -14,6 +15,7 @@ import {
   type TaskStatus,
 } from './convert.js';
 import { fromServiceError } from './errors.js';
+import { stopReasonFromWire, type StopReason } from './protocol.js';
 import { taskStoreServiceClient } from './proto.js';
 import type {
   WireAnswerInputRequestsRequest,
@@ -21,6 +23,8 @@ import type {
   WireCleanupExpiredResponse,
   WireCreateTaskRequest,
   WireGetTaskResultResponse,
+  WireHoldTaskRequest,
+  WireHoldTaskResponse,
   WireListInputRequestsResponse,
   WireListTasksResponse,
   WireListToolsResponse,
@@ -40,6 +44,12 @@ export interface CallOptions {
   timeoutMs?: number;
   /** Aborts the call. */
   signal?: AbortSignal;
+  /**
+   * A W3C `traceparent` to send with the call, so the service's span (and,
+   * for CreateTask with dispatch, the job and the worker's attempt) joins
+   * the caller's trace.
+   */
+  traceparent?: string;
 }
 
 export interface SessionCallOptions extends CallOptions {
@@ -103,6 +113,18 @@ export interface ServedTool {
   slots: number;
   busy: number;
   lastSeenAt: string;
+}
+
+/** What `holdTask` answered. */
+export interface HoldTaskResult {
+  /** Pass it with every renewal, progress update and the result. */
+  leaseToken: string;
+  /** Renew before this runs out (ms); a third of it is a safe cadence. */
+  leaseDurationMs: number;
+  /** False: stop running the tool; `stopReason` and `reason` say why. */
+  keepRunning: boolean;
+  reason: string;
+  stopReason: StopReason;
 }
 
 /** What `answerInputRequests` did. */
@@ -206,7 +228,7 @@ export class TaskStoreClient {
     const callOpts: grpc.CallOptions = {};
     if (opts?.timeoutMs !== undefined) callOpts.deadline = Date.now() + opts.timeoutMs;
     const method = (this.client as unknown as Record<string, (req: unknown, md: grpc.Metadata, o: grpc.CallOptions) => grpc.ClientReadableStream<WireTask>>).watchTask!;
-    const call = method.call(this.client, ref(taskId, opts), this.metadata(), callOpts);
+    const call = method.call(this.client, ref(taskId, opts), this.metadata(opts), callOpts);
     const onAbort = () => call.cancel();
     opts?.signal?.addEventListener('abort', onAbort, { once: true });
     try {
@@ -272,10 +294,36 @@ export class TaskStoreClient {
     return { task: taskFromWire(res.task!), taken: res.taken, ignored: res.ignored };
   }
 
-  private metadata(): grpc.Metadata {
+  /**
+   * Holds a task this process runs itself (an MCP SDK server running a
+   * tool in its own process): a first hold (no `leaseToken`) gives the task
+   * a lease of one attempt; call again with the token before
+   * `leaseDurationMs` runs out to renew it. `keepRunning: false` says stop
+   * (cancelled, ended, or the lease lapsed). A holder that stops renewing
+   * leaves the task `failed` by the service's lease reaper, naming
+   * `holder`. `GrpcTaskStore` does all this by itself.
+   */
+  async holdTask(
+    taskId: string,
+    params: { holder: string; leaseToken?: string; sessionId?: string },
+    opts?: CallOptions,
+  ): Promise<HoldTaskResult> {
+    const req: WireHoldTaskRequest = { ...ref(taskId, params), holder: params.holder, leaseToken: params.leaseToken ?? '' };
+    const res = await this.unary<WireHoldTaskResponse>('holdTask', 'HoldTask', req, opts);
+    return {
+      leaseToken: res.leaseToken,
+      leaseDurationMs: res.leaseDuration ? durationToMs(res.leaseDuration) : 15_000,
+      keepRunning: res.keepRunning,
+      reason: res.reason,
+      stopReason: stopReasonFromWire(res.stopReason),
+    };
+  }
+
+  private metadata(opts?: CallOptions): grpc.Metadata {
     const md = new grpc.Metadata();
     if (this.token) md.set('authorization', `Bearer ${this.token}`);
     if (this.tenant !== undefined) md.set(TENANT_METADATA, this.tenant);
+    if (opts?.traceparent) md.set('traceparent', opts.traceparent);
     return md;
   }
 
@@ -287,7 +335,7 @@ export class TaskStoreClient {
         reject(fromServiceError({ code: grpc.status.CANCELLED, details: 'aborted before the call' }, rpc));
         return;
       }
-      const call = fn.call(this.client, req, this.metadata(), { deadline }, (err, res) => {
+      const call = fn.call(this.client, req, this.metadata(opts), { deadline }, (err, res) => {
         opts?.signal?.removeEventListener('abort', onAbort);
         if (err) reject(fromServiceError(err, rpc));
         else resolve(res as T);

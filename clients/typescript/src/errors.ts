@@ -8,12 +8,19 @@ export class TaskStoreError extends Error {
   readonly code: Status;
   /** The name of the code, e.g. `NOT_FOUND`. */
   readonly codeName: string;
+  /**
+   * Why, for programs: the `reason` of the error's `google.rpc.ErrorInfo`
+   * detail when the service sent one (e.g. `FENCE_LEASE_LOST`,
+   * `QUESTION_KEY_REUSED`, `HOLD_DISPATCHED`).
+   */
+  readonly reason: string | undefined;
 
-  constructor(code: Status, message: string, options?: { cause?: unknown }) {
+  constructor(code: Status, message: string, options?: { cause?: unknown; reason?: string }) {
     super(message, options);
     this.name = 'TaskStoreError';
     this.code = code;
     this.codeName = Status[code] ?? `CODE_${code}`;
+    this.reason = options?.reason;
   }
 }
 
@@ -24,7 +31,8 @@ export function fromServiceError(err: unknown, what: string): TaskStoreError {
   if (typeof se?.code === 'number') {
     const details = se.details || (se.message ?? "").replace(/^\d+ [A-Z_]+: ?/, "") || "(no details)";
     const name = Status[se.code] ?? `CODE_${se.code}`;
-    return new TaskStoreError(se.code, `${what}: ${name}: ${details}`, { cause: err });
+    const reason = se.metadata ? errorInfoReason(se.metadata.get('grpc-status-details-bin')[0]) : undefined;
+    return new TaskStoreError(se.code, `${what}: ${name}: ${details}`, { cause: err, ...(reason !== undefined && { reason }) });
   }
   return new TaskStoreError(Status.UNKNOWN, `${what}: ${String((err as Error)?.message ?? err)}`, { cause: err });
 }
@@ -35,4 +43,58 @@ export function isNotFound(err: unknown): boolean {
 
 export function isFailedPrecondition(err: unknown): boolean {
   return err instanceof TaskStoreError && err.code === Status.FAILED_PRECONDITION;
+}
+
+// google.rpc.Status { details = 3: repeated Any { type_url = 1, value = 2 } }
+// and google.rpc.ErrorInfo { reason = 1 }, read by hand: two messages do not
+// justify a protobuf runtime.
+const ERROR_INFO = 'type.googleapis.com/google.rpc.ErrorInfo';
+
+function* fields(buf: Buffer): Generator<[number, number, Buffer | number]> {
+  let i = 0;
+  const varint = (): number => {
+    let n = 0;
+    let shift = 0;
+    for (;;) {
+      if (i >= buf.length) throw new Error('truncated');
+      const b = buf[i++]!;
+      n += (b & 0x7f) * 2 ** shift;
+      if (b < 0x80) return n;
+      shift += 7;
+    }
+  };
+  while (i < buf.length) {
+    const key = varint();
+    const field = Math.floor(key / 8);
+    const wire = key & 7;
+    if (wire === 0) yield [field, wire, varint()];
+    else if (wire === 2) {
+      const len = varint();
+      yield [field, wire, buf.subarray(i, i + len)];
+      i += len;
+    } else if (wire === 1) i += 8;
+    else if (wire === 5) i += 4;
+    else return;
+  }
+}
+
+/** The ErrorInfo reason in a `grpc-status-details-bin` value, if any. */
+export function errorInfoReason(details: unknown): string | undefined {
+  if (!Buffer.isBuffer(details)) return undefined;
+  try {
+    for (const [field, wire, any] of fields(details)) {
+      if (field !== 3 || wire !== 2 || !Buffer.isBuffer(any)) continue;
+      let typeUrl = '';
+      let value: Buffer | undefined;
+      for (const [f, w, v] of fields(any)) {
+        if (f === 1 && w === 2 && Buffer.isBuffer(v)) typeUrl = v.toString('utf8');
+        if (f === 2 && w === 2 && Buffer.isBuffer(v)) value = v;
+      }
+      if (typeUrl !== ERROR_INFO || !value) continue;
+      for (const [f, w, v] of fields(value)) if (f === 1 && w === 2 && Buffer.isBuffer(v)) return v.toString('utf8');
+    }
+  } catch {
+    // malformed details: no reason
+  }
+  return undefined;
 }

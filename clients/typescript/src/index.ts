@@ -1,8 +1,10 @@
 export { GrpcTaskStore, toMcpTask, type GrpcTaskStoreOptions } from './task-store.js';
+export { moveToolsToFleet, type FleetOptions } from './fleet.js';
 export { TaskStatusNotifier, type FollowOptions, type TaskStatusNotifierOptions } from './status-notifier.js';
 export {
   TaskStoreClient,
   type AnsweredInputRequests,
+  type HoldTaskResult,
   type CallOptions,
   type ClientOptions,
   type CreateTaskParams,
@@ -17,3 +19,4 @@ export {
 export type { ConnectionOptions, TlsOptions } from './channel.js';
 export { isTerminalStatus, type InputRequest, type InputRequestMethod, type StoredTask, type TaskStatus } from './convert.js';
 export { TaskStoreError, isFailedPrecondition, isNotFound } from './errors.js';
+export { TaskStopped, errorResult, type StopReason } from './protocol.js';

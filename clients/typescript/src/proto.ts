@@ -29,3 +29,17 @@ export function taskStoreServiceClient(): grpc.ServiceClientConstructor {
   }
   return cached;
 }
+
+let cachedExecution: grpc.ServiceClientConstructor | undefined;
+
+/** The generic grpc-js client constructor of `mcp.tasks.v1.TaskExecution` (the worker API). */
+export function taskExecutionServiceClient(): grpc.ServiceClientConstructor {
+  if (!cachedExecution) {
+    const definition = protoLoader.loadSync('mcp/tasks/v1/execution.proto', LOADER_OPTIONS);
+    const pkg = grpc.loadPackageDefinition(definition) as unknown as {
+      mcp: { tasks: { v1: { TaskExecution: grpc.ServiceClientConstructor } } };
+    };
+    cachedExecution = pkg.mcp.tasks.v1.TaskExecution;
+  }
+  return cachedExecution;
+}

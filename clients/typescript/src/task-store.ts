@@ -6,7 +6,8 @@ import type { TaskStore } from '@modelcontextprotocol/sdk/experimental/tasks';
 import type { Request, RequestId, Result, Task } from '@modelcontextprotocol/sdk/types.js';
 import { TaskStoreClient, type ClientOptions, type CreateTaskParams } from './client.js';
 import type { StoredTask, TaskStatus } from './convert.js';
-import { isNotFound } from './errors.js';
+import { isFailedPrecondition, isNotFound } from './errors.js';
+import { defaultHolder, Holds } from './holds.js';
 
 type CreateTaskOptions = Parameters<TaskStore['createTask']>[0];
 
@@ -21,6 +22,19 @@ export interface GrpcTaskStoreOptions extends ClientOptions {
    * scoped by something durable, e.g. the authenticated user.
    */
   mapSessionId?: (sdkSessionId: string | undefined) => string | undefined;
+  /**
+   * Hold every task this store creates for its MCP server to run in its own
+   * process (not dispatched): a lease renewed every third of its duration,
+   * so that a task whose server dies ends `failed` within lease + reaper
+   * interval (20 s by default) instead of staying `working` until its ttl.
+   * Default true. Turn it off when another process finishes the tasks this
+   * store creates.
+   */
+  hold?: boolean;
+  /** Who holds them, for status messages: default `mcp server <program>, pid N on <host>`. */
+  holder?: string;
+  /** Told about holds that could not be made or renewed; default: a warning on stderr. */
+  onerror?: (error: Error) => void;
 }
 
 // The service's task id syntax. An id outside it cannot name a task, so
@@ -33,16 +47,41 @@ export class GrpcTaskStore implements TaskStore {
   readonly client: TaskStoreClient;
   private readonly pageSize: number | undefined;
   private readonly mapSessionId: (sdkSessionId: string | undefined) => string | undefined;
+  private readonly holds: Holds | undefined;
 
   constructor(options: GrpcTaskStoreOptions) {
     this.client = new TaskStoreClient(options);
     this.pageSize = options.pageSize;
     this.mapSessionId = options.mapSessionId ?? ((id) => id);
+    if (options.hold !== false) {
+      const onerror = options.onerror ?? ((err: Error) => process.emitWarning(`taskstore hold: ${err.message}`));
+      this.holds = new Holds(this.client, options.holder ?? defaultHolder(), onerror);
+    }
   }
 
-  /** Releases the gRPC channel. */
+  /**
+   * Stops renewing the leases of held tasks (they fail by the service's
+   * reaper unless they end first) and releases the gRPC channel.
+   */
   close(): void {
+    this.holds?.close();
     this.client.close();
+  }
+
+  /**
+   * The signal of a task this store holds for its MCP server: aborted when
+   * the tool must stop (the task was cancelled, ended elsewhere, expired, or
+   * its lease was lost), with a `TaskStopped` reason saying which.
+   * Undefined for a task not held here (dispatched, another process's, or
+   * holds turned off).
+   */
+  abortSignal(taskId: string): AbortSignal | undefined {
+    return this.holds?.signal(taskId);
+  }
+
+  /** Who holds this store's tasks, as their status messages say; undefined with holds off. */
+  get holder(): string | undefined {
+    return this.holds?.holder;
   }
 
   async createTask(taskParams: CreateTaskOptions, requestId: RequestId, request: Request, sessionId?: string): Promise<Task> {
@@ -60,7 +99,11 @@ export class GrpcTaskStore implements TaskStore {
     // `extra.taskStore.createTask({ ttl, context: { dispatch: { tool: 'echo' } } })`.
     const dispatch = taskParams.context?.['dispatch'];
     if (dispatch && typeof dispatch === 'object') params.dispatch = dispatch as NonNullable<CreateTaskParams['dispatch']>;
-    return toMcpTask(await this.client.createTask(params));
+    const task = await this.client.createTask(params);
+    // Not dispatched: this process runs it, so it holds it. The task is
+    // returned as created (the hold only adds a status message).
+    if (!params.dispatch && request.method === 'tools/call') await this.holds?.hold(task.taskId, params.sessionId);
+    return toMcpTask(task);
   }
 
   async getTask(taskId: string, sessionId?: string): Promise<Task | null> {
@@ -74,7 +117,14 @@ export class GrpcTaskStore implements TaskStore {
   }
 
   async storeTaskResult(taskId: string, status: 'completed' | 'failed', result: Result, sessionId?: string): Promise<void> {
-    await this.client.storeTaskResult({ taskId, status, result, ...this.session(sessionId) });
+    const leaseToken = this.holds?.token(taskId);
+    try {
+      await this.client.storeTaskResult({ taskId, status, result, ...this.session(sessionId), ...(leaseToken && { leaseToken }) });
+    } catch (err) {
+      this.ended(taskId, err);
+      throw err;
+    }
+    this.holds?.end(taskId, 'finished');
   }
 
   async getTaskResult(taskId: string, sessionId?: string): Promise<Result> {
@@ -84,12 +134,28 @@ export class GrpcTaskStore implements TaskStore {
   }
 
   async updateTaskStatus(taskId: string, status: Task['status'], statusMessage?: string, sessionId?: string): Promise<void> {
-    await this.client.updateTaskStatus({
-      taskId,
-      status: status as TaskStatus,
-      ...(statusMessage !== undefined && { statusMessage }),
-      ...this.session(sessionId),
-    });
+    const leaseToken = this.holds?.token(taskId);
+    try {
+      await this.client.updateTaskStatus({
+        taskId,
+        status: status as TaskStatus,
+        ...(statusMessage !== undefined && { statusMessage }),
+        ...this.session(sessionId),
+        ...(leaseToken && { leaseToken }),
+      });
+    } catch (err) {
+      this.ended(taskId, err);
+      throw err;
+    }
+    // A task cancelled or ended through this store: its tool stops now.
+    if (status === 'cancelled') this.holds?.end(taskId, 'cancelled');
+    else if (status === 'completed' || status === 'failed') this.holds?.end(taskId, 'finished');
+  }
+
+  /** A report refused because the task is gone or moved on: its tool stops. */
+  private ended(taskId: string, err: unknown): void {
+    if (isNotFound(err)) this.holds?.end(taskId, 'gone');
+    else if (isFailedPrecondition(err)) this.holds?.end(taskId, 'finished', (err as Error).message);
   }
 
   async listTasks(cursor?: string, sessionId?: string): Promise<{ tasks: Task[]; nextCursor?: string }> {

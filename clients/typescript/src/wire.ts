@@ -124,3 +124,112 @@ export interface WireAnswerInputRequestsResponse {
   taken: string[];
   ignored: string[];
 }
+
+// --- HoldTask (TaskStore) and the worker API (TaskExecution) ---
+
+export type WireStopReason =
+  | 'STOP_REASON_UNSPECIFIED'
+  | 'STOP_REASON_CANCELLED'
+  | 'STOP_REASON_FINISHED'
+  | 'STOP_REASON_GONE'
+  | 'STOP_REASON_LEASE_LOST';
+
+export type WireReleaseReason = 'RELEASE_REASON_RETRYABLE_ERROR' | 'RELEASE_REASON_SHUTDOWN' | 'RELEASE_REASON_PARKED';
+
+export type WireTaskSupport = 'TASK_SUPPORT_OPTIONAL' | 'TASK_SUPPORT_REQUIRED' | 'TASK_SUPPORT_FORBIDDEN';
+
+export interface WireHoldTaskRequest extends WireTaskRef {
+  holder: string;
+  leaseToken: string;
+}
+
+export interface WireHoldTaskResponse {
+  leaseToken: string;
+  leaseDuration: WireDuration | null;
+  keepRunning: boolean;
+  reason: string;
+  stopReason: WireStopReason;
+}
+
+export interface WireClaimTaskRequest {
+  taskId: string;
+  generation: number;
+  workerId: string;
+  tenantId: string;
+}
+
+export interface WireClaimTaskResponse {
+  leaseToken: string;
+  leaseDuration: WireDuration | null;
+  attempt: number;
+  maxAttempts: number;
+  tool: string;
+  requestJson: string;
+}
+
+export interface WireRenewLeaseResponse {
+  keepRunning: boolean;
+  reason: string;
+  stopReason: WireStopReason;
+}
+
+export interface WireReleaseTaskRequest {
+  taskId: string;
+  leaseToken: string;
+  reason: WireReleaseReason;
+  message: string;
+  tenantId: string;
+}
+
+export interface WireReleaseTaskResponse {
+  willRetry: boolean;
+  retryIn: WireDuration | null;
+  parked: boolean;
+}
+
+export interface WireAskQuestionRequest {
+  taskId: string;
+  leaseToken: string;
+  tenantId: string;
+  key: string;
+  requestJson: string;
+}
+
+export interface WireAskQuestionResponse {
+  answerJson?: string;
+}
+
+export interface WireToolDescription {
+  name: string;
+  title: string;
+  description: string;
+  inputSchemaJson: string;
+  taskSupport: WireTaskSupport;
+}
+
+export interface WireHeartbeatRequest {
+  workerId: string;
+  tools: string[];
+  slots: number;
+  busy: number;
+  stopping: boolean;
+  descriptions: WireToolDescription[];
+}
+
+/** One queue argument: exactly one of `text` (AMQP long string) and `integer` (AMQP long int) is set. */
+export interface WireQueueArgument {
+  name: string;
+  text?: string;
+  integer?: number;
+}
+
+export interface WireQueueTopology {
+  exchange: string;
+  toolQueuePrefix: string;
+  queueArguments: WireQueueArgument[];
+}
+
+export interface WireHeartbeatResponse {
+  interval: WireDuration | null;
+  topology: WireQueueTopology | null;
+}

@@ -1,0 +1,12 @@
+// @mcp-taskstore/client/worker: fleet workers in TypeScript. Declare tools
+// with defineTool (or take an McpServer's with toolsOfServer) and serve them
+// with Worker, or run `mcp-taskstore-worker <module>`.
+export { defineTool, AskError, RetryableError } from './tool.js';
+export type { AskErrorKind, InputRequestBody, InputSchema, TaskSupport, ToolArgs, ToolConfig, ToolContext, ToolReturn, WorkerTool } from './tool.js';
+export { Worker, childTraceparent, type WorkerOptions } from './runtime.js';
+export { toolsOfServer, toolsFrom } from './server-tools.js';
+export { WorkerRefused } from './heartbeat.js';
+export { WorkerMetrics, serveMetrics } from './metrics.js';
+export { createLogger, silent, type Logger, type LogFormat, type LogLevel } from './log.js';
+export { topologyFor, amqpArguments, type Topology } from './broker.js';
+export { TaskStopped, type StopReason } from '../protocol.js';
