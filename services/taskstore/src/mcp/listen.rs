@@ -13,14 +13,12 @@
 //! would ask the user twice.
 
 use std::collections::VecDeque;
-use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::extract::State;
 use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, TimeDelta, Utc};
-use futures_util::Stream;
 use http::{HeaderMap, StatusCode, header};
 use serde_json::Map;
 use tokio_stream::StreamExt;
@@ -32,7 +30,7 @@ use super::jsonrpc::{RpcError, code};
 use super::methods;
 use super::request::{VERSION_HEADER, call_of, header_str, refuse};
 use super::resume::{Position, WaitKind};
-use super::streams::{RESUME_AFTER, sse, stream_response};
+use super::streams::{EventSource, RESUME_AFTER, events_of, sse, stream_response};
 use super::waiting::{progress_notification, status_notification};
 use super::{tasks, tools};
 use crate::domain::{PageRequest, Revision, Scope, Task};
@@ -155,7 +153,7 @@ async fn session_stream(
     // here even before anything changed.
     let priming = stream.event_at(None);
     stream.pending.push_back(priming);
-    sse(stream.events())
+    sse(events_of(stream))
 }
 
 struct SessionStream {
@@ -234,8 +232,10 @@ impl SessionStream {
         }
         Ok(())
     }
+}
 
-    async fn next(&mut self) -> Option<Event> {
+impl EventSource for SessionStream {
+    async fn next_event(&mut self) -> Option<Event> {
         loop {
             if let Some(event) = self.pending.pop_front() {
                 return Some(event);
@@ -265,12 +265,5 @@ impl SessionStream {
                 Some(Followed::Changed(changed)) => self.show(&changed),
             }
         }
-    }
-
-    fn events(self) -> impl Stream<Item = Result<Event, Infallible>> + Send {
-        futures_util::stream::unfold(self, |mut stream| async move {
-            let event = stream.next().await?;
-            Some((Ok(event), stream))
-        })
     }
 }

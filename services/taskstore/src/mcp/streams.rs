@@ -160,7 +160,24 @@ pub(super) fn stream_response(
     // From here the client can resume: a broken stream is not an
     // abandoned call.
     waiting.handed_over.store(true, Ordering::SeqCst);
-    sse(Streaming::new(gateway, scope, waiting, first, answered).events())
+    sse(events_of(Streaming::new(
+        gateway, scope, waiting, first, answered,
+    )))
+}
+
+/// What makes an event stream one event at a time (`None`: it ended).
+pub(super) trait EventSource: Send + 'static {
+    fn next_event(&mut self) -> impl Future<Output = Option<Event>> + Send;
+}
+
+/// The events of `source`, as an answer's body.
+pub(super) fn events_of<S: EventSource>(
+    source: S,
+) -> impl Stream<Item = Result<Event, Infallible>> + Send {
+    futures_util::stream::unfold(source, |mut source| async move {
+        let event = source.next_event().await?;
+        Some((Ok(event), source))
+    })
 }
 
 pub(super) fn sse(
@@ -250,9 +267,14 @@ where
         let last = self.hand_over();
         futures_util::stream::once(async move { Ok(last) })
     }
+}
 
+impl<F> EventSource for Streaming<F>
+where
+    F: FnOnce(&Result<Value, RpcError>) + Send + 'static,
+{
     /// The next event, or `None` once the answer (or the hand-over) went.
-    async fn next(&mut self) -> Option<Event> {
+    async fn next_event(&mut self) -> Option<Event> {
         if self.ended {
             return None;
         }
@@ -282,12 +304,5 @@ where
                 Some(self.event(Some(&jsonrpc::response(Some(&id), outcome))))
             }
         }
-    }
-
-    fn events(self) -> impl Stream<Item = Result<Event, Infallible>> + Send {
-        futures_util::stream::unfold(self, |mut streaming| async move {
-            let event = streaming.next().await?;
-            Some((Ok(event), streaming))
-        })
     }
 }

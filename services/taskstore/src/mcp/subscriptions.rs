@@ -9,12 +9,10 @@
 //! the client listens again elsewhere. This revision has no resumption.
 
 use std::collections::{HashMap, VecDeque};
-use std::convert::Infallible;
 use std::sync::Arc;
 
 use axum::response::Response;
 use axum::response::sse::Event;
-use futures_util::Stream;
 use serde_json::{Map, Value, json};
 use tokio_stream::StreamExt;
 
@@ -22,7 +20,7 @@ use super::call::Call;
 use super::errors::missing_extension;
 use super::gateway::Gateway;
 use super::jsonrpc::{self, Id, RpcError, code};
-use super::streams::sse;
+use super::streams::{EventSource, events_of, sse};
 use super::tasks::detailed;
 use crate::domain::{Task, TaskId};
 use crate::edge::WaitingSlot;
@@ -94,7 +92,7 @@ pub(super) async fn listen(
         .iter()
         .map(|task| (task.task_id.clone(), None))
         .collect();
-    Ok(sse(subscription.events()))
+    Ok(sse(events_of(subscription)))
 }
 
 /// `params.notifications.taskIds`, checked for shape.
@@ -186,8 +184,10 @@ impl Subscription {
             }
         }
     }
+}
 
-    async fn next(&mut self) -> Option<Event> {
+impl EventSource for Subscription {
+    async fn next_event(&mut self) -> Option<Event> {
         loop {
             if let Some(event) = self.pending.pop_front() {
                 return Some(event);
@@ -217,12 +217,5 @@ impl Subscription {
                 }
             }
         }
-    }
-
-    fn events(self) -> impl Stream<Item = Result<Event, Infallible>> + Send {
-        futures_util::stream::unfold(self, |mut subscription| async move {
-            let event = subscription.next().await?;
-            Some((Ok(event), subscription))
-        })
     }
 }
