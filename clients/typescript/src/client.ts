@@ -113,6 +113,14 @@ export interface ServedTool {
   slots: number;
   busy: number;
   lastSeenAt: string;
+  /** What the tool is, as the latest report of a worker that described it says (MCP clients see this in tools/list). */
+  description?: {
+    title?: string;
+    description?: string;
+    /** The JSON Schema of its arguments. */
+    inputSchema: Record<string, unknown>;
+    taskSupport: 'optional' | 'required' | 'forbidden';
+  };
 }
 
 /** What `holdTask` answered. */
@@ -260,7 +268,19 @@ export class TaskStoreClient {
   /** The tools the worker fleet serves now. */
   async listTools(opts?: CallOptions): Promise<ServedTool[]> {
     const res = await this.unary<WireListToolsResponse>('listTools', 'ListTools', {}, opts);
-    return res.tools.map((t) => ({ name: t.name, workers: t.workers, slots: t.slots, busy: t.busy, lastSeenAt: timestampToIso(t.lastSeenAt) }));
+    return res.tools.map((t) => {
+      const tool: ServedTool = { name: t.name, workers: t.workers, slots: t.slots, busy: t.busy, lastSeenAt: timestampToIso(t.lastSeenAt) };
+      const d = t.description;
+      if (d) {
+        tool.description = {
+          ...(d.title && { title: d.title }),
+          ...(d.description && { description: d.description }),
+          inputSchema: d.inputSchemaJson ? (JSON.parse(d.inputSchemaJson) as Record<string, unknown>) : { type: 'object' },
+          taskSupport: d.taskSupport === 'TASK_SUPPORT_REQUIRED' ? 'required' : d.taskSupport === 'TASK_SUPPORT_FORBIDDEN' ? 'forbidden' : 'optional',
+        };
+      }
+      return tool;
+    });
   }
 
   /**

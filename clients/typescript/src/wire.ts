@@ -93,6 +93,7 @@ export interface WireServedTool {
   slots: number;
   busy: number;
   lastSeenAt: WireTimestamp | null;
+  description: WireToolDescription | null;
 }
 
 export interface WireListToolsResponse {

@@ -24,7 +24,7 @@ describe('wire shape', () => {
     ListTasksRequest: ['cursor', 'sessionId', 'pageSize', 'statuses', 'tool'],
     ListTasksResponse: ['tasks', 'nextCursor'],
     DeleteTaskRequest: ['taskId', 'sessionId'],
-    ServedTool: ['name', 'workers', 'slots', 'busy', 'lastSeenAt'],
+    ServedTool: ['name', 'workers', 'slots', 'busy', 'lastSeenAt', 'description'],
     InputRequest: ['key', 'requestJson', 'askedAt', 'answerJson', 'answeredAt'],
     ListInputRequestsRequest: ['taskId', 'sessionId'],
     ListInputRequestsResponse: ['inputRequests'],

@@ -68,7 +68,7 @@ export async function runAttempt(p: AttemptParams): Promise<void> {
     },
   };
 
-  log.info('attempt started', { task_id: p.taskId, tool: tool.name, attempt: claim.attempt });
+  log.info('attempt started', { task_id: p.taskId, tool: tool.name, attempt: claim.attempt, ...(p.traceparent && { trace_id: p.traceparent.split('-')[1] }) });
   const started = Date.now();
   const outcome = await runTool(tool, claim.requestJson, ctx, control, p.stopGraceMs);
   guards.abort();

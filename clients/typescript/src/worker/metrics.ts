@@ -12,7 +12,7 @@ const BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60
 type Labels = Record<string, string>;
 const key = (labels: Labels) => JSON.stringify(Object.entries(labels).sort());
 const render = (labels: Labels, extra: Labels = {}) => {
-  const all = Object.entries({ ...labels, ...extra });
+  const all = [...Object.entries(labels).sort(([a], [b]) => (a < b ? -1 : 1)), ...Object.entries(extra)];
   return all.length ? `{${all.map(([k, v]) => `${k}="${v.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`).join(',')}}` : '';
 };
 

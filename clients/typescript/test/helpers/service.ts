@@ -38,6 +38,8 @@ export interface ServiceConfig {
   workerTools?: string;
   /** serve: a command-tools file for the worker fleet (`--command-tools`) and the names of its tools. */
   commandTools?: { file: string; tools: string[] };
+  /** serve: tools of workers the test starts itself (test/helpers/ts-worker.ts), whose queues `stop()` deletes too. */
+  moreTools?: string[];
 }
 
 export interface RunningService {
@@ -96,6 +98,7 @@ async function startServe(config: ServiceConfig): Promise<RunningService> {
   const tools = [...builtIn, ...(config.commandTools?.tools ?? [])];
   const procs: ChildProcess[] = [];
   const stopAll = async () => {
+    tools.push(...(config.moreTools ?? []));
     // Workers first, so none reports to a service that is going away.
     for (const p of procs.reverse()) await stopProcess(p);
     try {
@@ -258,8 +261,8 @@ export type LoggedProcess = ChildProcess & { logTail: string[] };
 
 // Keeps the last lines of a child's stderr, to explain a failure, and echoes
 // them when TASKSTORE_TEST_LOGS is set.
-export function spawnLogged(cmd: string, args: string[]): LoggedProcess {
-  const proc = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'] }) as LoggedProcess;
+export function spawnLogged(cmd: string, args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): LoggedProcess {
+  const proc = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'], ...options }) as LoggedProcess;
   proc.logTail = [];
   let partial = '';
   proc.stderr!.setEncoding('utf8');

@@ -1,0 +1,157 @@
+// The TypeScript fleet worker (issue 25, item 2), as users run it: the
+// package's `mcp-taskstore-worker` command (dist/worker/cli.js) in its own
+// process, serving the conformance tools (docs/worker-conformance.md) of
+// ./dist/worker/conformance.js, against a real `taskstore serve`
+// (PostgreSQL, RabbitMQ under a queue prefix of this file's own). The
+// service runs with a 2 s lease and a 0.5 s reaper, retries after 100 ms.
+// Faults (crashes, SIGSTOP, SIGTERM, a mixed fleet) are in
+// worker-faults.test.ts.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { after, before, describe, it } from 'node:test';
+import { TaskStoreClient } from '@mcp-taskstore/client';
+import { backends, binary, logLine, sleep, startService, type RunningService } from './helpers/service.js';
+import { CONFORMANCE, CONFORMANCE_TOOLS, collectLog, dispatch, resultOf, startTsWorker, toolsListed, type TsWorker } from './helpers/ts-worker.js';
+
+const SERVE_ARGS = ['--lease-duration', '2s', '--reaper-interval', '500ms', '--retry-backoff-base', '100ms'];
+
+describe('the TypeScript worker (mcp-taskstore-worker) with the conformance tools', { skip: !backends().includes('serve') && 'needs serve (RabbitMQ)' }, () => {
+  let service: RunningService;
+  let client: TaskStoreClient;
+  let worker: TsWorker;
+  let log: Array<Record<string, unknown>>;
+  let metricsAddr = '';
+  before(async () => {
+    service = await startService('serve', { args: SERVE_ARGS, moreTools: [...CONFORMANCE_TOOLS, 'trace_probe'] });
+    client = new TaskStoreClient({ endpoint: service.endpoint });
+    worker = await startTsWorker(service, CONFORMANCE, ['--concurrency', '2', '--worker-id', 'ts-conf', '--metrics-listen', '127.0.0.1:0']);
+    log = collectLog(worker.proc);
+    const logged = worker.proc.logTail.map((l) => JSON.parse(l) as Record<string, unknown>).find((r) => r['message'] === 'serving metrics on /metrics');
+    metricsAddr = (logged ?? (await logLine(worker.proc, (r) => r['message'] === 'serving metrics on /metrics', 'the metrics address', 5000)))['addr'] as string;
+    await toolsListed(service.endpoint, CONFORMANCE_TOOLS);
+  });
+  after(async () => {
+    await worker?.stop();
+    client?.close();
+    await service?.stop();
+  });
+
+  it('reports its tools with their descriptions: ListTools and `taskstore status` show them', async () => {
+    const tools = new Map((await client.listTools()).map((t) => [t.name, t]));
+    for (const name of CONFORMANCE_TOOLS) assert.ok(tools.has(name), name);
+    const echo = tools.get('conf_echo')!;
+    assert.equal(echo.slots, 2);
+    assert.equal(echo.description?.description, 'Returns its text');
+    assert.equal(echo.description?.taskSupport, 'optional');
+    // The zod shape, converted as the SDK's tools/list converts it.
+    assert.deepEqual((echo.description?.inputSchema['properties'] as Record<string, unknown>)['text'], { type: 'string' });
+    assert.deepEqual(echo.description?.inputSchema['required'], ['text']);
+    const status = execFileSync(binary('TASKSTORE_BIN', 'taskstore'), ['status', '--endpoint', service.endpoint], { encoding: 'utf8' });
+    assert.match(status, /ts-conf\s+conf_ask,conf_crash,conf_echo,conf_retryable,conf_sleep,conf_tool_error\s+2\s/);
+  });
+
+  it('a result; a tool error (failed, one attempt, the result stored); arguments its schema refuses', async () => {
+    const echo = await resultOf(client, (await dispatch(client, 'conf_echo', { text: 'hello' })).taskId);
+    assert.deepEqual([echo.status, echo.text], ['completed', 'hello']);
+
+    const failed = await resultOf(client, (await dispatch(client, 'conf_tool_error', {})).taskId);
+    assert.deepEqual([failed.status, failed.text, failed.isError, failed.task.statusMessage], ['failed', 'tool error', true, 'tool error']);
+
+    const bad = await resultOf(client, (await dispatch(client, 'conf_echo', { text: 5 })).taskId);
+    assert.equal(bad.status, 'failed');
+    assert.match(bad.text, /^Input validation error: Invalid arguments for tool conf_echo: .*text/);
+  });
+
+  it('a retryable failure is retried until it succeeds, each attempt counted', async () => {
+    const task = await dispatch(client, 'conf_retryable', { fail_times: 2 }, { maxAttempts: 3 });
+    const seen: string[] = [];
+    for await (const t of client.watchTask(task.taskId, { timeoutMs: 30_000 })) if (t.statusMessage) seen.push(t.statusMessage);
+    const done = await resultOf(client, task.taskId);
+    assert.deepEqual([done.status, done.text], ['completed', 'succeeded on attempt 3']);
+    assert.ok(seen.some((m) => /^attempt 1 of 3 failed: failing attempt 1; retrying in/.test(m)), seen.join('\n'));
+  });
+
+  it('progress reaches a watcher; a cancellation stops the tool within a second and frees its slot', async () => {
+    const short = await dispatch(client, 'conf_sleep', { ms: 600 });
+    const steps: string[] = [];
+    for await (const t of client.watchTask(short.taskId, { timeoutMs: 20_000 })) if (t.statusMessage?.startsWith('step')) steps.push(t.statusMessage);
+    assert.ok(steps.includes('step 1') && steps.length >= 3, steps.join(','));
+    assert.equal((await resultOf(client, short.taskId)).text, 'slept 600 ms');
+
+    const long = await dispatch(client, 'conf_sleep', { ms: 60_000 });
+    await logLine(worker.proc, (r) => r['message'] === 'attempt started' && r['task_id'] === long.taskId, 'the long sleep to start', 10_000);
+    await sleep(500);
+    const stopped = logLine(worker.proc, (r) => r['message'] === 'attempt stopped; nothing stored' && r['task_id'] === long.taskId, 'the tool to stop', 5000);
+    const cancelledAt = Date.now();
+    await client.cancelTask(long.taskId);
+    const line = await stopped;
+    const tookMs = Date.parse(line['timestamp'] as string) - cancelledAt;
+    assert.ok(tookMs < 1000, `the tool stopped ${tookMs} ms after the cancellation`);
+    assert.equal(line['reason'], 'the task was cancelled');
+    // Its progress stopped with it.
+    const after = (await client.getTask(long.taskId)).statusMessage;
+    await sleep(300);
+    assert.equal((await client.getTask(long.taskId)).statusMessage, after);
+    // Both slots are free again: two sleeps run at once.
+    const [a, b] = [await dispatch(client, 'conf_sleep', { ms: 300 }), await dispatch(client, 'conf_sleep', { ms: 300 })];
+    const started = Date.now();
+    await Promise.all([resultOf(client, a.taskId), resultOf(client, b.taskId)]);
+    assert.ok(Date.now() - started < 2000);
+  });
+
+  it('a question is asked (input_required) and its answer returned to the tool', async () => {
+    const task = await dispatch(client, 'conf_ask', {});
+    let asked = await client.getTask(task.taskId);
+    for (let i = 0; asked.status !== 'input_required' && i < 100; i++) {
+      await sleep(100);
+      asked = await client.getTask(task.taskId);
+    }
+    assert.equal(asked.status, 'input_required');
+    const [question] = await client.listInputRequests(task.taskId);
+    assert.equal(question?.key, 'confirm');
+    assert.deepEqual(question?.request, { method: 'elicitation/create', params: { message: 'Proceed?', requestedSchema: { type: 'object', properties: {} } } });
+    const answered = await client.answerInputRequests(task.taskId, { confirm: { action: 'accept', content: {} } });
+    assert.deepEqual(answered.taken, ['confirm']);
+    const done = await resultOf(client, task.taskId);
+    assert.deepEqual([done.status, done.text], ['completed', 'answered accept']);
+  });
+
+  it('runs at most --concurrency attempts at once, and takes jobs as slots free', async () => {
+    const tasks = await Promise.all([1, 2, 3, 4, 5].map(() => dispatch(client, 'conf_sleep', { ms: 400 })));
+    const ids = new Set(tasks.map((t) => t.taskId));
+    await Promise.all(tasks.map((t) => resultOf(client, t.taskId)));
+    let running = 0;
+    let most = 0;
+    for (const rec of log) {
+      if (!ids.has(rec['task_id'] as string)) continue;
+      if (rec['message'] === 'attempt started') most = Math.max(most, ++running);
+      if (rec['message'] === 'attempt reported') running--;
+    }
+    assert.equal(most, 2);
+  });
+
+  it("continues the job's trace: the attempt is a child of the trace the task was created in", async () => {
+    const probe = await startTsWorker(service, './build-test/test/fixtures/worker-tools.js', ['--tools', 'trace_probe']);
+    try {
+      const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+      const task = await dispatch(client, 'trace_probe', {}, { traceparent: `00-${traceId}-00f067aa0ba902b7-01` });
+      const { text } = await resultOf(client, task.taskId);
+      const m = /^00-([0-9a-f]{32})-([0-9a-f]{16})-01$/.exec(text);
+      assert.ok(m, text);
+      assert.equal(m[1], traceId, 'the same trace');
+      assert.notEqual(m[2], '00f067aa0ba902b7', "a span of the worker's own");
+    } finally {
+      await probe.stop();
+    }
+  });
+
+  it('serves metrics (taskworker names) and probes on --metrics-listen', async () => {
+    const base = `http://${metricsAddr}`;
+    const text = await (await fetch(`${base}/metrics`)).text();
+    assert.match(text, /^taskworker_slots 2$/m);
+    assert.match(text, /^taskworker_jobs_total\{result="claimed",tool="conf_echo"\} \d+$/m);
+    assert.match(text, /^taskworker_attempts_total\{outcome="completed",tool="conf_sleep"\} \d+$/m);
+    assert.equal((await fetch(`${base}/readyz`)).status, 200);
+    assert.equal((await fetch(`${base}/livez`)).status, 200);
+  });
+});
