@@ -80,24 +80,45 @@ Handler = Callable[[str, AbstractIncomingMessage], Awaitable[None]]
 
 
 @dataclass
+class _Consumer:
+    queue: Any
+    callback: Any
+    tag: str
+    active: bool = True
+
+
+@dataclass
 class Feed:
     """One connection's consumers. ``closed`` is set when the connection is lost."""
 
     connection: Any
     channels: dict[str, AbstractChannel] = field(default_factory=dict)
+    consumers: dict[str, _Consumer] = field(default_factory=dict)
     closed: asyncio.Event = field(default_factory=asyncio.Event)
     prefetch: int = 0
 
     async def set_prefetch(self, free: int) -> None:
-        """Deliver at most ``free`` unacknowledged jobs per tool (at least one:
-        RabbitMQ reads 0 as no limit); jobs are acknowledged at claim time, so
-        this is how many wait for a slot."""
-        wanted = max(free, 1)
-        if wanted == self.prefetch or self.closed.is_set():
+        """Deliver at most ``free`` unacknowledged jobs per tool. Jobs are
+        acknowledged at claim time, so this is how many may wait for a slot.
+        With no free slot the consumers are cancelled (RabbitMQ reads a
+        prefetch of 0 as no limit) and the broker gives jobs to workers that
+        have room; they consume again as soon as a slot frees."""
+        if self.closed.is_set():
             return
-        self.prefetch = wanted
-        for channel in list(self.channels.values()):
-            await channel.set_qos(prefetch_count=wanted)
+        if free <= 0:
+            for consumer in self.consumers.values():
+                if consumer.active:
+                    consumer.active = False
+                    await consumer.queue.cancel(consumer.tag)
+            return
+        if free != self.prefetch:
+            self.prefetch = free
+            for channel in list(self.channels.values()):
+                await channel.set_qos(prefetch_count=free)
+        for consumer in self.consumers.values():
+            if not consumer.active:
+                consumer.active = True
+                await consumer.queue.consume(consumer.callback, no_ack=False, consumer_tag=consumer.tag)
 
     async def close(self) -> None:
         for channel in self.channels.values():
@@ -140,8 +161,10 @@ async def open_feed(
             async def deliver(message: AbstractIncomingMessage, tool: str = tool) -> None:
                 await handler(tool, message)
 
-            await queue.consume(deliver, no_ack=False, consumer_tag=f"{worker_id}/{tool}")
+            tag = f"{worker_id}/{tool}"
+            await queue.consume(deliver, no_ack=False, consumer_tag=tag)
             feed.channels[tool] = channel
+            feed.consumers[tool] = _Consumer(queue, deliver, tag)
     except BaseException:
         await feed.close()
         raise

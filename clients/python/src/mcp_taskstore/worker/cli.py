@@ -164,6 +164,15 @@ async def _run(worker: Worker) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig.name)
     await worker.run()
+    # Tools abandoned after ignoring their cancellation may still run:
+    # asyncio.run would wait for them; the worker is done, so exit now.
+    others = [task for task in asyncio.all_tasks() if task is not asyncio.current_task()]
+    for task in others:
+        task.cancel()
+    if others and (await asyncio.wait(others, timeout=1.0))[1]:
+        logging.getLogger("mcp_taskstore.worker").warning("abandoned tools still running; exiting without them")
+        logging.shutdown()
+        os._exit(0)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -174,6 +174,7 @@ class Worker:
             if outage:
                 logger.info("job queue back; consuming again")
             outage, delay = False, 0.2
+            self._slots_changed.set()  # the prefetch of the slots free now
             self.consuming = True
             self.ready.set()
             lost = asyncio.create_task(self._feed.closed.wait())

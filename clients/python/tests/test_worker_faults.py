@@ -1,0 +1,125 @@
+"""The Python worker under faults (docs/worker-conformance.md, cases 4, 8, 9):
+a poison job, a stale lease fenced, a graceful stop that gives the task back.
+Workers are processes; the test only signals them and talks gRPC."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from mcp_taskstore import TaskStatus, TaskStoreClient
+
+import services
+from workers import CONFORMANCE_TOOLS, dispatch, log_size, start_worker
+
+pytestmark = pytest.mark.anyio
+
+
+@pytest.fixture(scope="module")
+def service() -> Iterator[services.Service]:
+    service = services.start_serve(
+        worker_tools=CONFORMANCE_TOOLS,
+        extra=["--lease-duration", "2s", "--reaper-interval", "500ms"],
+        worker=False,
+    )
+    yield service
+    service.stop()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def queues(service: services.Service) -> None:
+    """Declares the tools' queues (a worker that comes and goes), so a job
+    dispatched before a worker runs is queued at once, not offered again
+    after the outbox's 5 s."""
+    start_worker(service).stop()
+
+
+@pytest.fixture
+async def client(service: services.Service) -> AsyncIterator[TaskStoreClient]:
+    async with TaskStoreClient(service.endpoint) as client:
+        yield client
+
+
+@pytest.fixture
+def started() -> Iterator[list[services.Process]]:
+    processes: list[services.Process] = []
+    yield processes
+    for process in processes:
+        if process.proc.poll() is None:
+            process.proc.send_signal(signal.SIGCONT)
+        process.stop()
+
+
+async def until(client: TaskStoreClient, task_id: str, message: str) -> None:
+    async for update in client.watch_task(task_id):
+        if update.status_message and update.status_message.startswith(message):
+            return
+    raise AssertionError(f"the task ended before {message!r}")
+
+
+async def test_a_poison_job_fails_after_its_attempts(
+    service: services.Service, client: TaskStoreClient, started: list[services.Process]
+) -> None:
+    task = await dispatch(client, "conf_crash", {}, max_attempts=2)
+    for _ in range(2):
+        worker = start_worker(service, wait=False)
+        started.append(worker)
+        assert await asyncio.to_thread(worker.proc.wait, 30) == 137
+    stored = await client.get_task_result(task.task_id, wait=True, timeout=30)
+    assert stored.status is TaskStatus.FAILED
+    assert stored.task.status_message is not None
+    assert stored.task.status_message.startswith("failed after 2 attempts"), stored.task.status_message
+    assert stored.result()["isError"] is True
+
+
+async def test_a_stale_lease_is_fenced(
+    service: services.Service, client: TaskStoreClient, started: list[services.Process]
+) -> None:
+    # One slot, busy: no consumer while frozen (a worker with free slots
+    # would hold a prefetched job until the broker's heartbeat gave up on it).
+    first = start_worker(service, worker_id="py-frozen", concurrency=1)
+    started.append(first)
+    task = await dispatch(client, "conf_sleep", {"ms": 1500, "step_ms": 100})
+    await until(client, task.task_id, "step 2")
+    first.proc.send_signal(signal.SIGSTOP)
+    # The frozen worker stops renewing: the reaper dispatches the task again.
+    second = start_worker(service, worker_id="py-second")
+    started.append(second)
+    await until(client, task.task_id, "running on py-second (attempt 2 of")
+    mark = log_size(first)
+    first.proc.send_signal(signal.SIGCONT)
+    stored = await client.get_task_result(task.task_id, wait=True, timeout=30)
+    assert (stored.status, stored.result()["content"][0]["text"]) == (TaskStatus.COMPLETED, "slept 1500 ms")
+    # The first attempt learns it lost the lease (its renewal says so, or
+    # its result is refused, whichever comes first) and stores nothing.
+    for _ in range(150):
+        text = first.log.read_text()[mark:]
+        if f"task {task.task_id}: attempt stopped (the lease was lost" in text or "report refused" in text:
+            break
+        await asyncio.sleep(0.1)
+    else:
+        raise AssertionError(f"the frozen attempt never learned it was fenced:\n{first.tail()}")
+    assert "attempt reported" not in text, text
+    again = await client.get_task_result(task.task_id)
+    assert again.result_json == stored.result_json
+
+
+async def test_a_graceful_stop_gives_the_task_back(
+    service: services.Service, client: TaskStoreClient, started: list[services.Process]
+) -> None:
+    leaving = start_worker(service, worker_id="py-leaving", grace="300ms")
+    started.append(leaving)
+    task = await dispatch(client, "conf_sleep", {"ms": 3000})
+    await until(client, task.task_id, "step 1")
+    leaving.proc.send_signal(signal.SIGTERM)
+    assert await asyncio.to_thread(leaving.proc.wait, 15) == 0
+    assert "giving 1 task(s) back" in leaving.log.read_text()
+    staying = start_worker(service, worker_id="py-staying")
+    started.append(staying)
+    # Released for the shutdown: the attempt does not count, so this is attempt 1 again.
+    await until(client, task.task_id, "running on py-staying (attempt 1 of")
+    stored = await client.get_task_result(task.task_id, wait=True, timeout=30)
+    assert (stored.status, stored.result()["content"][0]["text"]) == (TaskStatus.COMPLETED, "slept 3000 ms")
