@@ -3,9 +3,11 @@
 // original callback with the arguments validated by its schema and an
 // `extra` built from the attempt: `signal` is the attempt's signal,
 // progress notifications become the task's status message, and requests to
-// the client (elicitation, sampling, roots) become the task's questions,
-// keyed by their order in the call (`elicitation/create#1`, ...), so an
-// attempt run again finds its answers.
+// the client (elicitation, sampling, roots), through `extra.sendRequest` or
+// the server's own `elicitInput` / `createMessage` / `listRoots`, become the
+// task's questions, keyed by their order in the call
+// (`elicitation/create#1`, ...), so an attempt run again finds its answers.
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { isMcpServer, originalTools } from '../mcp-tools.js';
@@ -14,10 +16,57 @@ import type { InputRequestBody, TaskSupport, ToolContext, WorkerTool } from './t
 const ASKABLE = new Set(['elicitation/create', 'sampling/createMessage', 'roots/list']);
 
 type Notification = { method: string; params?: Record<string, unknown> };
+type ClientRequest = { method: string; params?: Record<string, unknown> };
+
+/** One call of a server's tool: its context, and the questions asked so far (for their keys). */
+interface Call {
+  ctx: ToolContext;
+  ask(request: ClientRequest): Promise<Record<string, unknown>>;
+}
+
+function callOf(ctx: ToolContext): Call {
+  const asked = new Map<string, number>();
+  return {
+    ctx,
+    ask(request) {
+      if (!ASKABLE.has(request.method)) throw new Error(`a fleet worker cannot send ${request.method} to the client`);
+      const n = (asked.get(request.method) ?? 0) + 1;
+      asked.set(request.method, n);
+      return ctx.ask(`${request.method}#${n}`, request as InputRequestBody);
+    },
+  };
+}
+
+/** The call a tool's code runs in, for requests it sends through the server (`server.server.elicitInput(...)`). */
+const current = new AsyncLocalStorage<Call>();
+const ROUTED = Symbol.for('@mcp-taskstore/client.worker-requests');
+
+/**
+ * Sends the server's own requests to the client (`elicitInput`,
+ * `createMessage`, `listRoots`, made while one of its tools runs on this
+ * worker) as the task's questions. The worker's copy of the server has no
+ * client, so it is told the client can answer them.
+ */
+function routeRequests(server: McpServer): void {
+  const inner = server.server as unknown as Record<string | symbol, unknown> & {
+    request: (request: ClientRequest, ...rest: unknown[]) => Promise<unknown>;
+    transport?: unknown;
+    _clientCapabilities?: unknown;
+  };
+  if (inner[ROUTED]) return;
+  inner[ROUTED] = true;
+  const original = inner.request.bind(inner);
+  inner.request = (request: ClientRequest, ...rest: unknown[]) => {
+    const call = current.getStore();
+    if (call && ASKABLE.has(request.method)) return call.ask(request);
+    return original(request, ...rest);
+  };
+  if (!inner.transport) inner._clientCapabilities ??= { elicitation: { form: {}, url: {} }, sampling: {}, roots: {} };
+}
 
 /** The extra argument an SDK tool callback gets, made from the attempt. */
-function extraFor(ctx: ToolContext): Record<string, unknown> {
-  const asked = new Map<string, number>();
+function extraFor(call: Call): Record<string, unknown> {
+  const { ctx } = call;
   return {
     signal: ctx.signal,
     requestId: ctx.taskId,
@@ -32,12 +81,7 @@ function extraFor(ctx: ToolContext): Record<string, unknown> {
           : `${String(p['progress'] ?? '')}${p['total'] !== undefined ? ` of ${String(p['total'])}` : ''}`;
       if (message) await ctx.progress(message);
     },
-    async sendRequest(request: { method: string; params?: Record<string, unknown> }) {
-      if (!ASKABLE.has(request.method)) throw new Error(`a fleet worker cannot send ${request.method} to the client`);
-      const n = (asked.get(request.method) ?? 0) + 1;
-      asked.set(request.method, n);
-      return ctx.ask(`${request.method}#${n}`, request as InputRequestBody);
-    },
+    sendRequest: (request: ClientRequest) => call.ask(request),
   };
 }
 
@@ -47,6 +91,7 @@ function extraFor(ctx: ToolContext): Record<string, unknown> {
  * tools and `registerToolTask` tools are left out.
  */
 export function toolsOfServer(server: McpServer): WorkerTool[] {
+  routeRequests(server);
   const out: WorkerTool[] = [];
   for (const [name, tool] of Object.entries(originalTools(server))) {
     if (!tool.enabled || typeof tool.handler !== 'function') continue;
@@ -62,7 +107,10 @@ export function toolsOfServer(server: McpServer): WorkerTool[] {
       // Registered tools are synchronous in the server; on the fleet they
       // run as tasks, which a client may or may not ask for.
       taskSupport: taskSupport === 'forbidden' ? 'optional' : taskSupport,
-      handler: (args, ctx) => (hasSchema ? callback(args, extraFor(ctx)) : callback(extraFor(ctx))),
+      handler: (args, ctx) => {
+        const call = callOf(ctx);
+        return current.run(call, () => (hasSchema ? callback(args, extraFor(call)) : callback(extraFor(call))));
+      },
     });
   }
   return out;
