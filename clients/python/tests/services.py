@@ -287,3 +287,13 @@ def start_replica(service: Service, listen: str = "127.0.0.1:0") -> Process:
 
 def start(kind: str) -> Service:
     return start_dev() if kind == "dev" else start_serve()
+
+
+def mcp_url(service: Service) -> str:
+    """The ``/mcp`` URL a ``serve`` started with ``--mcp-listen`` logged."""
+    for line in service.processes[0].log.read_text(errors="replace").splitlines():
+        if '"listening"' in line:
+            record = json.loads(line)
+            fields = record.get("fields", record)
+            return str(fields["mcp"])
+    raise RuntimeError("the service logged no listening line")
