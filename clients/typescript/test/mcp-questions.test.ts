@@ -8,8 +8,10 @@
 // `elicitation/create` request; the SDK runs the Client's ElicitRequest
 // handler and POSTs its result to /mcp; the tool reads it on stdin and
 // finishes, and the stream ends with the result. Then the same with the
-// gateway killed while the handler holds the question, and with the worker
-// killed while the tool waits for its answer.
+// gateway killed while the handler holds the question (the SDK resumes the
+// tasks/result stream on the restarted gateway by itself, with the
+// question's event id as Last-Event-ID), and with the worker killed while
+// the tool waits for its answer.
 import assert from 'node:assert/strict';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -30,7 +32,6 @@ import { TaskStoreClient } from '@mcp-taskstore/client';
 import {
   freePort,
   logLine,
-  sleep,
   startGateway,
   startService,
   stopProcess,
@@ -55,10 +56,17 @@ interface Asked {
 
 // One POST the SDK's transport made to /mcp, and how it was answered.
 interface Post {
-  message: { id?: string | number; method?: string; result?: unknown };
+  message: { id?: string | number; method?: string; params?: Record<string, unknown>; result?: unknown };
   status: number;
   contentType: string | null;
   /** The gateway process that answered it. */
+  gatewayPid: number | undefined;
+}
+
+// One GET (a stream opened or resumed), and how it was answered.
+interface Get {
+  lastEventId: string | null;
+  status: number;
   gatewayPid: number | undefined;
 }
 
@@ -84,6 +92,7 @@ describe('questions through taskstore mcp with the TypeScript SDK client', () =>
   let answer: (request: ElicitRequest) => Promise<ElicitResult> = async () => ACCEPT;
   const clientErrors: string[] = [];
   const posts: Post[] = [];
+  const gets: Get[] = [];
 
   before(async () => {
     dir = mkdtempSync(join(tmpdir(), 'ts-mcp-questions-'));
@@ -118,12 +127,15 @@ describe('questions through taskstore mcp with the TypeScript SDK client', () =>
       return answer(request);
     });
     client.onerror = (err) => clientErrors.push(err.message);
-    // The SDK's transport with a fetch that records every POST it makes.
+    // The SDK's transport with a fetch that records every POST and GET it makes.
     const recording = async (url: string | URL, init?: RequestInit): Promise<Response> => {
       const gatewayPid = gateway.proc.pid;
       const response = await fetch(url, init);
       if (init?.method === 'POST' && typeof init.body === 'string') {
         posts.push({ message: JSON.parse(init.body) as Post['message'], status: response.status, contentType: response.headers.get('content-type'), gatewayPid });
+      }
+      if (init?.method === 'GET') {
+        gets.push({ lastEventId: new Headers(init.headers).get('last-event-id'), status: response.status, gatewayPid });
       }
       return response;
     };
@@ -140,9 +152,9 @@ describe('questions through taskstore mcp with the TypeScript SDK client', () =>
 
   // Calls `confirm` as a task with the SDK's callToolStream and collects
   // what it yields until it ends.
-  async function callConfirm(what: string, signal?: AbortSignal): Promise<Run> {
+  async function callConfirm(what: string, onresumptiontoken?: (id: string) => void): Promise<Run> {
     const run: Run = { taskId: '', kinds: [], statuses: [] };
-    const options = { ...REQUEST, task: { ttl: 300_000 }, ...(signal ? { signal } : {}) };
+    const options = { ...REQUEST, task: { ttl: 300_000 }, ...(onresumptiontoken ? { onresumptiontoken } : {}) };
     for await (const msg of client.experimental.tasks.callToolStream({ name: 'confirm', arguments: { what } }, CallToolResultSchema, options)) {
       run.kinds.push(msg.type);
       if (msg.type === 'taskCreated') run.taskId = msg.task.taskId;
@@ -218,61 +230,59 @@ describe('questions through taskstore mcp with the TypeScript SDK client', () =>
     await assertOneAnsweredQuestion(run.taskId, { action: 'decline' });
   });
 
-  it('takes the answer POSTed to a restarted gateway after the one that asked was killed (SIGKILL)', CASE, async () => {
+  it('resumes the tasks/result stream on a restarted gateway after the one that asked was killed (SIGKILL), which takes the answer', CASE, async () => {
     const sessionId = transport.sessionId;
     const killedPid = gateway.proc.pid;
+    // The ids of the tasks/result stream's events, and those it had when its process died.
+    const tokens: string[] = [];
+    let held: string[] = [];
     let stored: Promise<Record<string, unknown>> | undefined;
     answer = async (request) => {
       // The question is here; the process whose stream brought it dies.
       await stopProcess(gateway.proc, 'SIGKILL');
+      held = [...tokens];
       gateway = await startGateway(service, mcpListen);
       const taskId = (request.params._meta?.[RELATED_TASK_META_KEY] as { taskId: string }).taskId;
       stored = logLine(gateway.proc, (r) => r['message'] === 'input request answered over mcp' && r['task_id'] === taskId, 'the new gateway to store the answer', 20_000);
       stored.catch(() => {}); // awaited below
       return ACCEPT; // the SDK POSTs this to the URL: the new process
     };
-    const ac = new AbortController();
-    const running = callConfirm('restart', ac.signal);
-    const until = Date.now() + 30_000;
-    while (!stored) {
-      if (Date.now() > until) assert.fail('the question never reached the handler');
-      await sleep(100);
-    }
+    // The same call runs to its result: the SDK resumes the broken stream
+    // by itself (GET with Last-Event-ID), with no help from the test.
+    const run = await callConfirm('restart', (id) => tokens.push(id));
+    assert.equal(run.error, undefined, String(run.error));
+    assert.equal(textOf(run.result!), 'restart: confirmed (accept)');
+    assert.deepEqual(run.result!._meta?.[RELATED_TASK_META_KEY], { taskId: run.taskId });
+    assert.ok(stored, 'the question reached the handler');
     const rec = await stored;
     assert.equal(rec['taken'], true, 'the restarted gateway stored the answer');
-    const taskId = String(rec['task_id']);
-
-    // The tool got it and finished; the same session sees the task completed.
-    const done = await grpc.getTaskResult<CallToolResult>(taskId, { wait: true, timeoutMs: 30_000 });
-    assert.equal(done.status, 'completed');
-    assert.equal(textOf(done.result), 'restart: confirmed (accept)');
-
-    // The tasks/result whose stream died with the old process never gets
-    // its response (the stream had no event ids, so the SDK cannot resume
-    // it): end it, and ask again on the new process, which answers at once.
-    ac.abort();
-    const first = await running;
-    assert.equal(first.taskId, taskId);
-    assert.ok(first.error, 'the first stream ended without a result');
+    assert.equal(rec['task_id'], run.taskId);
+    assert.equal(transport.sessionId, sessionId);
     assert.ok(clientErrors.some((e) => /SSE stream disconnected/.test(e)), clientErrors.join('\n'));
     assert.ok(!clientErrors.some((e) => /Failed to send response/.test(e)), clientErrors.join('\n'));
-    assert.equal(transport.sessionId, sessionId);
-    const again = (await client.experimental.tasks.getTaskResult(taskId, CallToolResultSchema, REQUEST)) as CallToolResult;
-    assert.equal(textOf(again), 'restart: confirmed (accept)');
-    assert.deepEqual(again._meta?.[RELATED_TASK_META_KEY], { taskId });
 
-    const [question, ...more] = askedFor(taskId);
+    const [question, ...more] = askedFor(run.taskId);
     assert.equal(more.length, 0, 'asked once');
-    // The question came from the killed process; the response went to the new one.
-    const streamed = posts.filter((p) => p.message.method === 'tasks/result' && p.contentType?.startsWith('text/event-stream'));
-    assert.equal(streamed.at(-1)!.gatewayPid, killedPid);
+    // tasks/result was POSTed once, answered as a stream by the killed
+    // process; the question was its last event before it died, and the SDK
+    // resumed from there on the new process, which sent the response.
+    const streamed = posts.filter((p) => p.message.method === 'tasks/result' && p.message.params?.['taskId'] === run.taskId);
+    assert.equal(streamed.length, 1, 'tasks/result was sent once');
+    assert.equal(streamed[0]!.gatewayPid, killedPid);
+    assert.match(streamed[0]!.contentType ?? '', /^text\/event-stream/);
+    assert.equal(held.length, 1, 'the question event had an id');
+    const resumed = gets.filter((g) => g.lastEventId === held[0]);
+    assert.equal(resumed.length, 1, JSON.stringify(gets));
+    assert.equal(resumed[0]!.status, 200);
+    assert.equal(resumed[0]!.gatewayPid, gateway.proc.pid);
+    // The response went to the new process too.
     const responses = responsesTo(question!.id);
     assert.equal(responses.length, 1);
     assert.equal(responses[0]!.status, 202);
     assert.equal(responses[0]!.gatewayPid, gateway.proc.pid);
     assert.notEqual(gateway.proc.pid, killedPid);
-    await assertOneAnsweredQuestion(taskId, ACCEPT);
-    assert.deepEqual(journalOf(taskId), ['asked@1', 'answered@1', 'finished@1']);
+    await assertOneAnsweredQuestion(run.taskId, ACCEPT);
+    assert.deepEqual(journalOf(run.taskId), ['asked@1', 'answered@1', 'finished@1']);
   });
 
   it('gives the stored answer to the re-run after the worker was killed (SIGKILL) while the tool waited', CASE, async () => {
