@@ -1,0 +1,181 @@
+// The worker's pieces that need no service: the command line (taskworker's
+// flags and variables), durations, the broker topology and its AMQP types,
+// trace contexts, error details, tool declarations and descriptions, an
+// McpServer's tools on both sides, and the wire fields of the worker API.
+import assert from 'node:assert/strict';
+import { dirname, join } from 'node:path';
+import { describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import * as protoLoader from '@grpc/proto-loader';
+import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
+import { InMemoryTaskMessageQueue } from '@modelcontextprotocol/sdk/experimental/tasks';
+import { z } from 'zod';
+import { GrpcTaskStore, moveToolsToFleet } from '@mcp-taskstore/client';
+import { amqpArguments, childTraceparent, defineTool, toolsOfServer, topologyFor } from '@mcp-taskstore/client/worker';
+import { errorInfoReason } from '../src/errors.js';
+import { parseCli, parseDuration } from '../src/worker/options.js';
+import { describeTool, firstText } from '../src/worker/tool.js';
+import { topologyFromWire } from '../src/worker/broker.js';
+import { tools as conformance } from '../src/worker/conformance.js';
+
+const PROTO_DIR = join(dirname(fileURLToPath(import.meta.resolve('@mcp-taskstore/client'))), 'proto');
+
+describe('the worker command line', () => {
+  it('takes taskworker\'s flags, with their defaults', () => {
+    const cli = parseCli(['./tools.js', '--endpoint', 'http://h:1', '--concurrency', '8', '--shutdown-grace', '2s', '--worker-id', 'w1', '--queue-prefix', 'p'], {});
+    assert.ok(cli !== 'help');
+    assert.equal(cli.module, './tools.js');
+    assert.deepEqual(cli.worker, {
+      endpoint: 'http://h:1',
+      amqpUrl: 'amqp://guest:guest@127.0.0.1:5672/%2f',
+      queueType: 'quorum',
+      concurrency: 8,
+      shutdownGraceMs: 2000,
+      parkAfterMs: 60_000,
+      stopGraceMs: 5000,
+      queuePrefix: 'p',
+      workerId: 'w1',
+    });
+    assert.equal(cli.logFormat, 'text');
+  });
+
+  it('falls back to the TASKWORKER_ variables', () => {
+    const cli = parseCli(['m.js'], { TASKWORKER_TOKEN: 'k', TASKWORKER_CONCURRENCY: '3', TASKWORKER_LOG_FORMAT: 'json', TASKWORKER_AMQP_URL: 'amqps://b' });
+    assert.ok(cli !== 'help');
+    assert.equal(cli.worker.token, 'k');
+    assert.equal(cli.worker.concurrency, 3);
+    assert.equal(cli.worker.amqpUrl, 'amqps://b');
+    assert.equal(cli.logFormat, 'json');
+    assert.equal(cli.worker.queuePrefix, undefined, 'no prefix given: the service announces it');
+  });
+
+  for (const [args, why] of [
+    [[], /exactly one module/],
+    [['m.js', '--concurrency', '0'], /--concurrency/],
+    [['m.js', '--queue-type', 'lazy'], /quorum or classic/],
+    [['m.js', '--client-cert', 'c.pem'], /--client-cert and --client-key go together/],
+    [['m.js', '--shutdown-grace', 'soon'], /invalid duration/],
+    [['m.js', '--no-such-flag', 'x'], /Unknown option/],
+  ] as const) {
+    it(`refuses ${JSON.stringify(args)}`, () => assert.throws(() => parseCli([...args], {}), why));
+  }
+
+  it('refuses --token together with --token-file', () => {
+    assert.throws(() => parseCli(['m.js', '--token', 'a'], { TASKWORKER_TOKEN_FILE: '/nonexistent' }), /not both/);
+  });
+
+  it('reads durations as taskworker does', () => {
+    for (const [raw, ms] of [['30s', 30_000], ['500ms', 500], ['1m', 60_000], ['1h30m', 5_400_000], ['0', 0], ['2d', 172_800_000]] as const) {
+      assert.equal(parseDuration(raw), ms, raw);
+    }
+    assert.throws(() => parseDuration('5 parsecs'));
+  });
+});
+
+describe('the broker topology', () => {
+  it('names and arguments as proto/src/jobs.rs writes them', () => {
+    assert.deepEqual(topologyFor('ci-7'), { exchange: 'ci-7.jobs', toolQueuePrefix: 'ci-7.tool.', queueArguments: [{ name: 'x-queue-type', text: 'quorum' }] });
+    const classic = topologyFor('p', 'classic');
+    // An integer travels as an AMQP signed 32-bit long int ('I'), as lapin sends it, not as the byte amqplib would guess.
+    assert.deepEqual(amqpArguments(classic.queueArguments), { 'x-queue-type': 'classic', 'x-queue-version': { '!': 'int', value: 2 } });
+  });
+
+  it('reads the oneof of a Heartbeat answer', () => {
+    const wire = { exchange: 'e', toolQueuePrefix: 'q.', queueArguments: [{ name: 'x-queue-type', text: 'quorum', integer: 0 }, { name: 'x-queue-version', text: '', integer: 2 }] };
+    assert.deepEqual(topologyFromWire(wire).queueArguments, [{ name: 'x-queue-type', text: 'quorum' }, { name: 'x-queue-version', integer: 2 }]);
+  });
+});
+
+describe('trace contexts and error details', () => {
+  it("makes a child of the job's traceparent: same trace and flags, a new span", () => {
+    const child = childTraceparent('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01')!;
+    assert.match(child, /^00-4bf92f3577b34da6a3ce929d0e0e4736-[0-9a-f]{16}-01$/);
+    assert.notEqual(child.split('-')[2], '00f067aa0ba902b7');
+    assert.equal(childTraceparent(undefined), undefined);
+    assert.equal(childTraceparent('00-00000000000000000000000000000000-00f067aa0ba902b7-01'), undefined);
+    assert.equal(childTraceparent('garbage'), undefined);
+  });
+
+  it('reads the ErrorInfo reason of grpc-status-details-bin', () => {
+    const str = (field: number, s: Buffer | string) => {
+      const b = Buffer.isBuffer(s) ? s : Buffer.from(s);
+      return Buffer.concat([Buffer.from([(field << 3) | 2, b.length]), b]);
+    };
+    const info = str(1, 'QUESTION_KEY_REUSED');
+    const any = Buffer.concat([str(1, 'type.googleapis.com/google.rpc.ErrorInfo'), str(2, info)]);
+    const status = Buffer.concat([Buffer.from([0x08, 9]), str(2, 'refused'), str(3, any)]);
+    assert.equal(errorInfoReason(status), 'QUESTION_KEY_REUSED');
+    assert.equal(errorInfoReason(Buffer.from([0xff, 0xff])), undefined);
+    assert.equal(errorInfoReason(undefined), undefined);
+  });
+});
+
+describe('tools', () => {
+  it('describes a zod-declared tool as the SDK lists it', () => {
+    const tool = defineTool('add', { title: 'Add', description: 'Adds', inputSchema: { a: z.number(), b: z.number().optional() }, taskSupport: 'required' }, ({ a, b }) => String(a + (b ?? 0)));
+    const d = describeTool(tool);
+    assert.deepEqual([d.name, d.title, d.description, d.taskSupport], ['add', 'Add', 'Adds', 'TASK_SUPPORT_REQUIRED']);
+    const schema = JSON.parse(d.inputSchemaJson) as { type: string; properties: Record<string, unknown>; required: string[] };
+    assert.equal(schema.type, 'object');
+    assert.deepEqual(schema.properties['a'], { type: 'number' });
+    assert.deepEqual(schema.required, ['a']);
+    assert.throws(() => defineTool('bad name', {}, () => ''), /invalid tool name/);
+  });
+
+  it("takes a failed result's first text line, at most 1 KiB, for the status message", () => {
+    assert.equal(firstText({ content: [{ type: 'image', data: '', mimeType: 'image/png' }, { type: 'text', text: '\n  disk full  \nmore' }] }), 'disk full');
+    assert.equal(firstText({ content: [] }), undefined);
+    const cut = firstText({ content: [{ type: 'text', text: 'é'.repeat(1000) }] })!;
+    assert.ok(Buffer.byteLength(cut) <= 1024 && /^é+$/.test(cut));
+  });
+
+  it('ships exactly the conformance tools of docs/worker-conformance.md', () => {
+    assert.deepEqual(conformance.map((t) => t.name), ['conf_echo', 'conf_tool_error', 'conf_retryable', 'conf_crash', 'conf_sleep', 'conf_ask']);
+  });
+
+  it("moves an McpServer's tools to the fleet and keeps the originals for its workers", async () => {
+    const store = new GrpcTaskStore({ endpoint: 'http://127.0.0.1:1' });
+    try {
+      const server = new McpServer({ name: 's', version: '1' }, { capabilities: { tasks: { requests: { tools: { call: {} } } } }, taskStore: store, taskMessageQueue: new InMemoryTaskMessageQueue() });
+      server.registerTool('shout', { description: 'Shouts', inputSchema: { text: z.string() } }, ({ text }) => ({ content: [{ type: 'text', text: text.toUpperCase() }] }));
+      assert.deepEqual(moveToolsToFleet(server, store), ['shout']);
+      const [tool] = toolsOfServer(server);
+      assert.equal(tool?.name, 'shout');
+      assert.equal(tool?.description, 'Shouts');
+      const ctx = { signal: new AbortController().signal, taskId: 't', tenantId: 'd', attempt: 1, maxAttempts: 1, traceparent: undefined, progress: async () => {}, ask: async () => ({}), elicit: async () => ({}) };
+      assert.deepEqual(await tool!.handler({ text: 'hi' }, ctx), { content: [{ type: 'text', text: 'HI' }] }, 'the original handler');
+    } finally {
+      store.close();
+    }
+  });
+});
+
+describe('wire shape of the worker API', () => {
+  const expected: Record<string, string[]> = {
+    HoldTaskRequest: ['taskId', 'sessionId', 'holder', 'leaseToken'],
+    HoldTaskResponse: ['leaseToken', 'leaseDuration', 'keepRunning', 'reason', 'stopReason'],
+    ClaimTaskRequest: ['taskId', 'generation', 'workerId', 'tenantId'],
+    ClaimTaskResponse: ['leaseToken', 'leaseDuration', 'attempt', 'maxAttempts', 'tool', 'requestJson'],
+    RenewLeaseRequest: ['taskId', 'leaseToken', 'tenantId'],
+    RenewLeaseResponse: ['keepRunning', 'reason', 'stopReason'],
+    ReleaseTaskRequest: ['taskId', 'leaseToken', 'reason', 'message', 'tenantId'],
+    ReleaseTaskResponse: ['willRetry', 'retryIn', 'parked'],
+    AskQuestionRequest: ['taskId', 'leaseToken', 'tenantId', 'key', 'requestJson'],
+    AskQuestionResponse: ['answerJson'],
+    HeartbeatRequest: ['workerId', 'tools', 'slots', 'busy', 'stopping', 'descriptions'],
+    HeartbeatResponse: ['interval', 'topology'],
+    ToolDescription: ['name', 'title', 'description', 'inputSchemaJson', 'taskSupport'],
+    QueueTopology: ['exchange', 'toolQueuePrefix', 'queueArguments'],
+    QueueArgument: ['name', 'text', 'integer'],
+    JobMessage: ['tenantId', 'taskId', 'generation', 'tool'],
+  };
+  const def = protoLoader.loadSync('mcp/tasks/v1/task_store.proto', { keepCase: false, includeDirs: [PROTO_DIR] });
+  for (const [message, fields] of Object.entries(expected)) {
+    it(`${message} has the fields the worker uses`, () => {
+      const type = def[`mcp.tasks.v1.${message}`] as { type: { field: Array<{ name: string; jsonName: string }> } };
+      assert.ok(type, `${message} exists`);
+      const names = type.type.field.map((f) => f.jsonName || f.name.replace(/_(\w)/g, (_, c: string) => c.toUpperCase()));
+      for (const f of fields) assert.ok(names.includes(f), `${message}.${f} in ${names.join(',')}`);
+    });
+  }
+});
