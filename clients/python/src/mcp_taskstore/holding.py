@@ -3,8 +3,8 @@
 ``run_task`` creates the task in the store, then starts the tool's work in
 the SDK's task group. Nothing in the service knows that process: were it to
 die, the task would stay ``working`` until its ttl. So the store holds every
-task it creates for a ``tools/call`` that ``run_task`` runs: a first
-``HoldTask`` (empty token) gives it a lease of one attempt, a renewal every
+task that ``run_task`` runs for a ``tools/call``: before the work starts, a
+first ``HoldTask`` (empty token) gives it a lease of one attempt, a renewal every
 third of ``lease_duration`` keeps it, and progress and the result carry the
 token. A renewal that says ``keep_running: false`` (the task was cancelled,
 ended elsewhere, or its lease lapsed) cancels the work. If the process dies,
@@ -42,8 +42,10 @@ logger = logging.getLogger(__name__)
 CURRENT_CALL: contextvars.ContextVar[CallToolRequest | None] = contextvars.ContextVar(
     "mcp_taskstore_current_call", default=None
 )
-# The task the store just created and held, for the work run_task starts next.
-JUST_HELD: contextvars.ContextVar[str | None] = contextvars.ContextVar("mcp_taskstore_just_held", default=None)
+# The task the store just created for a tools/call: the work run_task starts
+# next (in the task group) holds it. A task created in a handler and worked
+# elsewhere is never held.
+JUST_CREATED: contextvars.ContextVar[str | None] = contextvars.ContextVar("mcp_taskstore_just_created", default=None)
 
 
 def default_holder(name: str | None = None) -> str:
@@ -209,14 +211,16 @@ class _HoldingTaskGroup:
         self._holds = holds
 
     def start_soon(self, func: Callable[..., Awaitable[Any]], *args: Any, name: object = None) -> None:
-        task_id = JUST_HELD.get()
+        task_id = JUST_CREATED.get()
         if task_id is None:
             self._inner.start_soon(func, *args, name=name)
             return
-        JUST_HELD.set(None)
+        JUST_CREATED.set(None)
         holds = self._holds
 
         async def held() -> None:
+            # Held before the work starts; refused (it ended meanwhile), it runs unheld.
+            await holds.start(task_id)
             with anyio.CancelScope() as scope:
                 holds.attach(task_id, scope)
                 try:

@@ -19,7 +19,7 @@ from mcp_taskstore.errors import (
     InvalidArgumentError,
     NotFoundError,
 )
-from mcp_taskstore.holding import CURRENT_CALL, JUST_HELD, Holds, default_holder, tool_call_json
+from mcp_taskstore.holding import CURRENT_CALL, JUST_CREATED, Holds, default_holder, tool_call_json
 from mcp_taskstore.mcp_convert import failure_reason, result_from_json, result_to_json, to_mcp_task
 from mcp_taskstore.models import Dispatch, TaskInfo, TaskStatus, TlsConfig
 
@@ -108,11 +108,10 @@ class GrpcTaskStore(TaskStore):
         call = CURRENT_CALL.get() if self.hold_tasks else None
         if call is None:
             return await self._create(metadata, task_id, request=PLACEHOLDER_REQUEST, dispatch=None)
-        # Inside a tools/call handler (run_task): record the call, and hold
-        # the task for this process, which runs it.
+        # Inside a tools/call handler: record the call (only a tools/call task
+        # can be held); if run_task runs it here, its work holds it (holding.py).
         task = await self._create(metadata, task_id, request=tool_call_json(call, _current_request_id()), dispatch=None)
-        if await self.holds.start(task.taskId):
-            JUST_HELD.set(task.taskId)
+        JUST_CREATED.set(task.taskId)
         return task
 
     async def create_dispatched_task(
