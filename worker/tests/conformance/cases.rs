@@ -13,7 +13,7 @@ use crate::fleet::{CONF_TOOLS, Fleet, Language, accept, text};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-/// 1. `conf_echo` → COMPLETED with the text, in one attempt.
+/// Case 1: `conf_echo` → COMPLETED with the text, in one attempt.
 pub async fn a_result(language: Language) {
     let fleet = Fleet::start().await;
     let _worker = fleet.start_worker(language, "echoer", 1, "2s", 1).await;
@@ -36,7 +36,7 @@ pub async fn a_result(language: Language) {
     fleet.cleanup().await;
 }
 
-/// 2. `conf_tool_error` → FAILED after one attempt, its result stored.
+/// Case 2: `conf_tool_error` → FAILED after one attempt, its result stored.
 pub async fn a_tool_error(language: Language) {
     let fleet = Fleet::start().await;
     let _worker = fleet.start_worker(language, "failer", 1, "2s", 1).await;
@@ -54,7 +54,7 @@ pub async fn a_tool_error(language: Language) {
     fleet.cleanup().await;
 }
 
-/// 3. `conf_retryable {fail_times: 2}` with 3 attempts → COMPLETED on the
+/// Case 3: `conf_retryable {fail_times: 2}` with 3 attempts → COMPLETED on the
 /// third.
 pub async fn a_retryable_failure_retried(language: Language) {
     let fleet = Fleet::start().await;
@@ -83,7 +83,7 @@ pub async fn a_retryable_failure_retried(language: Language) {
     fleet.cleanup().await;
 }
 
-/// 5. A running `conf_sleep` cancelled → its tool stops within a second:
+/// Case 5: A running `conf_sleep` cancelled → its tool stops within a second:
 /// the worker's only slot runs the next task at once, nothing is stored.
 pub async fn cancellation_within_a_second(language: Language) {
     let fleet = Fleet::start().await;
@@ -153,7 +153,7 @@ pub async fn cancellation_within_a_second(language: Language) {
     fleet.cleanup().await;
 }
 
-/// 6. `conf_sleep {ms: 600}`'s progress reaches a watcher, step by step.
+/// Case 6: `conf_sleep {ms: 600}`'s progress reaches a watcher, step by step.
 pub async fn progress_seen_by_a_watcher(language: Language) {
     let fleet = Fleet::start().await;
     let _worker = fleet.start_worker(language, "reporter", 1, "2s", 1).await;
@@ -230,7 +230,7 @@ pub async fn progress_seen_by_a_watcher(language: Language) {
     fleet.cleanup().await;
 }
 
-/// 7. `conf_ask` → INPUT_REQUIRED with its question; the answer →
+/// Case 7: `conf_ask` → INPUT_REQUIRED with its question; the answer →
 /// COMPLETED `answered accept`.
 pub async fn a_question_answered(language: Language) {
     let fleet = Fleet::start().await;
@@ -283,7 +283,7 @@ pub async fn a_question_answered(language: Language) {
     fleet.cleanup().await;
 }
 
-/// 10. The worker's heartbeat carries its tools and their descriptions:
+/// Case 10: The worker's heartbeat carries its tools and their descriptions:
 /// `ListTools` and `taskstore status` show them and its slots.
 pub async fn tools_appear(language: Language) {
     let fleet = Fleet::start().await;
@@ -303,7 +303,7 @@ pub async fn tools_appear(language: Language) {
                 .iter()
                 .any(|t| t.name == *name && t.workers >= 1 && t.description.is_some())
         };
-        if CONF_TOOLS.iter().all(|name| described(&name)) {
+        if CONF_TOOLS.iter().all(described) {
             break tools;
         }
         assert!(

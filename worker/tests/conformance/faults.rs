@@ -20,7 +20,7 @@ fn step_of(task: &pb::Task) -> Option<u32> {
         .and_then(|n| n.parse().ok())
 }
 
-/// 4. `conf_crash` with 2 attempts ends the worker process each time (a
+/// Case 4: `conf_crash` with 2 attempts ends the worker process each time (a
 /// supervisor restarts it) → FAILED `failed after 2 attempts: …`; the
 /// restarted worker serves on.
 pub async fn a_poison_job(language: Language) {
@@ -67,7 +67,7 @@ pub async fn a_poison_job(language: Language) {
     fleet.cleanup().await;
 }
 
-/// 8. A worker frozen (SIGSTOP) mid-`conf_sleep` loses its lease; the task
+/// Case 8: A worker frozen (SIGSTOP) mid-`conf_sleep` loses its lease; the task
 /// is dispatched again and runs from the start (on the other worker, or on
 /// the thawed one as a new attempt); thawed (SIGCONT) once its lease
 /// expired, its first attempt's reports are refused: its progress never
@@ -170,7 +170,7 @@ pub async fn a_stale_lease_fenced(language: Language) {
     fleet.cleanup().await;
 }
 
-/// 9. SIGTERM mid-`conf_sleep` with a shorter grace → the worker gives the
+/// Case 9: SIGTERM mid-`conf_sleep` with a shorter grace → the worker gives the
 /// task back (the attempt not counted), leaves the fleet and exits 0; the
 /// task completes on another worker.
 pub async fn a_graceful_stop_gives_the_task_back(language: Language) {

@@ -398,16 +398,17 @@ impl Fleet {
         .expect("read the task's attempts")
     }
 
-    /// How many tasks `worker` holds a lease on now.
-    pub async fn leases_held(&self, worker: &str) -> i64 {
+    /// The tasks of `tool` that `worker` holds a lease on now.
+    pub async fn tasks_held(&self, worker: &str, tool: &str) -> Vec<String> {
         sqlx::query_scalar(
-            "SELECT count(*) FROM tasks WHERE lease_owner = $1 AND lease_token IS NOT NULL \
-             AND status IN ('working', 'input_required')",
+            "SELECT task_id FROM tasks WHERE lease_owner = $1 AND tool = $2 \
+             AND lease_token IS NOT NULL AND status IN ('working', 'input_required')",
         )
         .bind(worker)
-        .fetch_one(&self.pool)
+        .bind(tool)
+        .fetch_all(&self.pool)
         .await
-        .expect("count leases")
+        .expect("read the leases")
     }
 
     /// Waits until `check` holds of the task.
