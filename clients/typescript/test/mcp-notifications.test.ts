@@ -42,9 +42,6 @@ const REQUEST = { timeout: 30_000 };
 const CASE = { timeout: 90_000 };
 // "Within a second" of the change, by this machine's clock (the service's too).
 const PROMPT_MS = 1000;
-// Why the last two cases fail today (see the cases).
-const ID_ONLY_EVENTS =
-  "the server's id-only SSE events (a stream's first event, the hand-over at shutdown) have no `data:` line, and the SDK's parser drops such events with their id";
 
 const textOf = (r: CallToolResult) => r.content.map((c) => (c.type === 'text' ? c.text : '')).join('');
 
@@ -330,7 +327,7 @@ describe('notifications from taskstore mcp with the TypeScript SDK client', () =
   // (eventsource-parser 3) dispatches no event without data, so the SDK
   // never learns those ids (its own server writes `id: …\ndata: \n\n`).
 
-  it('resumes a tasks/result that had not streamed yet, handed over at a stop (SIGTERM)', { ...CASE, todo: ID_ONLY_EVENTS }, async () => {
+  it('resumes a tasks/result that had not streamed yet, handed over at a stop (SIGTERM)', CASE, async () => {
     // No question: the wait has sent nothing when the replica stops, so
     // the hand-over event is all the stream holds.
     const task = await session.startTask({ ms: 3000 });
@@ -343,7 +340,7 @@ describe('notifications from taskstore mcp with the TypeScript SDK client', () =
     assert.equal(textOf(result), 'slept 3000 ms');
   });
 
-  it('resumes a session stream that broke before it showed anything, with what it missed (SIGKILL)', { ...CASE, todo: ID_ONLY_EVENTS }, async () => {
+  it('resumes a session stream that broke before it showed anything, with what it missed (SIGKILL)', CASE, async () => {
     // A session whose GET stream has shown nothing: it holds only the
     // stream's first event. Its task is made through the other replica
     // (creating is not a change, so nothing is told).

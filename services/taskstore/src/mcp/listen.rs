@@ -16,7 +16,6 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::response::sse::Event;
 use axum::response::{IntoResponse, Response};
 use chrono::{DateTime, TimeDelta, Utc};
 use http::{HeaderMap, StatusCode, header};
@@ -30,7 +29,8 @@ use super::jsonrpc::{RpcError, code};
 use super::methods;
 use super::request::{VERSION_HEADER, call_of, header_str, refuse};
 use super::resume::{Position, WaitKind};
-use super::streams::{EventSource, RESUME_AFTER, events_of, sse, stream_response};
+use super::sse::{Event, EventSource, events_of, sse};
+use super::streams::{RESUME_AFTER, stream_response};
 use super::waiting::{progress_notification, status_notification};
 use super::{tasks, tools};
 use crate::domain::{PageRequest, Revision, Scope, Task};

@@ -36,6 +36,7 @@ mod resume;
 mod served;
 mod server;
 mod shapes;
+mod sse;
 mod streams;
 mod subscriptions;
 mod tasks;

@@ -12,13 +12,11 @@
 //! in a task of its own, so that the moment it has something to send, the
 //! stream starts.
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::Stream;
 use serde_json::Value;
@@ -27,6 +25,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::gateway::Gateway;
 use super::jsonrpc::{self, Id, RpcError};
 use super::resume::{Position, WaitPosition};
+use super::sse::{Event, EventSource, events_of, sse};
 use crate::domain::Scope;
 
 /// Messages a wait sends before its answer, at most this many queued.
@@ -35,9 +34,6 @@ const QUEUED: usize = 16;
 /// How long a client is told to wait before it resumes a stream that
 /// ended without its answer (the gateway stopping).
 pub(super) const RESUME_AFTER: Duration = Duration::from_millis(500);
-
-/// How often an idle stream sends a comment, so that proxies keep it open.
-pub(super) const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// What a wait sends before its answer.
 #[derive(Debug)]
@@ -165,29 +161,6 @@ pub(super) fn stream_response(
     )))
 }
 
-/// What makes an event stream one event at a time (`None`: it ended).
-pub(super) trait EventSource: Send + 'static {
-    fn next_event(&mut self) -> impl Future<Output = Option<Event>> + Send;
-}
-
-/// The events of `source`, as an answer's body.
-pub(super) fn events_of<S: EventSource>(
-    source: S,
-) -> impl Stream<Item = Result<Event, Infallible>> + Send {
-    futures_util::stream::unfold(source, |mut source| async move {
-        let event = source.next_event().await?;
-        Some((Ok(event), source))
-    })
-}
-
-pub(super) fn sse(
-    events: impl Stream<Item = Result<Event, Infallible>> + Send + 'static,
-) -> Response {
-    Sse::new(events)
-        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
-        .into_response()
-}
-
 fn outcome_of(
     done: Result<Result<Value, RpcError>, oneshot::error::RecvError>,
 ) -> Result<Value, RpcError> {
@@ -263,9 +236,9 @@ where
         self.event(None).retry(RESUME_AFTER)
     }
 
-    fn hand_over_now(mut self) -> impl Stream<Item = Result<Event, Infallible>> + Send {
+    fn hand_over_now(mut self) -> impl Stream<Item = Event> + Send {
         let last = self.hand_over();
-        futures_util::stream::once(async move { Ok(last) })
+        futures_util::stream::once(async move { last })
     }
 }
 

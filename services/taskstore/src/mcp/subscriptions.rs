@@ -12,7 +12,6 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use axum::response::Response;
-use axum::response::sse::Event;
 use serde_json::{Map, Value, json};
 use tokio_stream::StreamExt;
 
@@ -20,7 +19,7 @@ use super::call::Call;
 use super::errors::missing_extension;
 use super::gateway::Gateway;
 use super::jsonrpc::{self, Id, RpcError, code};
-use super::streams::{EventSource, events_of, sse};
+use super::sse::{Event, EventSource, events_of, sse};
 use super::tasks::detailed;
 use crate::domain::{Task, TaskId};
 use crate::edge::WaitingSlot;
