@@ -32,7 +32,10 @@ export interface StatusServer {
 }
 
 export async function startStatusServer(endpoint: string): Promise<StatusServer> {
-  const store = new GrpcTaskStore({ endpoint });
+  // The tools' tasks are worked elsewhere (another replica, another client,
+  // the fleet), not in this process: nothing here should hold them (a hold
+  // would also be a change of its own, "running on …", that the notifier sends).
+  const store = new GrpcTaskStore({ endpoint, hold: false });
   const notifiers = new Map<string, TaskStatusNotifier>();
   const transports = new Map<string, StreamableHTTPServerTransport>();
   const getStreams = new Map<string, ServerResponse>();
