@@ -23,9 +23,9 @@ logger = logging.getLogger("mcp_taskstore.worker")
 
 class AmqpLongInt(int):
     """An integer the AMQP encoder writes as a long (signed 32-bit, ``I``),
-    as the service and taskworker declare it: RabbitMQ refuses to redeclare
-    a queue whose arguments differ, in type as well as value, while pamqp
-    alone writes small integers as short-short (``b``)."""
+    as the service and taskworker (lapin) declare it; pamqp alone writes
+    small integers as short-short (``b``). The queue's declaration is then
+    theirs byte for byte, whatever the broker's rules for equivalence."""
 
 
 def _install_long_int() -> None:
