@@ -123,3 +123,19 @@ async def test_a_graceful_stop_gives_the_task_back(
     await until(client, task.task_id, "running on py-staying (attempt 1 of")
     stored = await client.get_task_result(task.task_id, wait=True, timeout=30)
     assert (stored.status, stored.result()["content"][0]["text"]) == (TaskStatus.COMPLETED, "slept 3000 ms")
+
+
+async def test_concurrency_bounds_the_attempts_a_worker_runs(
+    service: services.Service, client: TaskStoreClient, started: list[services.Process]
+) -> None:
+    started.append(start_worker(service, worker_id="py-two", concurrency=2))
+    tasks = [await dispatch(client, "conf_sleep", {"ms": 800, "step_ms": 100}) for _ in range(4)]
+    most = 0
+    while True:
+        infos = [await client.get_task(task.task_id) for task in tasks]
+        running = [i for i in infos if i.status is TaskStatus.WORKING and (i.status_message or "").startswith(("running on", "step"))]
+        most = max(most, len(running))
+        if all(i.status is TaskStatus.COMPLETED for i in infos):
+            break
+        await asyncio.sleep(0.05)
+    assert most == 2, most
