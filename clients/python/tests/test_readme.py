@@ -28,7 +28,9 @@ def example() -> str:
 
 @pytest.fixture(scope="module")
 def service() -> Iterator[services.Service]:
-    service = services.start_serve(worker_tools="count,confirm,flaky", worker=False, extra=["--retry-backoff-base", "100ms"])
+    service = services.start_serve(
+        worker_tools="count,confirm,flaky", worker=False, extra=["--retry-backoff-base", "100ms"]
+    )
     yield service
     service.stop()
 
@@ -39,7 +41,10 @@ async def test_the_readme_worker_example(service: services.Service, tmp_path: Pa
     try:
         async with TaskStoreClient(service.endpoint) as client:
             tools = {tool.name: tool for tool in await client.list_tools()}
-            assert tools["count"].title == "Count" and tools["count"].description == "Counts, a step every 0.2 s, reporting each."
+            assert (
+                tools["count"].title == "Count"
+                and tools["count"].description == "Counts, a step every 0.2 s, reporting each."
+            )
             assert tools["count"].input_schema["required"] == ["to"]
 
             counting = await dispatch(client, "count", {"to": 3})
@@ -53,7 +58,9 @@ async def test_the_readme_worker_example(service: services.Service, tmp_path: Pa
                 if update.status is TaskStatus.INPUT_REQUIRED:
                     assert update.status_message == "Really delete?"
                     break
-            await client.answer_input_requests(asking.task_id, {"confirm": {"action": "accept", "content": {"sure": True}}})
+            await client.answer_input_requests(
+                asking.task_id, {"confirm": {"action": "accept", "content": {"sure": True}}}
+            )
             confirmed = await client.get_task_result(asking.task_id, wait=True, timeout=30)
             assert confirmed.result()["content"][0]["text"] == "delete: done"
 

@@ -5,8 +5,6 @@ of docs/worker-conformance.md, from the outside (gRPC and signals only)."""
 from __future__ import annotations
 
 import asyncio
-import json
-import signal
 import subprocess
 import time
 import urllib.request
@@ -82,7 +80,10 @@ async def test_results_tool_errors_and_retries(worker: services.Process, client:
     retried = await dispatch(client, "conf_retryable", {"fail_times": 2}, max_attempts=3)
     invalid = await dispatch(client, "conf_echo", {"text": 42, "extra": 1})
     status, result, _ = await result_of(client, echo.task_id)
-    assert (status, result) == (TaskStatus.COMPLETED, {"content": [{"type": "text", "text": "from python"}], "isError": False})
+    assert (status, result) == (
+        TaskStatus.COMPLETED,
+        {"content": [{"type": "text", "text": "from python"}], "isError": False},
+    )
     status, result, message = await result_of(client, failing.task_id)
     assert (status, text(result), result["isError"], message) == (TaskStatus.FAILED, "tool error", True, "tool error")
     status, result, _ = await result_of(client, retried.task_id)
@@ -123,7 +124,9 @@ async def test_a_cancellation_reaches_the_tool_within_a_second(
     mark = log_size(worker)
     cancelled_at = time.monotonic()
     await client.cancel_task(task.task_id)
-    await asyncio.to_thread(wait_for_log, worker, f"task {task.task_id}: attempt stopped (the task was cancelled)", 5.0, mark)
+    await asyncio.to_thread(
+        wait_for_log, worker, f"task {task.task_id}: attempt stopped (the task was cancelled)", 5.0, mark
+    )
     assert time.monotonic() - cancelled_at < 1.0
     # Its progress stopped with it (a later update would have been refused anyway).
     info = await client.get_task(task.task_id)
@@ -144,7 +147,9 @@ async def test_a_tool_that_ignores_its_cancellation_is_abandoned_after_the_grace
                 break
         mark = log_size(stubborn)
         await client.cancel_task(task.task_id)
-        await asyncio.to_thread(wait_for_log, stubborn, "did not stop within 0.5s of its cancellation; abandoned", 5.0, mark)
+        await asyncio.to_thread(
+            wait_for_log, stubborn, "did not stop within 0.5s of its cancellation; abandoned", 5.0, mark
+        )
         await asyncio.to_thread(wait_for_log, stubborn, "attempt stopped (the task was cancelled)", 5.0, mark)
     finally:
         stubborn.stop()
@@ -156,7 +161,9 @@ async def test_metrics(worker: services.Process, client: TaskStoreClient) -> Non
     listening = worker.log.read_text()
     address = listening.split("serving metrics on http://", 1)[1].split("/metrics", 1)[0]
     assert not address.endswith(":0")
-    body = await asyncio.to_thread(lambda: urllib.request.urlopen(f"http://{address}/metrics", timeout=5).read().decode())
+    body = await asyncio.to_thread(
+        lambda: urllib.request.urlopen(f"http://{address}/metrics", timeout=5).read().decode()
+    )
     assert 'taskworker_attempts_total{outcome="completed",tool="conf_echo"}' in body
     assert "taskworker_slots 4.0" in body
     ready = await asyncio.to_thread(lambda: urllib.request.urlopen(f"http://{address}/readyz", timeout=5).status)
@@ -174,4 +181,3 @@ def test_a_bad_key_stops_the_worker_saying_why(service: services.Service) -> Non
         assert "refused this worker's credentials" in bad.log.read_text()
     finally:
         keyed.stop()
-

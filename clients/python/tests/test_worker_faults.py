@@ -133,7 +133,11 @@ async def test_concurrency_bounds_the_attempts_a_worker_runs(
     most = 0
     while True:
         infos = [await client.get_task(task.task_id) for task in tasks]
-        running = [i for i in infos if i.status is TaskStatus.WORKING and (i.status_message or "").startswith(("running on", "step"))]
+        running = [
+            i
+            for i in infos
+            if i.status is TaskStatus.WORKING and (i.status_message or "").startswith(("running on", "step"))
+        ]
         most = max(most, len(running))
         if all(i.status is TaskStatus.COMPLETED for i in infos):
             break

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import argparse
 import uuid
 
 import aio_pika
@@ -82,7 +83,7 @@ def test_durations_and_trace_context() -> None:
     assert parse_duration("1m") == 60.0
     assert parse_duration("1h30m") == 5400.0
     for bad in ("", "5", "two seconds", "2s x"):
-        with pytest.raises(Exception):
+        with pytest.raises(argparse.ArgumentTypeError):
             parse_duration(bad)
     good = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
     assert valid_traceparent(good) == good

@@ -34,12 +34,17 @@ async def conf_retryable(fail_times: int, ctx: ToolContext) -> str:
     return f"succeeded on attempt {ctx.attempt}"
 
 
-@tools.tool(description="Ends the worker process at once (exit code 137, no cleanup): a poison task.", structured_output=False)
+@tools.tool(
+    description="Ends the worker process at once (exit code 137, no cleanup): a poison task.", structured_output=False
+)
 async def conf_crash() -> str:
     os._exit(137)
 
 
-@tools.tool(description="Reports progress `step <i>` every step_ms until ms have passed; stops when cancelled.", structured_output=False)
+@tools.tool(
+    description="Reports progress `step <i>` every step_ms until ms have passed; stops when cancelled.",
+    structured_output=False,
+)
 async def conf_sleep(ms: int, ctx: ToolContext, step_ms: int = 100) -> str:
     loop = asyncio.get_running_loop()
     end = loop.time() + ms / 1000

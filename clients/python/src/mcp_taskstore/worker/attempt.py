@@ -122,9 +122,13 @@ class Attempt:
             logger.info("task %s: attempt reported (%s)", reporter.task_id, outcome)
             return outcome
         if status is Reported.REFUSED:
-            logger.warning("task %s: report refused (%s); the task moved on without this attempt", reporter.task_id, why)
+            logger.warning(
+                "task %s: report refused (%s); the task moved on without this attempt", reporter.task_id, why
+            )
             return "stopped"
-        logger.error("task %s: could not report (%s); the lease will expire and the task run again", reporter.task_id, why)
+        logger.error(
+            "task %s: could not report (%s); the lease will expire and the task run again", reporter.task_id, why
+        )
         return "unreported"
 
     async def _watch_for_end(self, control: Control) -> None:

@@ -144,7 +144,10 @@ async def open_feed(
     """Connects, declares exactly the service's topology and starts consuming each tool's queue."""
     ssl_context = tls.context() if url.startswith("amqps://") else None
     connection: AbstractRobustConnection = await aio_pika.connect(  # type: ignore[assignment]
-        url, ssl_context=ssl_context, timeout=10, client_properties={"connection_name": f"mcp-taskstore-worker {worker_id}"}
+        url,
+        ssl_context=ssl_context,
+        timeout=10,
+        client_properties={"connection_name": f"mcp-taskstore-worker {worker_id}"},
     )
     feed = Feed(connection, prefetch=max(prefetch, 1))
     connection.close_callbacks.add(lambda *_: feed.closed.set())

@@ -58,7 +58,9 @@ async def serve(address: str, ready: Callable[[], bool]) -> asyncio.base_events.
                 kind = "text/plain"
             else:
                 status, body, kind = "404 Not Found", b"not found\n", "text/plain"
-            head = f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            head = (
+                f"HTTP/1.1 {status}\r\nContent-Type: {kind}\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n"
+            )
             writer.write(head.encode() + body)
             await writer.drain()
         except (asyncio.TimeoutError, ConnectionError):

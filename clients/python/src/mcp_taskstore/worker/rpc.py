@@ -69,7 +69,9 @@ class WorkerRpc:
             metadata.append(("traceparent", traceparent))
         return tuple(metadata)
 
-    async def _call(self, stub: Any, method: str, request: Any, metadata: Sequence[tuple[str, str]], timeout: float | None) -> Any:
+    async def _call(
+        self, stub: Any, method: str, request: Any, metadata: Sequence[tuple[str, str]], timeout: float | None
+    ) -> Any:
         try:
             return await getattr(stub, method)(request, timeout=timeout, metadata=tuple(metadata))
         except grpc.aio.AioRpcError as error:

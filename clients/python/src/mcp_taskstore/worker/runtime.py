@@ -100,7 +100,9 @@ class Worker:
             asyncio.get_running_loop().create_task(self._stop_when(stop))
         metrics.SLOTS.set(config.concurrency)
         metrics.SLOTS_BUSY.set(0)
-        metrics_server = await metrics.serve(config.metrics_listen, lambda: self.consuming) if config.metrics_listen else None
+        metrics_server = (
+            await metrics.serve(config.metrics_listen, lambda: self.consuming) if config.metrics_listen else None
+        )
         heartbeat = Heartbeat(
             self.rpc,
             config.endpoint,
