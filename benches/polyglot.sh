@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Worker libraries compared (issue 25): the no-op tool `conf_noop` dispatched
+# through one Rust (`conformance-worker`: taskworker's runtime), one Python
+# (`mcp_taskstore.worker`) and one TypeScript (`@mcp-taskstore/client/worker`)
+# worker process in turn, on the same service, at the same concurrency, for the
+# same time; rounds alternate the languages so that a change in the (shared)
+# machine hits all three. Per language: tasks/s, create→worker-start and
+# create→result latency, and CPU per task of the worker, the service,
+# PostgreSQL and RabbitMQ.
+#
+#   benches/polyglot.sh [clients] [seconds] [rounds] [slots]   (defaults: 64, 10, 2, 64)
+#   LANGUAGES="rust python" benches/polyglot.sh ...            (a subset)
+#
+# Its own database (taskstore_bench_polyglot) and port (50161), so that it
+# does not meet another bench's service.
+# Needs what benches/run.sh needs (PostgreSQL, RabbitMQ, python3), and node;
+# builds the Python and TypeScript workers (worker/tests/conformance/build-workers).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+clients=${1:-64}
+seconds=${2:-10}
+rounds=${3:-2}
+slots=${4:-64}
+languages=${LANGUAGES:-rust python typescript}
+export BENCH_DATABASE=${BENCH_DATABASE:-taskstore_bench_polyglot}
+. benches/lib.sh
+port=50161
+endpoint="http://127.0.0.1:$port"
+cargo build --release --bin conformance-worker
+worker/tests/conformance/build-workers
+empty_tables
+prefix=bench-polyglot
+amqp=amqp://guest:guest@127.0.0.1:5672/%2f
+
+start_service --amqp-url "$amqp" --queue-prefix "$prefix"
+service=${pids[-1]}
+
+start_worker() { # language: starts one worker serving the conformance tools; sets $worker
+  local flags=(--endpoint "$endpoint" --amqp-url "$amqp" --queue-prefix "$prefix"
+    --concurrency "$slots" --worker-id "bench-$1" --log-level warn)
+  case $1 in
+    rust) "$bin/conformance-worker" "${flags[@]}" & ;;
+    python) clients/python/.venv/bin/mcp-taskstore-worker mcp_taskstore.conformance:tools "${flags[@]}" & ;;
+    typescript) node clients/typescript/dist/worker/cli.js clients/typescript/dist/worker/conformance.js "${flags[@]}" & ;;
+  esac
+  worker=$!
+  pids+=("$worker")
+  "$bin/taskstore" status --endpoint "$endpoint" --tool conf_noop --wait 30s --log-level warn >/dev/null
+  sleep 2 # its consumers, after its first heartbeat
+}
+stop_worker() {
+  kill -TERM "$worker"
+  wait "$worker" 2>/dev/null || true
+}
+
+declare -A rate
+echo "== conf_noop through one worker per language: $clients clients, ${seconds}s each, $rounds rounds, $slots slots"
+for round in $(seq 1 "$rounds"); do
+  for language in $languages; do
+    start_worker "$language"
+    report="$out/$language-$round.json"
+    python3 benches/cpu.py snapshot "$out/cpu.json"
+    "$bin/taskstore" bench --endpoint "$endpoint" --scenario e2e --tool conf_noop --clients "$clients" \
+      --duration "${seconds}s" > "$report"
+    cpu=$(python3 benches/cpu.py report "$out/cpu.json" "$(figure "$report" create_to_result count)" \
+      worker="$worker" taskstore="$service")
+    stop_worker
+    empty_tables
+    rate[$language]=$(figure "$report" create_to_result per_second)
+    echo "round $round $language: ${rate[$language]} tasks/s (create→result p50 $(figure "$report" create_to_result p50_ms) / p99 $(figure "$report" create_to_result p99_ms) ms; create→worker-start p50 $(figure "$report" create_to_worker_start p50_ms) / p99 $(figure "$report" create_to_worker_start p99_ms) ms); $cpu"
+  done
+  for language in $languages; do
+    [ "$language" = rust ] || [ -z "${rate[rust]:-}" ] || echo "round $round: $language / rust = $(ratio "${rate[$language]}" "${rate[rust]}")"
+  done
+done
+echo "reports: $out"
