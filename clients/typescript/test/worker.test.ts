@@ -22,7 +22,7 @@ describe('the TypeScript worker (mcp-taskstore-worker) with the conformance tool
   let log: Array<Record<string, unknown>>;
   let metricsAddr = '';
   before(async () => {
-    service = await startService('serve', { args: SERVE_ARGS, moreTools: [...CONFORMANCE_TOOLS, 'trace_probe'] });
+    service = await startService('serve', { args: SERVE_ARGS, moreTools: [...CONFORMANCE_TOOLS, 'trace_probe', 'ask_probe', 'stubborn'] });
     client = new TaskStoreClient({ endpoint: service.endpoint });
     worker = await startTsWorker(service, CONFORMANCE, ['--concurrency', '2', '--worker-id', 'ts-conf', '--metrics-listen', '127.0.0.1:0']);
     log = collectLog(worker.proc);
@@ -140,6 +140,46 @@ describe('the TypeScript worker (mcp-taskstore-worker) with the conformance tool
       assert.ok(m, text);
       assert.equal(m[1], traceId, 'the same trace');
       assert.notEqual(m[2], '00f067aa0ba902b7', "a span of the worker's own");
+    } finally {
+      await probe.stop();
+    }
+  });
+
+  it('parks a question that waits past --park-after (the slot given back); the answer runs the task again', async () => {
+    const probe = await startTsWorker(service, './build-test/test/fixtures/worker-tools.js', ['--tools', 'ask_probe', '--park-after', '1s']);
+    const probeLog = collectLog(probe.proc);
+    try {
+      const task = await dispatch(client, 'ask_probe', {});
+      await logLine(probe.proc, (r) => r['message'] === 'attempt reported' && r['task_id'] === task.taskId && r['outcome'] === 'parked', 'the attempt to park', 10_000);
+      const parked = await client.getTask(task.taskId);
+      assert.equal(parked.status, 'input_required');
+      await client.answerInputRequests(task.taskId, { go: { action: 'accept', content: {} } });
+      const done = await resultOf(client, task.taskId);
+      // Run again, and the park used up no attempt.
+      assert.equal(done.text, 'answered accept on attempt 1');
+      assert.equal(probeLog.filter((r) => r['message'] === 'attempt started' && r['task_id'] === task.taskId).length, 2);
+    } finally {
+      await probe.stop();
+    }
+  });
+
+  it('leaves a tool deaf to its signal behind after --stop-grace: its slot is free, nothing it reports counts', async () => {
+    const probe = await startTsWorker(service, './build-test/test/fixtures/worker-tools.js', ['--tools', 'stubborn', '--stop-grace', '500ms', '--concurrency', '1']);
+    try {
+      const deaf = await dispatch(client, 'stubborn', { ms: 3000 });
+      await logLine(probe.proc, (r) => r['message'] === 'attempt started' && r['task_id'] === deaf.taskId, 'the deaf tool to start', 10_000);
+      const stopped = logLine(probe.proc, (r) => r['message'] === 'attempt stopped; nothing stored' && r['task_id'] === deaf.taskId, 'the attempt to end without it', 5000);
+      const cancelledAt = Date.now();
+      await client.cancelTask(deaf.taskId);
+      const line = await stopped;
+      const tookMs = Date.parse(line['timestamp'] as string) - cancelledAt;
+      assert.ok(tookMs >= 400 && tookMs < 1500, `ended ${tookMs} ms after the cancellation (stop grace 500 ms)`);
+      // The one slot takes the next job while the deaf tool still runs.
+      const next = await dispatch(client, 'stubborn', { ms: 100 });
+      assert.equal((await resultOf(client, next.taskId, 10_000)).text, 'finished anyway');
+      await sleep(2500); // the deaf tool returns and reports: neither counts
+      const cancelled = await client.getTask(deaf.taskId);
+      assert.deepEqual([cancelled.status, cancelled.statusMessage], ['cancelled', undefined]);
     } finally {
       await probe.stop();
     }
