@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use clap::Args;
-use taskstore_proto::jobs::Topology;
+use taskstore_proto::jobs::{QueueType, Topology};
 
 use super::tenant_limits;
 use super::values::{Limit, ListenAddress};
@@ -163,6 +163,12 @@ pub struct ServeArgs {
     /// workers must use the same one.
     #[arg(long, env = "TASKSTORE_QUEUE_PREFIX", default_value = "taskstore")]
     pub queue_prefix: String,
+    /// The kind of queue the workers declare for each tool (quorum or
+    /// classic); told to workers that learn it from Heartbeat (the Python
+    /// and TypeScript workers), and it must match `taskworker
+    /// --queue-type`.
+    #[arg(long, env = "TASKSTORE_QUEUE_TYPE", default_value = "quorum", value_parser = QueueType::parse)]
+    pub queue_type: QueueType,
     /// How long a worker's claim lasts without renewal; a crashed worker's
     /// task is dispatched again within this plus --reaper-interval.
     #[arg(long, env = "TASKSTORE_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
@@ -206,7 +212,8 @@ impl ServeArgs {
     /// startup sees only this.
     pub fn settings(&self, mode: Mode) -> Result<ServiceSettings, String> {
         let topology = Topology::new(&self.queue_prefix)
-            .ok_or("--queue-prefix must be 1 to 128 of A-Z a-z 0-9 _ - . /")?;
+            .ok_or("--queue-prefix must be 1 to 128 of A-Z a-z 0-9 _ - . /")?
+            .with_queue_type(self.queue_type);
         Ok(ServiceSettings {
             auth: self.auth_methods(mode)?,
             jwt: self.jwt.settings()?,
