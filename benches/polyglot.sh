@@ -10,6 +10,8 @@
 #
 #   benches/polyglot.sh [clients] [seconds] [rounds] [slots]   (defaults: 64, 10, 2, 64)
 #   LANGUAGES="rust python" benches/polyglot.sh ...            (a subset)
+#   TOOL=conf_sleep benches/polyglot.sh ...   (`conf_sleep {ms: 0}` as the no-op, for a
+#                                             worker without conf_noop; no worker-start time)
 #
 # Its own database (taskstore_bench_polyglot) and port (50161), so that it
 # does not meet another bench's service.
@@ -23,6 +25,9 @@ seconds=${2:-10}
 rounds=${3:-2}
 slots=${4:-64}
 languages=${LANGUAGES:-rust python typescript}
+tool=${TOOL:-conf_noop}
+tool_flags=(--tool "$tool")
+[ "$tool" = conf_sleep ] && tool_flags+=(--sleep-ms 0..0)
 export BENCH_DATABASE=${BENCH_DATABASE:-taskstore_bench_polyglot}
 . benches/lib.sh
 port=50161
@@ -46,7 +51,10 @@ start_worker() { # language: starts one worker serving the conformance tools; se
   esac
   worker=$!
   pids+=("$worker")
-  "$bin/taskstore" status --endpoint "$endpoint" --tool conf_noop --wait 30s --log-level warn >/dev/null
+  if ! "$bin/taskstore" status --endpoint "$endpoint" --tool "$tool" --wait 30s --log-level warn >/dev/null; then
+    echo "polyglot: the $1 worker does not serve $tool within 30 s (docs/worker-conformance.md)" >&2
+    exit 1
+  fi
   sleep 2 # its consumers, after its first heartbeat
 }
 stop_worker() {
@@ -54,21 +62,27 @@ stop_worker() {
   wait "$worker" 2>/dev/null || true
 }
 
+start() { # report: create→worker-start, when the tool said when it started
+  if [ "$tool" = conf_noop ]; then
+    echo "; create→worker-start p50 $(figure "$1" create_to_worker_start p50_ms) / p99 $(figure "$1" create_to_worker_start p99_ms) ms"
+  fi
+}
+
 declare -A rate
-echo "== conf_noop through one worker per language: $clients clients, ${seconds}s each, $rounds rounds, $slots slots"
+echo "== $tool through one worker per language: $clients clients, ${seconds}s each, $rounds rounds, $slots slots"
 for round in $(seq 1 "$rounds"); do
   for language in $languages; do
     start_worker "$language"
     report="$out/$language-$round.json"
     python3 benches/cpu.py snapshot "$out/cpu.json"
-    "$bin/taskstore" bench --endpoint "$endpoint" --scenario e2e --tool conf_noop --clients "$clients" \
+    "$bin/taskstore" bench --endpoint "$endpoint" --scenario e2e "${tool_flags[@]}" --clients "$clients" \
       --duration "${seconds}s" > "$report"
     cpu=$(python3 benches/cpu.py report "$out/cpu.json" "$(figure "$report" create_to_result count)" \
       worker="$worker" taskstore="$service")
     stop_worker
     empty_tables
     rate[$language]=$(figure "$report" create_to_result per_second)
-    echo "round $round $language: ${rate[$language]} tasks/s (create→result p50 $(figure "$report" create_to_result p50_ms) / p99 $(figure "$report" create_to_result p99_ms) ms; create→worker-start p50 $(figure "$report" create_to_worker_start p50_ms) / p99 $(figure "$report" create_to_worker_start p99_ms) ms); $cpu"
+    echo "round $round $language: ${rate[$language]} tasks/s (create→result p50 $(figure "$report" create_to_result p50_ms) / p99 $(figure "$report" create_to_result p99_ms) ms$(start "$report")); $cpu"
   done
   for language in $languages; do
     [ "$language" = rust ] || [ -z "${rate[rust]:-}" ] || echo "round $round: $language / rust = $(ratio "${rate[$language]}" "${rate[rust]}")"
