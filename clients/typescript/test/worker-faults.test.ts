@@ -14,14 +14,22 @@ import { CONFORMANCE, CONFORMANCE_TOOLS, collectLog, dispatch, resultOf, startTs
 
 const SERVE_ARGS = ['--lease-duration', '2s', '--reaper-interval', '500ms', '--retry-backoff-base', '100ms'];
 
-/** Which worker's id the task's status message names ("running on <id> (attempt n of m)"). */
-async function runningOn(client: TaskStoreClient, taskId: string, ids: string[], timeoutMs = 10_000): Promise<string> {
+/** The worker whose log says it started `attempt` of the task (conf_sleep's first step overwrites "running on …" at once). */
+async function runningOn(taskId: string, workers: TsWorker[], attempt = 1, timeoutMs = 10_000): Promise<TsWorker> {
   const until = Date.now() + timeoutMs;
   for (;;) {
-    const message = (await client.getTask(taskId)).statusMessage ?? '';
-    const id = ids.find((w) => message.startsWith(`running on ${w} `));
-    if (id) return id;
-    if (Date.now() > until) throw new Error(`task ${taskId} did not start on ${ids.join(' or ')}: ${message}`);
+    const found = workers.find((w) =>
+      w.proc.logTail.some((line) => {
+        try {
+          const r = JSON.parse(line) as Record<string, unknown>;
+          return r['message'] === 'attempt started' && r['task_id'] === taskId && r['attempt'] === attempt;
+        } catch {
+          return false;
+        }
+      }),
+    );
+    if (found) return found;
+    if (Date.now() > until) throw new Error(`attempt ${attempt} of task ${taskId} did not start on ${workers.map((w) => w.workerId).join(' or ')}`);
     await sleep(50);
   }
 }
@@ -70,12 +78,12 @@ describe('the TypeScript worker under faults', { skip: !backends().includes('ser
     ]);
     await toolsListed(service.endpoint, ['conf_sleep'], 2);
     const task = await dispatch(client, 'conf_sleep', { ms: 3000 });
-    const first = await runningOn(client, task.taskId, [a.workerId, b.workerId]);
-    const [frozen, other] = first === a.workerId ? [a, b] : [b, a];
+    const frozen = await runningOn(task.taskId, [a, b]);
+    const other = frozen === a ? b : a;
     frozen.proc.kill('SIGSTOP');
     try {
       // The lease lapses, the reaper dispatches again, the other worker claims it.
-      assert.equal(await runningOn(client, task.taskId, [other.workerId], 15_000), other.workerId);
+      assert.equal(await runningOn(task.taskId, [other], 2, 15_000), other);
     } finally {
       frozen.proc.kill('SIGCONT');
     }
@@ -97,7 +105,7 @@ describe('the TypeScript worker under faults', { skip: !backends().includes('ser
   it('gives a running task back on a graceful stop (SIGTERM) after its grace: not counted, finished elsewhere', async () => {
     const a = await start('ts-term-a');
     const task = await dispatch(client, 'conf_sleep', { ms: 2500 });
-    assert.equal(await runningOn(client, task.taskId, [a.workerId]), a.workerId);
+    await runningOn(task.taskId, [a]);
     await sleep(300);
     const exited = new Promise<number | null>((ok) => a.proc.once('exit', (c) => ok(c)));
     a.proc.kill('SIGTERM');
@@ -107,15 +115,7 @@ describe('the TypeScript worker under faults', { skip: !backends().includes('ser
     assert.equal(released.statusMessage, 'requeued: the worker running it (ts-term-a) shut down');
     const b = await start('ts-term-b');
     // Attempt 1 again: a shutdown does not use an attempt.
-    const message = await (async () => {
-      for (let i = 0; i < 100; i++) {
-        const m = (await client.getTask(task.taskId)).statusMessage ?? '';
-        if (m.startsWith('running on ts-term-b')) return m;
-        await sleep(50);
-      }
-      return '';
-    })();
-    assert.equal(message, 'running on ts-term-b (attempt 1 of 3)');
+    await runningOn(task.taskId, [b], 1);
     const done = await resultOf(client, task.taskId);
     assert.deepEqual([done.status, done.text], ['completed', 'slept 2500 ms']);
     await b.stop();

@@ -130,7 +130,11 @@ describe('tools', () => {
   });
 
   it('ships exactly the conformance tools of docs/worker-conformance.md', () => {
-    assert.deepEqual(conformance.map((t) => t.name), ['conf_echo', 'conf_tool_error', 'conf_retryable', 'conf_crash', 'conf_sleep', 'conf_ask']);
+    assert.deepEqual(conformance.map((t) => t.name), ['conf_echo', 'conf_tool_error', 'conf_retryable', 'conf_crash', 'conf_sleep', 'conf_noop', 'conf_ask']);
+    for (const tool of conformance) {
+      assert.ok(tool.description, `${tool.name} has a description`);
+      assert.equal((JSON.parse(describeTool(tool).inputSchemaJson) as { type: string }).type, 'object');
+    }
   });
 
   it("moves an McpServer's tools to the fleet and keeps the originals for its workers", async () => {

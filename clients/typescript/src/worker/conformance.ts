@@ -30,18 +30,24 @@ export const tools = [
   defineTool(
     'conf_sleep',
     {
-      description: 'Sleeps ms, reporting progress every step_ms; stops when cancelled',
+      description: 'Sleeps ms in steps of step_ms, reporting each step as it starts; stops when cancelled',
       inputSchema: { ms: z.number().int().nonnegative(), step_ms: z.number().int().positive().default(100) },
     },
     async ({ ms, step_ms }, ctx) => {
-      const until = Date.now() + ms;
-      for (let i = 1; Date.now() < until; i++) {
-        await sleep(Math.min(step_ms, until - Date.now()), ctx.signal);
+      // Progress at the start of each step (`step 1` at once); the last step sleeps what is left.
+      const steps = Math.max(1, Math.ceil(ms / step_ms));
+      for (let i = 1; i <= steps; i++) {
         if (ctx.signal.aborted) return 'stopped';
         await ctx.progress(`step ${i}`);
+        await sleep(Math.min(step_ms, ms - (i - 1) * step_ms), ctx.signal);
       }
+      if (ctx.signal.aborted) return 'stopped';
       return `slept ${ms} ms`;
     },
+  ),
+
+  defineTool('conf_noop', { description: 'Does nothing; returns the Unix time in microseconds at which it started' }, () =>
+    String(Math.round((performance.timeOrigin + performance.now()) * 1000)),
   ),
 
   defineTool('conf_ask', { description: 'Asks "Proceed?" and returns the answer\'s action' }, async (_args, ctx) => {
