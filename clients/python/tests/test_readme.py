@@ -18,12 +18,19 @@ from workers import TESTS, dispatch, start_worker
 pytestmark = pytest.mark.anyio
 
 README = Path(__file__).parents[1] / "README.md"
+REPOSITORY_README = Path(__file__).parents[3] / "README.md"
 
 
 def example() -> str:
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
     (block,) = [b for b in blocks if b.startswith("# my_tools.py")]
     return block
+
+
+def test_the_repository_readme_shows_the_example_run_here() -> None:
+    """The repository's polyglot section repeats this example: the copy
+    must be the one this module runs."""
+    assert example() in REPOSITORY_README.read_text()
 
 
 @pytest.fixture(scope="module")

@@ -43,6 +43,11 @@ function compile(file: string): void {
   assert.equal(diagnostics.length, 0, `the README's worker example does not compile:\n${text}`);
 }
 
+it("the repository README's polyglot section shows the example run here", () => {
+  const repository = workerBlock(readFileSync(join(PKG_ROOT, '..', '..', 'README.md'), 'utf8'));
+  assert.equal(repository, workerBlock(readFileSync(join(PKG_ROOT, 'README.md'), 'utf8')));
+});
+
 describe("the README's worker example, as written", { skip: !backends().includes('serve') && 'needs serve (RabbitMQ)' }, () => {
   let service: RunningService;
   let client: TaskStoreClient;
