@@ -47,7 +47,7 @@ start_worker() { # language: starts one worker serving the conformance tools; se
   case $1 in
     rust) "$bin/conformance-worker" "${flags[@]}" & ;;
     python) clients/python/.venv/bin/mcp-taskstore-worker mcp_taskstore.conformance:tools "${flags[@]}" & ;;
-    typescript) node clients/typescript/dist/worker/cli.js clients/typescript/dist/worker/conformance.js "${flags[@]}" & ;;
+    typescript) node clients/typescript/dist/worker/cli.js "$PWD/clients/typescript/dist/worker/conformance.js" "${flags[@]}" & ;;
   esac
   worker=$!
   pids+=("$worker")
@@ -87,5 +87,38 @@ for round in $(seq 1 "$rounds"); do
   for language in $languages; do
     [ "$language" = rust ] || [ -z "${rate[rust]:-}" ] || echo "round $round: $language / rust = $(ratio "${rate[$language]}" "${rate[rust]}")"
   done
+done
+# Where the service's share comes from: the RPCs per task of each language's
+# worker (and of the load generator), counted in the service's access log
+# over a short run of its own.
+stop_service
+"$bin/taskstore" serve --auth none --database-url "$url" --listen "127.0.0.1:$port" --cleanup-interval off \
+  --db-max-connections 20 --amqp-url "$amqp" --queue-prefix "$prefix" \
+  --log-format json --log-level 'warn,taskstore::access=debug,taskstore::grpc::observe=debug' 2>> "$out/access.log" &
+pids+=($!)
+for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+for language in $languages; do
+  start_worker "$language"
+  before=$(wc -l < "$out/access.log")
+  "$bin/taskstore" bench --endpoint "$endpoint" --scenario e2e "${tool_flags[@]}" --clients "$clients" \
+    --duration 30s --count 2000 > "$out/$language-rpcs.json" 2>/dev/null
+  sleep 1
+  stop_worker
+  tail -n "+$((before + 1))" "$out/access.log" | python3 -c '
+import collections, json, sys
+tasks = json.load(open(sys.argv[2]))["operations"]["create_to_result"]["count"]
+calls = collections.Counter()
+for line in sys.stdin:
+    try:
+        event = json.loads(line)
+    except ValueError:
+        continue
+    if event.get("message") == "rpc":
+        calls[event.get("rpc.method", "?")] += 1
+total = sum(calls.values())
+parts = ", ".join(f"{m} {n / tasks:.2f}" for m, n in calls.most_common())
+print(f"rpcs per task, {sys.argv[1]} worker: {total / tasks:.2f} ({parts}; {tasks} tasks)")
+' "$language" "$out/$language-rpcs.json"
+  empty_tables
 done
 echo "reports: $out"
