@@ -13,6 +13,7 @@ mod poll;
 mod progress;
 pub mod questions;
 mod seal;
+mod search;
 mod status;
 mod task;
 mod tools;
@@ -42,6 +43,11 @@ pub use questions::{
     QuestionRefusal,
 };
 pub use seal::{InvalidSeal, MAX_TOKEN_CHARS, Purpose, Sealer};
+pub use search::{
+    DEFAULT_SEARCH_PAGE, IdPrefix, MAX_MESSAGE_SEARCH_CHARS, MAX_SEARCH_PAGE,
+    MAX_WAITING_QUESTIONS, MessageText, MinuteCounts, Overview, SEARCH_SCAN_LIMIT, SearchPage,
+    SearchPosition, SearchResults, TaskDetails, TaskSearch, WaitingQuestion,
+};
 pub use status::{ResultStatus, TaskStatus, UnknownStatus};
 pub use task::{
     NewResult, NewTask, PageRequest, Scope, StatusUpdate, Task, TaskFilter, TaskPage, TaskResult,

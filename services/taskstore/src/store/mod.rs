@@ -3,6 +3,7 @@
 
 pub mod changes;
 pub mod execution;
+pub mod insights;
 pub mod keys;
 pub mod memory;
 pub mod operations;
@@ -125,6 +126,7 @@ pub trait TaskStore: Send + Sync + 'static {
 }
 
 pub use changes::{ChangedTask, Followed, TaskFollow};
+pub use insights::TaskInsights;
 
 /// The stream [`TaskStore::watch_task`] returns.
 pub type TaskWatch =

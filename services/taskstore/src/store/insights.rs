@@ -1,0 +1,45 @@
+//! The dashboard's boundary: read-only questions about one tenant's tasks,
+//! every one bounded (page size, rows examined; PostgreSQL adds a statement
+//! timeout and a pool of its own), so that a browser cannot starve the API.
+//! Every backend implements it; the conformance suite proves them alike.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use crate::domain::{
+    Overview, SearchPage, SearchResults, TaskDetails, TaskId, TaskSearch, TenantId,
+    WaitingQuestion,
+};
+use crate::error::StoreError;
+
+#[async_trait]
+pub trait TaskInsights: Send + Sync + 'static {
+    /// The unexpired tasks of `tenant` matching `search`, newest first
+    /// (creation time, then id, both descending), one keyset page.
+    async fn search_tasks(
+        &self,
+        tenant: &TenantId,
+        search: &TaskSearch,
+        page: &SearchPage,
+    ) -> Result<SearchResults, StoreError>;
+
+    /// The tenant at a glance, as of `now`.
+    async fn overview(&self, tenant: &TenantId, now: DateTime<Utc>)
+    -> Result<Overview, StoreError>;
+
+    /// The open questions of the tenant's unexpired tasks, oldest first, at
+    /// most `limit` (capped at `MAX_WAITING_QUESTIONS`).
+    async fn waiting_questions(
+        &self,
+        tenant: &TenantId,
+        limit: u32,
+    ) -> Result<Vec<WaitingQuestion>, StoreError>;
+
+    /// One task of the tenant with its request, result, questions and
+    /// attempt; NOT_FOUND as for every other operation.
+    async fn task_details(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+    ) -> Result<TaskDetails, StoreError>;
+}
