@@ -7,7 +7,8 @@ port=50151
 endpoint="http://127.0.0.1:$port"
 bin=./target/release
 
-cargo build --release --bin taskstore --bin taskworker
+# BENCH_NO_BUILD=1: use the release binaries already in target/release.
+[ -n "${BENCH_NO_BUILD:-}" ] || cargo build --release --bin taskstore --bin taskworker
 psql -h 127.0.0.1 -U postgres -d postgres -qAtc "SELECT 1 FROM pg_database WHERE datname = '$db'" | grep -q 1 \
   || createdb -h 127.0.0.1 -U postgres "$db"
 "$bin/taskstore" migrate --database-url "$url" >/dev/null
@@ -25,7 +26,7 @@ start_service() { # extra serve flags...
   echo "taskstore did not start" >&2; exit 1
 }
 stop_service() { cleanup; pids=(); sleep 1; }
-empty_tables() { psql "$url" -qc "TRUNCATE tasks, dispatch_outbox"; }
+empty_tables() { psql "$url" -qc "TRUNCATE tasks, dispatch_outbox CASCADE"; }   # CASCADE: task_input_requests (0011)
 seed() { # rows: tasks bench-1 .. bench-<rows>, as benches/pgbench/get.sql reads them
   psql "$url" -qv rows="$1" -f benches/pgbench/seed.sql
   psql "$url" -qc "VACUUM ANALYZE tasks"

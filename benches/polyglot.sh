@@ -32,7 +32,7 @@ export BENCH_DATABASE=${BENCH_DATABASE:-taskstore_bench_polyglot}
 . benches/lib.sh
 port=50161
 endpoint="http://127.0.0.1:$port"
-cargo build --release --bin conformance-worker
+[ -n "${BENCH_NO_BUILD:-}" ] || cargo build --release --bin conformance-worker
 worker/tests/conformance/build-workers
 empty_tables
 prefix=bench-polyglot

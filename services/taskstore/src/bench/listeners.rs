@@ -50,6 +50,8 @@ pub(crate) struct Context {
     /// Subscriptions that ended with their request's result.
     pub ended_with_result: AtomicUsize,
     pub back: AtomicUsize,
+    /// Streams back on the other replica more than a second after the stop.
+    pub back_late: AtomicUsize,
 }
 
 /// Which client it is.
@@ -282,6 +284,9 @@ pub(crate) async fn follow(ctx: Arc<Context>, opened: Opened, index: usize) -> H
 fn back(ctx: &Context, heard: &mut Heard) {
     if let Some(stopped) = ctx.stop_sent.get() {
         samples(&mut heard.recorded, "handover_back").record(stopped.elapsed());
+        if stopped.elapsed() > Duration::from_secs(1) {
+            ctx.back_late.fetch_add(1, Ordering::SeqCst);
+        }
     }
     ctx.back.fetch_add(1, Ordering::SeqCst);
 }

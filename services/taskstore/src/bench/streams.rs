@@ -126,6 +126,8 @@ pub struct Handover {
     pub ended_with_retry: usize,
     pub ended_with_result: usize,
     pub back: usize,
+    /// … of which more than a second after the stop signal.
+    pub back_later_than_1s: usize,
     /// The other replica's RSS before the streams came, with them, and
     /// after they were closed.
     pub rss_kib_failover_before: Option<u64>,
@@ -191,6 +193,7 @@ pub(crate) async fn run(shared: Shared) -> Result<Report, BenchError> {
         ended_with_retry: AtomicUsize::new(0),
         ended_with_result: AtomicUsize::new(0),
         back: AtomicUsize::new(0),
+        back_late: AtomicUsize::new(0),
     });
     tokio::time::sleep(SETTLE).await;
     figures.rss_kib_before_streams = measured.and_then(|m| m.rss_kib());
@@ -407,6 +410,7 @@ async fn handover(
     figures.ended_with_retry = ctx.ended_with_retry.load(Ordering::SeqCst);
     figures.ended_with_result = ctx.ended_with_result.load(Ordering::SeqCst);
     figures.back = ctx.back.load(Ordering::SeqCst);
+    figures.back_later_than_1s = ctx.back_late.load(Ordering::SeqCst);
     figures.rss_kib_failover_after = failover.and_then(|m| m.rss_kib());
     Ok(figures)
 }
