@@ -9,6 +9,7 @@ mod ids;
 mod json;
 mod limits;
 mod mcp;
+mod overview;
 mod poll;
 mod progress;
 pub mod questions;
@@ -36,6 +37,10 @@ pub use ids::{InvalidId, SessionId, TaskId, TenantId};
 pub use json::{ArgumentsNotObject, InvalidJson, JsonObject, RequestId};
 pub use limits::{Admission, AdmissionPolicy, Rate, TokenBucket};
 pub use mcp::{ExtensionOutcome, Revision, RevisionRefusal, revision_of};
+pub use overview::{
+    FAILURE_WINDOW_MINUTES, MinuteCounts, OVERVIEW_MINUTES, Overview, OverviewCounts,
+    OverviewWindow, epoch_minute,
+};
 pub use poll::{MAX_POLL_INTERVAL, PollPolicy};
 pub use progress::{MAX_PROGRESS_TOKEN_BYTES, ProgressToken, progress_of};
 pub use questions::{
@@ -45,8 +50,8 @@ pub use questions::{
 pub use seal::{InvalidSeal, MAX_TOKEN_CHARS, Purpose, Sealer};
 pub use search::{
     DEFAULT_SEARCH_PAGE, IdPrefix, MAX_MESSAGE_SEARCH_CHARS, MAX_SEARCH_PAGE,
-    MAX_WAITING_QUESTIONS, MessageText, MinuteCounts, Overview, SEARCH_SCAN_LIMIT, SearchPage,
-    SearchPosition, SearchResults, TaskDetails, TaskSearch, WaitingQuestion,
+    MAX_WAITING_QUESTIONS, MessageText, SEARCH_SCAN_LIMIT, SearchPage, SearchPosition,
+    SearchResults, TaskDetails, TaskSearch, WaitingQuestion,
 };
 pub use status::{ResultStatus, TaskStatus, UnknownStatus};
 pub use task::{

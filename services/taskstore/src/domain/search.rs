@@ -179,6 +179,11 @@ impl SearchPage {
         };
         Self { size, after }
     }
+
+    /// The page size, 1 to [`MAX_SEARCH_PAGE`] whatever `size` says.
+    pub fn limit(&self) -> u32 {
+        self.size.clamp(1, MAX_SEARCH_PAGE)
+    }
 }
 
 /// The tasks of a page, newest first.
@@ -192,26 +197,43 @@ pub struct SearchResults {
     pub truncated: bool,
 }
 
-/// Tasks created and finished in one minute.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MinuteCounts {
-    /// The minute's start.
-    pub minute: DateTime<Utc>,
-    pub created: u64,
-    pub finished: u64,
-}
+impl SearchResults {
+    /// A full page: `matched` holds the tasks that matched among those
+    /// examined, newest first, and at most one more than the page. More
+    /// than a page matched: the page, continuing after its last task. Else
+    /// `Err(matched)`: the page ends where the scan ended
+    /// ([`SearchResults::scan_ended`]). Every backend pages this way.
+    pub fn filled(mut matched: Vec<Task>, page: &SearchPage) -> Result<Self, Vec<Task>> {
+        let size = page.limit() as usize;
+        if matched.len() <= size {
+            return Err(matched);
+        }
+        matched.truncate(size);
+        let next = matched.last().map(SearchPosition::of);
+        Ok(Self {
+            tasks: matched,
+            next,
+            truncated: false,
+        })
+    }
 
-/// A tenant at a glance.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Overview {
-    /// Unexpired tasks in each status (every status listed, zeros too).
-    pub by_status: Vec<(TaskStatus, u64)>,
-    /// Open questions (tasks waiting for input may ask several).
-    pub open_questions: u64,
-    /// Tasks that failed in the last hour, by tool (none: `None`), most first.
-    pub failures_by_tool: Vec<(Option<ToolName>, u64)>,
-    /// The last 60 minutes, oldest first, the current minute last.
-    pub per_minute: Vec<MinuteCounts>,
+    /// The page when no more than a page matched among the `examined`
+    /// tasks, the last of which is `last_examined`: when the scan stopped
+    /// at [`SEARCH_SCAN_LIMIT`] tasks, more may match after it, so the page
+    /// is truncated and the next continues the scan there; else it is the
+    /// last page.
+    pub fn scan_ended(
+        matched: Vec<Task>,
+        examined: u64,
+        last_examined: Option<SearchPosition>,
+    ) -> Self {
+        let truncated = examined >= u64::from(SEARCH_SCAN_LIMIT);
+        Self {
+            tasks: matched,
+            next: last_examined.filter(|_| truncated),
+            truncated,
+        }
+    }
 }
 
 /// An open question and the task that asked it.
@@ -253,7 +275,15 @@ mod tests {
             task_id: TaskId::parse("abc.def").expect("a valid id"),
         };
         assert_eq!(SearchPosition::parse(&position.encode()), Ok(position));
-        for raw in ["", ".", "12", "x.abc", "12.", "12.a b", "99999999999999999999.a"] {
+        for raw in [
+            "",
+            ".",
+            "12",
+            "x.abc",
+            "12.",
+            "12.a b",
+            "99999999999999999999.a",
+        ] {
             assert!(SearchPosition::parse(raw).is_err(), "{raw:?}");
         }
     }

@@ -18,7 +18,7 @@ use crate::store::memory::MemoryTaskStore;
 use crate::store::operations::OperationsStore;
 use crate::store::postgres::{self, PgTaskStore, PoolSettings};
 use crate::store::sqlite;
-use crate::store::{StoreConfig, TaskStore};
+use crate::store::{StoreConfig, TaskInsights, TaskStore};
 
 /// One store seen through each of the service's traits.
 #[derive(Clone)]
@@ -27,13 +27,15 @@ pub struct Backends {
     pub execution: Arc<dyn ExecutionStore>,
     pub dispatch: Arc<dyn DispatchStore>,
     pub operations: Arc<dyn OperationsStore>,
+    /// The dashboard's reads (bounded; PostgreSQL's on a pool of their own).
+    pub insights: Arc<dyn TaskInsights>,
     /// Where API keys are kept: the same database (memory: the process).
     pub keys: Arc<dyn KeyStore>,
     /// For the startup log and `status`: which backend, where its data is.
     pub name: &'static str,
     pub location: String,
-    /// Closed on the way out.
-    pool: Option<PgPool>,
+    /// Closed on the way out (PostgreSQL: the API's pool, the dashboard's).
+    pools: Vec<PgPool>,
 }
 
 impl std::fmt::Debug for Backends {
@@ -49,17 +51,18 @@ impl Backends {
     /// `store` in every role.
     pub fn from_store<S>(store: Arc<S>, name: &'static str, location: String) -> Self
     where
-        S: TaskStore + ExecutionStore + DispatchStore + OperationsStore,
+        S: TaskStore + ExecutionStore + DispatchStore + OperationsStore + TaskInsights,
     {
         Self {
             store: store.clone(),
             execution: store.clone(),
             dispatch: store.clone(),
-            operations: store,
+            operations: store.clone(),
+            insights: store,
             keys: Arc::new(MemoryKeys::default()),
             name,
             location,
-            pool: None,
+            pools: Vec::new(),
         }
     }
 
@@ -75,9 +78,10 @@ impl Backends {
             StoreLocation::Postgres(url) => {
                 let (pool, options) = pg_pool(url, pool)?;
                 let store = Arc::new(prepare(&pool, &options, migrations, config, shutdown).await?);
+                let insights_pool = store.insights().pool().clone();
                 Ok(Self {
                     keys: Arc::new(PgKeys::new(pool.clone())),
-                    pool: Some(pool),
+                    pools: vec![pool, insights_pool],
                     ..Self::from_store(store, "postgres", redact(url))
                 })
             }
@@ -111,7 +115,7 @@ impl Backends {
     }
 
     pub async fn close(&self) {
-        if let Some(pool) = &self.pool {
+        for pool in &self.pools {
             pool.close().await;
         }
     }

@@ -7,8 +7,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use crate::domain::{
-    Overview, SearchPage, SearchResults, TaskDetails, TaskId, TaskSearch, TenantId,
-    WaitingQuestion,
+    Overview, SearchPage, SearchResults, TaskDetails, TaskId, TaskSearch, TenantId, WaitingQuestion,
 };
 use crate::error::StoreError;
 

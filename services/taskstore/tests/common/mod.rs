@@ -21,7 +21,7 @@ use taskstore::store::execution::{DispatchStore, ExecutionStore};
 use taskstore::store::memory::MemoryTaskStore;
 use taskstore::store::operations::OperationsStore;
 use taskstore::store::postgres::{self, PgTaskStore, PoolSettings};
-use taskstore::store::{StoreConfig, TaskStore};
+use taskstore::store::{StoreConfig, TaskInsights, TaskStore};
 use tokio_util::sync::CancellationToken;
 
 const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
@@ -120,8 +120,14 @@ pub async fn pg_store(config: StoreConfig) -> PgTaskStore {
 }
 
 /// Every role a test store plays.
-pub trait FullStore: TaskStore + ExecutionStore + DispatchStore + OperationsStore {}
-impl<S: TaskStore + ExecutionStore + DispatchStore + OperationsStore> FullStore for S {}
+pub trait FullStore:
+    TaskStore + ExecutionStore + DispatchStore + OperationsStore + TaskInsights
+{
+}
+impl<S: TaskStore + ExecutionStore + DispatchStore + OperationsStore + TaskInsights> FullStore
+    for S
+{
+}
 
 /// The service over `store` on an ephemeral port, started as `serve` starts
 /// it (`Service::build`, then `run_until_stopped`), with `settings`. It
@@ -169,6 +175,9 @@ pub struct Stores {
     pub store: Arc<dyn TaskStore>,
     pub execution: Arc<dyn ExecutionStore>,
     pub dispatch: Arc<dyn DispatchStore>,
+    /// The dashboard's reads, on the store itself (they are not served
+    /// over gRPC).
+    pub insights: Arc<dyn TaskInsights>,
 }
 
 /// `store` called directly, in every role.
@@ -177,7 +186,8 @@ fn direct<S: FullStore>(store: S) -> Stores {
     Stores {
         store: store.clone(),
         execution: store.clone(),
-        dispatch: store,
+        dispatch: store.clone(),
+        insights: store,
     }
 }
 
@@ -191,7 +201,8 @@ async fn over_grpc<S: FullStore>(store: S) -> Stores {
     Stores {
         store: Arc::new(GrpcTaskStore::new(channel.clone())),
         execution: Arc::new(GrpcExecutionStore::new(channel)),
-        dispatch: store,
+        dispatch: store.clone(),
+        insights: store,
     }
 }
 

@@ -115,6 +115,7 @@ pub async fn a_deleted_task_leaves_no_job_to_run(backend: &dyn Backend) {
         store,
         execution,
         dispatch,
+        ..
     } = backend.stores(with_policy(short_leases())).await;
     let id = dispatched(&store, None).await;
     store.delete_task(&all(), &id).await.expect("delete");

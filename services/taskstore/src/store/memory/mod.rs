@@ -7,6 +7,7 @@
 mod dispatch;
 mod execution;
 mod hold;
+mod insights;
 mod maintenance;
 mod operations;
 pub(crate) mod persist;

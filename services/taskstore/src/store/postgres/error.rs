@@ -47,3 +47,24 @@ fn is_unavailable_sqlstate(db: &dyn DatabaseError) -> bool {
             "57P01" | "57P02" | "57P03" | "53300" | "40001" | "40P01"
         )
 }
+
+/// As [`store_error`], for the dashboard's bounded reads (`insights`): a
+/// statement cut off by its `statement_timeout` (57014, query_canceled) or
+/// a wait for one of their few connections is UNAVAILABLE, saying so: the
+/// database is fine, the question was too costly or too many were asked at
+/// once.
+pub(crate) fn bounded_read_error(err: sqlx::Error) -> StoreError {
+    let canceled =
+        matches!(&err, sqlx::Error::Database(db) if db.code().as_deref() == Some("57014"));
+    if canceled {
+        tracing::warn!(error = %err, "dashboard query ran out of time");
+        StoreError::Unavailable(
+            "the query took too long and was stopped; narrow the search or retry later".to_owned(),
+        )
+    } else if matches!(err, sqlx::Error::PoolTimedOut) {
+        tracing::warn!("no connection free for a dashboard query");
+        StoreError::Unavailable("too many dashboard queries at once; retry later".to_owned())
+    } else {
+        store_error(err)
+    }
+}

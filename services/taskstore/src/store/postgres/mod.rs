@@ -22,6 +22,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 pub use self::connect::unreachable_because;
 pub(crate) use self::error::{is_unavailable, store_error};
+pub use self::insights::{INSIGHTS_CONNECTIONS, INSIGHTS_STATEMENT_TIMEOUT, PgInsights};
 pub use self::migrations::{MIGRATOR, SchemaState, migrate, schema_state};
 use self::rows::{TaskRow, TaskWithResultRow, stored_json, task_columns};
 use super::changes::{ChangeFeed, follow, wait_for_result, watch};
@@ -95,9 +96,11 @@ mod dispatch;
 mod execution;
 mod group_commit;
 mod hold;
+mod insights;
 mod listing;
 mod operations;
 mod questions;
+mod search;
 mod transition_batch;
 
 /// The PostgreSQL [`TaskStore`].
@@ -115,6 +118,8 @@ pub struct PgTaskStore {
     /// Claims go through theirs, and status changes and results theirs.
     claims: tokio::sync::mpsc::Sender<claim_batch::PendingClaim>,
     changes_writer: tokio::sync::mpsc::Sender<transition_batch::PendingChange>,
+    /// The dashboard's reads, on a pool of their own.
+    insights: PgInsights,
 }
 
 impl PgTaskStore {
@@ -135,6 +140,7 @@ impl PgTaskStore {
             execution::millis(config.execution.lease_duration),
         );
         let changes_writer = transition_batch::spawn(pool.clone());
+        let insights = PgInsights::new(&pool);
         Ok(Self {
             pool,
             config,
@@ -145,11 +151,18 @@ impl PgTaskStore {
             creates,
             claims,
             changes_writer,
+            insights,
         })
     }
 
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// The dashboard's reads ([`crate::store::TaskInsights`], which this
+    /// store implements through them).
+    pub fn insights(&self) -> &PgInsights {
+        &self.insights
     }
 
     async fn fetch_visible(&self, scope: &Scope, task_id: &TaskId) -> Result<TaskRow, StoreError> {

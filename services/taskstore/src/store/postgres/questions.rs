@@ -19,8 +19,16 @@ use crate::domain::{
 };
 use crate::error::StoreError;
 
+/// The columns of a question, for every query that returns questions.
+macro_rules! question_columns {
+    () => {
+        "request_key, request_json, asked_at, answer_json, answered_at"
+    };
+}
+pub(super) use question_columns;
+
 #[derive(sqlx::FromRow)]
-struct QuestionRow {
+pub(super) struct QuestionRow {
     request_key: String,
     request_json: String,
     asked_at: DateTime<Utc>,
@@ -29,7 +37,7 @@ struct QuestionRow {
 }
 
 impl QuestionRow {
-    fn into_question(self) -> Result<Question, StoreError> {
+    pub(super) fn into_question(self) -> Result<Question, StoreError> {
         let corrupt = || StoreError::Internal("corrupt input request row".into());
         let answer = match (self.answer_json, self.answered_at) {
             (Some(text), Some(answered_at)) => Some(Answer {

@@ -1,0 +1,337 @@
+//! The dashboard's reads on PostgreSQL ([`TaskInsights`]), bounded three
+//! ways so that a browser cannot starve the API:
+//!
+//! - a pool of their own, [`INSIGHTS_CONNECTIONS`] connections opened on
+//!   first use: however many dashboards ask, the API's pool is untouched;
+//! - every read runs in a read-only transaction whose statements stop after
+//!   [`INSIGHTS_STATEMENT_TIMEOUT`] (`SET LOCAL statement_timeout`), which
+//!   is UNAVAILABLE, not INTERNAL (`error::bounded_read_error`);
+//! - a search examines at most [`crate::domain::SEARCH_SCAN_LIMIT`] tasks
+//!   for a page (`search`).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::postgres::PgPoolOptions;
+use sqlx::{PgPool, Postgres, Transaction};
+
+use super::error::bounded_read_error;
+use super::questions::{QuestionRow, question_columns};
+use super::rows::{TaskRow, stored_json, task_columns};
+use crate::domain::{
+    MAX_WAITING_QUESTIONS, Overview, OverviewCounts, SearchPage, SearchResults, TaskDetails,
+    TaskId, TaskResult, TaskSearch, TaskStatus, TenantId, ToolName, TraceContext, WaitingQuestion,
+};
+use crate::error::StoreError;
+use crate::store::TaskInsights;
+
+/// Connections the dashboard's reads may hold at once.
+pub const INSIGHTS_CONNECTIONS: u32 = 2;
+/// How long one statement of theirs may run.
+pub const INSIGHTS_STATEMENT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Begins a read: one snapshot for all its statements (a search's page and
+/// where its scan ended agree), each stopped after
+/// [`INSIGHTS_STATEMENT_TIMEOUT`].
+const BEGIN_READ: &str = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; \
+                          SET LOCAL statement_timeout = '2s'";
+
+/// The dashboard's reads, on a pool of their own to the store's database.
+#[derive(Debug, Clone)]
+pub struct PgInsights {
+    pool: PgPool,
+}
+
+impl PgInsights {
+    /// Reads on the database `api_pool` connects to (same options, so the
+    /// same schema), through a pool of [`INSIGHTS_CONNECTIONS`] that
+    /// connects on first use.
+    pub fn new(api_pool: &PgPool) -> Self {
+        let options = api_pool.connect_options().as_ref().clone();
+        let pool = PgPoolOptions::new()
+            .max_connections(INSIGHTS_CONNECTIONS)
+            .acquire_timeout(INSIGHTS_STATEMENT_TIMEOUT)
+            .test_before_acquire(false)
+            .connect_lazy_with(options);
+        Self { pool }
+    }
+
+    /// Their own pool (closed with the service's).
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    pub(super) async fn begin(&self) -> Result<Transaction<'static, Postgres>, StoreError> {
+        self.pool
+            .begin_with(BEGIN_READ)
+            .await
+            .map_err(bounded_read_error)
+    }
+}
+
+#[derive(sqlx::FromRow)]
+struct WaitingRow {
+    #[sqlx(flatten)]
+    task: TaskRow,
+    #[sqlx(flatten)]
+    question: QuestionRow,
+}
+
+#[derive(sqlx::FromRow)]
+struct DetailsRow {
+    #[sqlx(flatten)]
+    task: TaskRow,
+    request_json: String,
+    result_json: Option<String>,
+    attempt: i32,
+    max_attempts: Option<i32>,
+    lease_owner: Option<String>,
+    lease_expires_at: Option<DateTime<Utc>>,
+    trace_context: Option<String>,
+}
+
+pub(super) fn corrupt(what: &str) -> StoreError {
+    tracing::error!(what, "corrupt row in a dashboard query");
+    StoreError::Internal("corrupt task row".to_owned())
+}
+
+fn count(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+#[async_trait]
+impl TaskInsights for PgInsights {
+    async fn search_tasks(
+        &self,
+        tenant: &TenantId,
+        search: &TaskSearch,
+        page: &SearchPage,
+    ) -> Result<SearchResults, StoreError> {
+        self.search(tenant, search, page).await
+    }
+
+    async fn overview(
+        &self,
+        tenant: &TenantId,
+        now: DateTime<Utc>,
+    ) -> Result<Overview, StoreError> {
+        let mut counts = OverviewCounts::new(now);
+        let window = counts.window();
+        let mut tx = self.begin().await?;
+        let by_status: Vec<(String, i64)> = sqlx::query_as(concat!(
+            "SELECT status, count(*) FROM tasks WHERE tenant_id = $1 AND ",
+            live!(),
+            " GROUP BY status"
+        ))
+        .bind(tenant.as_str())
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(bounded_read_error)?;
+        for (status, n) in by_status {
+            let status: TaskStatus = status.parse().map_err(|_| corrupt("status"))?;
+            counts.add_status(status, count(n));
+        }
+        let open: i64 = sqlx::query_scalar(concat!(
+            "SELECT count(*) FROM task_input_requests q",
+            " JOIN tasks t ON t.tenant_id = q.tenant_id AND t.task_id = q.task_id",
+            " WHERE q.tenant_id = $1 AND q.answer_json IS NULL",
+            " AND t.status IN ('working', 'input_required') AND ",
+            live!()
+        ))
+        .bind(tenant.as_str())
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(bounded_read_error)?;
+        counts.add_open_questions(count(open));
+        let failures: Vec<(Option<String>, i64)> = sqlx::query_as(concat!(
+            "SELECT tool, count(*) FROM tasks WHERE tenant_id = $1 AND ",
+            live!(),
+            " AND status = 'failed' AND last_updated_at >= $2 GROUP BY tool"
+        ))
+        .bind(tenant.as_str())
+        .bind(window.failures_from)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(bounded_read_error)?;
+        for (tool, n) in failures {
+            let tool = tool
+                .map(|t| ToolName::parse(&t).map_err(|_| corrupt("tool")))
+                .transpose()?;
+            counts.add_failures(tool, count(n));
+        }
+        // Minutes since the epoch: the same buckets whatever the session's
+        // time zone, and the same as `domain::epoch_minute`.
+        let minutes: Vec<(i64, i64, i64)> = sqlx::query_as(concat!(
+            "SELECT minute, sum(created)::bigint, sum(finished)::bigint FROM (",
+            " SELECT floor(extract(epoch FROM created_at) / 60)::bigint AS minute,",
+            "  1 AS created, 0 AS finished",
+            " FROM tasks WHERE tenant_id = $1 AND ",
+            live!(),
+            " AND created_at >= $2 AND created_at < $3",
+            " UNION ALL",
+            " SELECT floor(extract(epoch FROM last_updated_at) / 60)::bigint, 0, 1",
+            " FROM tasks WHERE tenant_id = $1 AND ",
+            live!(),
+            " AND status IN ('completed', 'failed', 'cancelled')",
+            " AND last_updated_at >= $2 AND last_updated_at < $3",
+            ") m GROUP BY minute"
+        ))
+        .bind(tenant.as_str())
+        .bind(window.minutes_from)
+        .bind(window.minutes_until)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(bounded_read_error)?;
+        for (minute, created, finished) in minutes {
+            counts.add_created(minute, count(created));
+            counts.add_finished(minute, count(finished));
+        }
+        tx.commit().await.map_err(bounded_read_error)?;
+        Ok(counts.finish())
+    }
+
+    async fn waiting_questions(
+        &self,
+        tenant: &TenantId,
+        limit: u32,
+    ) -> Result<Vec<WaitingQuestion>, StoreError> {
+        let limit = limit.min(MAX_WAITING_QUESTIONS);
+        let mut tx = self.begin().await?;
+        let rows: Vec<WaitingRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            task_columns!(),
+            ", ",
+            question_columns!(),
+            " FROM (SELECT task_id, ",
+            question_columns!(),
+            "  FROM task_input_requests WHERE tenant_id = $1 AND answer_json IS NULL) q",
+            " JOIN (SELECT ",
+            task_columns!(),
+            "  FROM tasks WHERE tenant_id = $1 AND ",
+            live!(),
+            "  AND status IN ('working', 'input_required')) t USING (task_id)",
+            " ORDER BY asked_at, task_id, request_key COLLATE \"C\" LIMIT $2"
+        ))
+        .bind(tenant.as_str())
+        .bind(i64::from(limit))
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(bounded_read_error)?;
+        tx.commit().await.map_err(bounded_read_error)?;
+        rows.into_iter()
+            .map(|row| {
+                Ok(WaitingQuestion {
+                    task: row.task.into_task()?,
+                    question: row.question.into_question()?,
+                })
+            })
+            .collect()
+    }
+
+    async fn task_details(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+    ) -> Result<TaskDetails, StoreError> {
+        let mut tx = self.begin().await?;
+        let row: Option<DetailsRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            task_columns!(),
+            ", request_json, result_json, attempt, max_attempts, lease_owner, lease_expires_at,",
+            " trace_context FROM tasks WHERE tenant_id = $1 AND task_id = $2 AND ",
+            live!()
+        ))
+        .bind(tenant.as_str())
+        .bind(task_id.as_str())
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(bounded_read_error)?;
+        let row = row.ok_or(StoreError::NotFound)?;
+        let questions: Vec<QuestionRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            question_columns!(),
+            " FROM task_input_requests WHERE tenant_id = $1 AND task_id = $2",
+            " ORDER BY asked_at, request_key"
+        ))
+        .bind(tenant.as_str())
+        .bind(task_id.as_str())
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(bounded_read_error)?;
+        tx.commit().await.map_err(bounded_read_error)?;
+        let task = row.task.into_task()?;
+        let finished = matches!(task.status, TaskStatus::Completed | TaskStatus::Failed);
+        let result = match row.result_json {
+            Some(text) if finished => Some(TaskResult {
+                task: task.clone(),
+                result: stored_json(text)?,
+            }),
+            _ => None,
+        };
+        Ok(TaskDetails {
+            task,
+            request_json: row.request_json,
+            result,
+            questions: questions
+                .into_iter()
+                .map(QuestionRow::into_question)
+                .collect::<Result<_, _>>()?,
+            attempt: u32::try_from(row.attempt).unwrap_or(0),
+            max_attempts: row.max_attempts.and_then(|n| u32::try_from(n).ok()),
+            lease_owner: row.lease_owner,
+            lease_expires_at: row.lease_expires_at,
+            trace: row.trace_context.as_deref().and_then(TraceContext::parse),
+        })
+    }
+}
+
+/// The store answers the dashboard through its [`PgInsights`].
+#[async_trait]
+impl TaskInsights for super::PgTaskStore {
+    async fn search_tasks(
+        &self,
+        tenant: &TenantId,
+        search: &TaskSearch,
+        page: &SearchPage,
+    ) -> Result<SearchResults, StoreError> {
+        self.insights().search_tasks(tenant, search, page).await
+    }
+
+    async fn overview(
+        &self,
+        tenant: &TenantId,
+        now: DateTime<Utc>,
+    ) -> Result<Overview, StoreError> {
+        self.insights().overview(tenant, now).await
+    }
+
+    async fn waiting_questions(
+        &self,
+        tenant: &TenantId,
+        limit: u32,
+    ) -> Result<Vec<WaitingQuestion>, StoreError> {
+        self.insights().waiting_questions(tenant, limit).await
+    }
+
+    async fn task_details(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+    ) -> Result<TaskDetails, StoreError> {
+        self.insights().task_details(tenant, task_id).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{BEGIN_READ, INSIGHTS_STATEMENT_TIMEOUT};
+
+    #[test]
+    fn the_statement_timeout_is_the_one_documented() {
+        let set = format!(
+            "statement_timeout = '{}s'",
+            INSIGHTS_STATEMENT_TIMEOUT.as_secs()
+        );
+        assert!(BEGIN_READ.contains(&set), "{BEGIN_READ}");
+    }
+}
