@@ -244,6 +244,8 @@ export async function axeViolations(page) {
  * document.activeElement) holds; at most `max` presses. Resolves the count.
  */
 export async function tabTo(page, predicate, arg, description, max = 150) {
+  // Already there (e.g. an autofocus field): no Tab needed.
+  if (await page.evaluate(predicate, arg)) return 0;
   for (let i = 0; i < max; i++) {
     await page.keyboard.press('Tab');
     const hit = await page.evaluate(predicate, arg);
