@@ -4,6 +4,8 @@
 //! - [`store`]: the [`store::TaskStore`] trait and its backends.
 //! - [`grpc`]: the `mcp.tasks.v1` service over any store, and a client that is
 //!   itself a store.
+//! - [`mcp`]: the MCP endpoint (`/mcp`); [`dashboard`]: the web dashboard;
+//!   [`edge`]: what every edge shares.
 //! - [`server`]: binding, health, reflection and graceful shutdown.
 //! - [`config`], [`cli`], [`telemetry`], [`sweeper`]: the `taskstore` binary.
 
@@ -11,6 +13,7 @@ pub mod auth;
 pub mod bench;
 pub mod cli;
 pub mod config;
+pub mod dashboard;
 pub mod dispatch;
 pub mod domain;
 pub mod durations;

@@ -11,6 +11,12 @@ use metrics::{counter, gauge, histogram};
 
 use crate::domain::{AttemptEnd, NextStep, OutboxBacklog, TaskStatus};
 
+/// A dashboard action was taken (`login`, `cancel`, `delete`, `answer`,
+/// `run`): who did it is in the log line beside it.
+pub fn dashboard_action(action: &'static str) {
+    counter!("taskstore_dashboard_actions_total", "action" => action).increment(1);
+}
+
 /// An RPC ended with `code` (its name), `started` when it arrived.
 pub fn rpc_ended(service: &str, method: &str, code: &'static str, started: Instant) {
     let labels = [

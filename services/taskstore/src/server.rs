@@ -39,6 +39,8 @@ pub enum ServeError {
     Transport(#[from] tonic::transport::Error),
     #[error("the mcp endpoint failed: {0}")]
     Mcp(String),
+    #[error("the dashboard failed: {0}")]
+    Dashboard(String),
 }
 
 /// A bound, not yet running server.

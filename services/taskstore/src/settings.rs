@@ -82,6 +82,8 @@ pub struct ServiceSettings {
     pub shutdown_grace: Duration,
     /// The MCP endpoint; `None` is off.
     pub mcp: Option<crate::mcp::McpSettings>,
+    /// The web dashboard; `None` is off.
+    pub dashboard: Option<crate::dashboard::DashboardSettings>,
     /// Prometheus metrics on `GET /metrics` at this `HOST:PORT`; `None` is
     /// off.
     pub metrics: Option<MetricsSettings>,
@@ -174,6 +176,7 @@ impl ServiceSettings {
             max_result_wait: Duration::from_secs(600),
             shutdown_grace: Duration::from_secs(2),
             mcp: None,
+            dashboard: None,
             metrics: None,
         }
     }

@@ -142,6 +142,26 @@ impl ApiKeys {
         })
     }
 
+    /// The caller a key id stands for while the key is neither revoked nor
+    /// deleted (read again at most [`REVOCATION_DELAY`] after the last
+    /// look): for a browser session that proved the secret once, at login,
+    /// and keeps only the id.
+    pub async fn caller_of_key_id(&self, key_id: &str) -> Result<Caller, AuthFailure> {
+        let stored = self
+            .lookup(key_id)
+            .await?
+            .ok_or_else(|| AuthFailure::invalid_key(key_id, "unknown key"))?;
+        if stored.revoked_at.is_some() {
+            return Err(AuthFailure::invalid_key(key_id, "revoked"));
+        }
+        self.record_use(key_id);
+        Ok(Caller {
+            subject: format!("key:{}", stored.key_id),
+            role: stored.role,
+            reach: stored.reach,
+        })
+    }
+
     async fn lookup(&self, key_id: &str) -> Result<Option<StoredKey>, AuthFailure> {
         if let Some((stored, at)) = self.cached().get(key_id)
             && at.elapsed() < REVOCATION_DELAY

@@ -167,6 +167,14 @@ impl Authenticator {
         })
     }
 
+    /// The API keys checked, when they are one of the methods.
+    pub fn api_keys(&self) -> Option<&Arc<ApiKeys>> {
+        match self {
+            Authenticator::On { api_keys, .. } => api_keys.as_ref(),
+            Authenticator::Off => None,
+        }
+    }
+
     /// Credentials for this process's embedded workers: a fleet worker
     /// token made now, known only to this process. None needed when
     /// authentication is off.

@@ -2,6 +2,7 @@
 //! their translation into the library's configuration types
 //! ([`crate::settings`]), once, here at the edge.
 
+mod dashboard;
 mod jwt;
 mod mcp;
 mod serve;
@@ -13,6 +14,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+pub use self::dashboard::{DEFAULT_DASHBOARD_LISTEN, DashboardArgs};
 pub use self::mcp::{DEFAULT_MCP_LISTEN, McpArgs, McpListen};
 pub use self::serve::ServeArgs;
 pub use self::values::{Limit, ListenAddress};

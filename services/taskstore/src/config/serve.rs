@@ -42,6 +42,8 @@ pub struct ServeArgs {
     pub database: DatabaseArgs,
     #[command(flatten)]
     pub mcp: super::McpArgs,
+    #[command(flatten)]
+    pub dashboard: super::DashboardArgs,
     /// Who migrates a PostgreSQL database: `apply` (the service, before it
     /// listens) or `await` (a migrations job runs `taskstore migrate`; the
     /// service waits for it, not listening, and refuses a database migrated
@@ -260,6 +262,9 @@ impl ServeArgs {
                 self.max_result_wait,
                 self.auth_methods(mode)? != [AuthMethod::None],
             )?,
+            dashboard: self
+                .dashboard
+                .settings(mode, self.auth_methods(mode)? != [AuthMethod::None])?,
             metrics: self.metrics_listen.clone().map(|listen| MetricsSettings {
                 listen: listen.to_string(),
                 snapshot_interval: self.metrics_snapshot_interval,

@@ -256,6 +256,20 @@ pub fn may_call(caller: &Caller, service: &str, method: &str) -> bool {
     Operation::of_rpc(service, method).is_some_and(|operation| may(caller, operation))
 }
 
+/// Whether `caller` may do `operation` from the dashboard: what [`may`]
+/// allows, but a deletion (irreversible, the result lost with the task)
+/// only as an admin: a person at a browser acting with a client key, the
+/// credential of an MCP server, should not wipe its tasks by a click.
+pub fn may_in_dashboard(caller: &Caller, operation: Operation) -> bool {
+    may(caller, operation) && (operation != Operation::DeleteTask || caller.role == Role::Admin)
+}
+
+/// Whether credentials of `role` may log in to the dashboard: a worker's
+/// (a machine credential, running attempts) may not.
+pub fn may_log_in(role: Role) -> bool {
+    role != Role::Worker
+}
+
 /// The rights of each role. Anything not listed is refused.
 fn role_may(role: Role, operation: Operation) -> bool {
     use Operation::*;
@@ -421,5 +435,25 @@ mod tests {
         assert_eq!(Reach::parse("*"), Ok(Reach::AllTenants));
         assert_eq!(Reach::parse("acme"), Ok(Reach::Tenant(tenant("acme"))));
         assert!(Reach::parse("").is_err());
+    }
+
+    #[test]
+    fn in_the_dashboard_only_admins_delete_and_workers_never_log_in() {
+        let acme = Reach::Tenant(tenant("acme"));
+        let of = |role| Caller {
+            subject: "k".into(),
+            role,
+            reach: acme.clone(),
+        };
+        assert!(may(&of(Role::Client), Operation::DeleteTask));
+        assert!(!may_in_dashboard(&of(Role::Client), Operation::DeleteTask));
+        assert!(may_in_dashboard(&of(Role::Client), Operation::CancelTask));
+        assert!(may_in_dashboard(&of(Role::Admin), Operation::DeleteTask));
+        assert!(!may_in_dashboard(&of(Role::Viewer), Operation::CancelTask));
+        assert!(may_in_dashboard(&of(Role::Viewer), Operation::ListTasks));
+        assert!(!may_log_in(Role::Worker));
+        for role in [Role::Client, Role::Admin, Role::Viewer] {
+            assert!(may_log_in(role));
+        }
     }
 }

@@ -22,6 +22,7 @@ mod ttl;
 
 pub use access::{
     Caller, Operation, Reach, Role, TENANT_METADATA, TenantRefused, UnknownRole, may, may_call,
+    may_in_dashboard, may_log_in,
 };
 pub use cursor::{CursorCodec, CursorPosition, InvalidCursor};
 pub use execution::{

@@ -186,6 +186,13 @@ impl SearchPage {
     }
 }
 
+impl Default for SearchPage {
+    /// The first page, of the default size.
+    fn default() -> Self {
+        SearchPage::new(None, None)
+    }
+}
+
 /// The tasks of a page, newest first.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SearchResults {

@@ -7,7 +7,6 @@ use std::sync::Arc;
 
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{Backends, StartupError};
@@ -68,37 +67,5 @@ impl BoundGateway {
     /// Serves until `stop` fires.
     pub(super) fn spawn(self, stop: CancellationToken) -> JoinHandle<std::io::Result<()>> {
         tokio::spawn(self.gateway.serve(self.listener, stop))
-    }
-}
-
-/// Waits for the endpoint to finish its requests (told to stop already)
-/// until `deadline`; then drops what is left.
-pub(super) async fn stop_by(served: JoinHandle<std::io::Result<()>>, deadline: Instant) {
-    let abort = served.abort_handle();
-    match tokio::time::timeout_at(deadline, served).await {
-        Ok(Ok(Ok(()))) => {}
-        Ok(Ok(Err(err))) => tracing::error!(error = %err, "the mcp endpoint failed"),
-        Ok(Err(err)) => tracing::error!(error = %err, "the mcp endpoint panicked"),
-        Err(_) => {
-            tracing::warn!("mcp requests still open after the shutdown grace; dropped");
-            abort.abort();
-        }
-    }
-}
-
-/// Resolves when the endpoint (if any) ended on its own with an error or a
-/// panic, and never otherwise. The handle is taken once it ended.
-pub(super) async fn ended(
-    served: &mut Option<JoinHandle<std::io::Result<()>>>,
-) -> crate::server::ServeError {
-    let Some(handle) = served.as_mut() else {
-        return std::future::pending().await;
-    };
-    let outcome = handle.await;
-    *served = None;
-    match outcome {
-        Ok(Ok(())) => std::future::pending().await,
-        Ok(Err(err)) => crate::server::ServeError::Mcp(err.to_string()),
-        Err(err) => crate::server::ServeError::Mcp(format!("panicked: {err}")),
     }
 }

@@ -6,9 +6,11 @@
 //! loops, the store.
 
 mod backends;
+mod dashboard;
 mod embedded;
 mod loops;
 mod mcp;
+mod ports;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -23,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 pub use self::backends::{Backends, migrate, open_keys};
 use clap::ValueEnum as _;
 
+use self::ports::Port;
 use crate::auth::{AuthMethod, Authenticator};
 use crate::edge::Admissions;
 use crate::grpc::{OperationsService, ServiceFacts, TaskExecutionService, TaskStoreService};
@@ -120,6 +123,8 @@ pub struct Service {
     embedded_token: BearerToken,
     /// The MCP endpoint, bound, when the settings ask for one.
     mcp: Option<mcp::BoundGateway>,
+    /// The web dashboard, bound, when the settings ask for one.
+    dashboard: Option<dashboard::BoundDashboard>,
 }
 
 impl std::fmt::Debug for Service {
@@ -170,6 +175,19 @@ impl Service {
                     &settings,
                     &backends,
                     authenticator.clone(),
+                    admissions.clone(),
+                )
+                .await?,
+            ),
+            None => None,
+        };
+        let dashboard = match &settings.dashboard {
+            Some(dashboard_settings) => Some(
+                dashboard::bind(
+                    dashboard_settings,
+                    &settings,
+                    &backends,
+                    authenticator.clone(),
                     admissions,
                 )
                 .await?,
@@ -207,12 +225,20 @@ impl Service {
             in_process,
             embedded_token,
             mcp,
+            dashboard,
         })
     }
 
     /// Where MCP is served, when it is.
     pub fn mcp_addr(&self) -> Option<SocketAddr> {
         self.mcp.as_ref().map(mcp::BoundGateway::local_addr)
+    }
+
+    /// Where the dashboard is served, when it is.
+    pub fn dashboard_addr(&self) -> Option<SocketAddr> {
+        self.dashboard
+            .as_ref()
+            .map(dashboard::BoundDashboard::local_addr)
     }
 
     /// The address the service listens on (port 0 resolved).
@@ -240,7 +266,18 @@ impl Service {
         };
         let server_stop = CancellationToken::new();
         let mcp_addr = self.mcp_addr();
+        let dashboard_url = self.dashboard_addr().map(|addr| {
+            let base = self
+                .settings
+                .dashboard
+                .as_ref()
+                .map_or("", |d| d.base_path.as_str());
+            format!("http://{addr}{base}/")
+        });
         let mut mcp_served = self.mcp.map(|gateway| gateway.spawn(server_stop.clone()));
+        let mut dashboard_served = self
+            .dashboard
+            .map(|dashboard| dashboard.spawn(server_stop.clone()));
         let mut served = tokio::spawn(self.server.run(server_stop.clone()));
         let workers = start_workers(workers, stop.child_token()).await;
         // The relay starts once the embedded workers consume: a job it
@@ -266,6 +303,7 @@ impl Service {
             embedded_workers = workers.len(),
             auth = %auth_names(&self.settings.auth),
             mcp = %mcp_addr.map_or_else(|| "off".to_owned(), |addr| format!("http://{addr}/mcp")),
+            dashboard = dashboard_url.as_deref().unwrap_or("off"),
             "listening"
         );
 
@@ -274,7 +312,8 @@ impl Service {
         let (grpc_ended, mcp_failed) = tokio::select! {
             () = stop.cancelled() => (None, None),
             ended = &mut served => (Some(ended), None),
-            failed = mcp::ended(&mut mcp_served) => (None, Some(failed)),
+            failed = ports::ended(Port::Mcp, &mut mcp_served) => (None, Some(failed)),
+            failed = ports::ended(Port::Dashboard, &mut dashboard_served) => (None, Some(failed)),
         };
         stop.cancel();
         if !workers.is_empty() {
@@ -291,13 +330,15 @@ impl Service {
             }
         }
         // Every listener stops under one deadline: the gRPC server's own
-        // grace and the MCP endpoint's start together and end together.
+        // grace, the MCP endpoint's and the dashboard's start together and
+        // end together.
         server_stop.cancel();
         let deadline = tokio::time::Instant::now() + self.settings.shutdown_grace;
         let mcp_stopped = async {
-            if let Some(mcp) = mcp_served {
-                mcp::stop_by(mcp, deadline).await;
-            }
+            tokio::join!(
+                ports::stop_by(Port::Mcp, mcp_served, deadline),
+                ports::stop_by(Port::Dashboard, dashboard_served, deadline),
+            );
         };
         let grpc_stopped = async {
             match grpc_ended {

@@ -1,0 +1,11 @@
+//! The dashboard's pages: each a function from what the stores answered to
+//! markup, nothing else (the routes fetch, the pages draw).
+
+pub mod login;
+pub mod overview;
+pub mod questions;
+pub mod result;
+pub mod task;
+pub mod tasks;
+pub mod tools;
+pub mod workers;

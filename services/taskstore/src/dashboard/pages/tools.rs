@@ -1,0 +1,189 @@
+//! The tools the fleet serves now, one tool with its schema and the workers
+//! serving it, and a form generated from its input schema that runs it as a
+//! task. `field` draws one schema property as a form control; the answer
+//! forms of elicitations use it too.
+
+use maud::{Markup, html};
+use serde_json::Value;
+
+use super::super::viewer::Viewer;
+use super::result::pretty;
+use crate::domain::{Operation, ServedTool, ToolName, WorkerInfo};
+
+pub fn list(base: &str, tools: &[ServedTool], failures: &[(Option<ToolName>, u64)]) -> Markup {
+    html! {
+        h1 { "Tools" }
+        @if tools.is_empty() { p { "No worker serves a tool now." } }
+        @else {
+            table #tools {
+                caption.visually-hidden { "Tools served now" }
+                thead { tr {
+                    th scope="col" { "Tool" } th scope="col" { "Description" } th scope="col" { "Task support" }
+                    th scope="col" { "Workers" } th scope="col" { "Busy / slots" } th scope="col" { "Failed, last hour" }
+                } }
+                tbody {
+                    @for tool in tools {
+                        tr data-tool=(tool.name.as_str()) {
+                            td { a href={ (base) "/tools/" (tool.name.as_str()) } { code { (tool.name.as_str()) } } }
+                            td { (tool.description.title.as_deref().or(tool.description.description.as_deref()).unwrap_or("")) }
+                            td { (tool.description.task_support.as_str()) }
+                            td { (tool.workers) }
+                            td { (tool.busy) " / " (tool.slots) }
+                            td { (failures.iter().find(|(name, _)| name.as_ref() == Some(&tool.name)).map_or(0, |(_, n)| *n)) }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+pub fn one(base: &str, viewer: &Viewer, tool: &ServedTool, workers: &[&WorkerInfo]) -> Markup {
+    let description = &tool.description;
+    let schema: Value = serde_json::from_str(description.input_schema.as_str()).unwrap_or_default();
+    let properties = schema.get("properties").and_then(Value::as_object);
+    let simple = properties.is_some_and(|p| p.values().all(is_simple));
+    html! {
+        h1 { "Tool " code { (tool.name.as_str()) } }
+        @if let Some(title) = &description.title { p.lead { (title) } }
+        @if let Some(text) = &description.description { p { (text) } }
+        p { "Task support: " (description.task_support.as_str()) ". Served by " (tool.workers) " workers, " (tool.busy) " of " (tool.slots) " slots busy." }
+        p { a href={ (base) "/tasks?tool=" (tool.name.as_str()) } { "Its tasks" } }
+        @if viewer.may(Operation::CreateTask) {
+            section aria-labelledby="run-title" {
+                h2 #run-title { "Run it" }
+                form #run method="post" action={ (base) "/tools/" (tool.name.as_str()) "/run" } {
+                    @match (simple, properties) {
+                        (true, Some(properties)) => {
+                            @for (name, property) in properties {
+                                (field(&format!("arg.{name}"), name, property))
+                            }
+                        },
+                        _ => {
+                            label.field {
+                                span { "Arguments (JSON object)" }
+                                textarea name="arguments" rows="6" { "{}" }
+                            }
+                        },
+                    }
+                    button type="submit" { "Run as a task" }
+                }
+            }
+        }
+        section aria-labelledby="schema-title" {
+            h2 #schema-title { "Input schema" }
+            pre.json { (pretty(&schema)) }
+        }
+        section aria-labelledby="workers-title" {
+            h2 #workers-title { "Workers serving it" }
+            ul { @for worker in workers { li { code { (worker.heartbeat.worker_id.as_str()) } } } }
+        }
+    }
+}
+
+/// Whether a schema property becomes one plain control.
+fn is_simple(property: &Value) -> bool {
+    matches!(
+        property.get("type").and_then(Value::as_str),
+        Some("string" | "number" | "integer" | "boolean")
+    )
+}
+
+/// One schema property as a labelled control named `name`.
+pub fn field(name: &str, label: &str, schema: &Value) -> Markup {
+    let kind = schema
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("string");
+    let title = schema.get("title").and_then(Value::as_str).unwrap_or(label);
+    let help = schema.get("description").and_then(Value::as_str);
+    let choices = schema.get("enum").and_then(Value::as_array);
+    html! {
+        label.field {
+            span { (title) }
+            @match (kind, choices) {
+                (_, Some(choices)) => {
+                    select name=(name) {
+                        @for choice in choices {
+                            @let text = choice.as_str().map_or_else(|| choice.to_string(), str::to_owned);
+                            option value=(text) { (text) }
+                        }
+                    }
+                },
+                ("boolean", None) => { input type="checkbox" name=(name) value="true"; },
+                ("number", None) => { input type="number" step="any" name=(name); },
+                ("integer", None) => { input type="number" step="1" name=(name); },
+                _ => { input type="text" name=(name); },
+            }
+            @if let Some(help) = help { small { (help) } }
+        }
+    }
+}
+
+/// The arguments a run form (or an elicitation's answer form) filled in:
+/// each `prefix.<property>` typed by its schema; an empty field left out.
+pub fn filled(
+    schema_properties: Option<&serde_json::Map<String, Value>>,
+    prefix: &str,
+    pairs: &[(String, String)],
+) -> Result<serde_json::Map<String, Value>, String> {
+    let mut out = serde_json::Map::new();
+    let Some(properties) = schema_properties else {
+        return Ok(out);
+    };
+    for (name, schema) in properties {
+        let key = format!("{prefix}.{name}");
+        let raw = pairs
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| v.as_str());
+        let kind = schema
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or("string");
+        let value = match (kind, raw) {
+            ("boolean", raw) => Value::Bool(raw == Some("true")),
+            (_, None) => continue,
+            (_, Some(raw)) if raw.trim().is_empty() => continue,
+            ("integer", Some(raw)) => Value::from(
+                raw.trim()
+                    .parse::<i64>()
+                    .map_err(|_| format!("{name}: must be a whole number"))?,
+            ),
+            ("number", Some(raw)) => raw
+                .trim()
+                .parse::<f64>()
+                .ok()
+                .and_then(serde_json::Number::from_f64)
+                .map(Value::Number)
+                .ok_or_else(|| format!("{name}: must be a number"))?,
+            (_, Some(raw)) => Value::String(raw.to_owned()),
+        };
+        out.insert(name.clone(), value);
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forms_are_typed_by_the_schema() {
+        let schema: Value = serde_json::json!({"properties": {
+            "ms": {"type": "integer"}, "loud": {"type": "boolean"},
+            "name": {"type": "string"}, "ratio": {"type": "number"}}});
+        let pairs = vec![
+            ("arg.ms".to_owned(), "250".to_owned()),
+            ("arg.name".to_owned(), "<b>".to_owned()),
+            ("arg.ratio".to_owned(), "".to_owned()),
+        ];
+        let arguments = filled(schema["properties"].as_object(), "arg", &pairs).expect("valid");
+        assert_eq!(
+            Value::Object(arguments),
+            serde_json::json!({"ms": 250, "loud": false, "name": "<b>"})
+        );
+        let bad = vec![("arg.ms".to_owned(), "soon".to_owned())];
+        assert!(filled(schema["properties"].as_object(), "arg", &bad).is_err());
+    }
+}

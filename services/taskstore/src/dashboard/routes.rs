@@ -1,0 +1,272 @@
+//! The dashboard's routes: each page maps to the [`Operation`] it amounts
+//! to, asks the rights table through the viewer, fetches from the stores,
+//! and hands the page function what it needs to draw.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Path, RawQuery, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::Response;
+use axum::routing::{get, post};
+use chrono::Utc;
+
+use super::params::{MAX_FORM_BYTES, TaskQuery};
+use super::render::{Frame, Nav, html_response, page};
+use super::viewer::{Refused, Viewer};
+use super::{Board, account, actions, assets, guard, live, pages};
+use crate::domain::{
+    MAX_WAITING_QUESTIONS, Operation, ServedTool, TaskId, TaskStatus, served_tools,
+};
+
+pub fn router(board: Arc<Board>) -> Router {
+    let base = board.settings.base_path.clone();
+    let inner = Router::new()
+        .route("/", get(overview))
+        .route("/tasks", get(tasks))
+        .route("/tasks/cancel", post(actions::cancel_selected))
+        .route(
+            "/tasks/cancel-matching",
+            get(actions::confirm_cancel_matching).post(actions::cancel_matching),
+        )
+        .route("/tasks/{id}", get(task))
+        .route("/tasks/{id}/cancel", post(actions::cancel_one))
+        .route("/tasks/{id}/delete", post(actions::delete_one))
+        .route("/tasks/{id}/answer", post(actions::answer))
+        .route("/tasks/{id}/rerun", post(actions::rerun))
+        .route("/questions", get(questions))
+        .route("/tools", get(tools))
+        .route("/tools/{name}", get(tool))
+        .route("/tools/{name}/run", post(actions::run_tool))
+        .route("/workers", get(workers))
+        .route("/events", get(live::events))
+        .route("/login", get(account::login_form).post(account::log_in))
+        .route("/logout", post(account::log_out))
+        .route("/assets/{file}", get(assets::serve))
+        .fallback(not_found)
+        .layer(DefaultBodyLimit::max(MAX_FORM_BYTES))
+        .layer(axum::middleware::from_fn(guard::guard))
+        .with_state(board);
+    if base.is_empty() {
+        inner
+    } else {
+        Router::new().nest(&base, inner)
+    }
+}
+
+impl Board {
+    pub fn base(&self) -> &str {
+        &self.settings.base_path
+    }
+
+    /// The viewer of a request, if it may do `operation`; else the page
+    /// that says why (the login, or 403).
+    pub async fn allow(
+        &self,
+        headers: &HeaderMap,
+        operation: Operation,
+    ) -> Result<Viewer, Response> {
+        let viewer = self
+            .viewer(headers)
+            .await
+            .map_err(|refused| refused.respond(self.base(), None))?;
+        if viewer.may(operation) {
+            Ok(viewer)
+        } else {
+            Err(
+                Refused::Forbidden(if viewer.read_only && operation.changes_anything() {
+                    "this dashboard is read-only"
+                } else {
+                    "your credentials do not allow this"
+                })
+                .respond(self.base(), Some(&viewer)),
+            )
+        }
+    }
+
+    /// A page, framed, or the page of its refusal.
+    pub fn show(
+        &self,
+        viewer: &Viewer,
+        title: &str,
+        current: Nav,
+        body: Result<maud::Markup, Refused>,
+    ) -> Response {
+        match body {
+            Ok(body) => {
+                let frame = Frame {
+                    base: self.base(),
+                    viewer: Some(viewer),
+                    title,
+                    current,
+                };
+                html_response(StatusCode::OK, page(&frame, body))
+            }
+            Err(refused) => refused.respond(self.base(), Some(viewer)),
+        }
+    }
+
+    /// The tools served now, by name.
+    pub async fn tools(
+        &self,
+    ) -> Result<(Vec<ServedTool>, Vec<crate::domain::WorkerInfo>), Refused> {
+        let workers = self
+            .operations
+            .workers(crate::domain::FleetPolicy::default().seen_within)
+            .await?;
+        Ok((served_tools(&workers), workers))
+    }
+}
+
+async fn overview(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response {
+    let viewer = match board.allow(&headers, Operation::ListTasks).await {
+        Ok(viewer) => viewer,
+        Err(page) => return page,
+    };
+    let body = async {
+        let overview = board.insights.overview(&viewer.tenant, Utc::now()).await?;
+        let (_, workers) = board.tools().await?;
+        let outbox = if viewer.sees_every_tenant() {
+            Some(board.operations.outbox_backlog().await?)
+        } else {
+            None
+        };
+        Ok(pages::overview::body(
+            board.base(),
+            &overview,
+            &workers,
+            outbox.as_ref(),
+        ))
+    }
+    .await;
+    board.show(&viewer, "Overview", Nav::Overview, body)
+}
+
+async fn tasks(
+    State(board): State<Arc<Board>>,
+    headers: HeaderMap,
+    RawQuery(raw): RawQuery,
+) -> Response {
+    let viewer = match board.allow(&headers, Operation::ListTasks).await {
+        Ok(viewer) => viewer,
+        Err(page) => return page,
+    };
+    let raw = raw.unwrap_or_default();
+    let body = async {
+        let query = TaskQuery::parse(&raw).map_err(Refused::BadRequest)?;
+        let results = board
+            .insights
+            .search_tasks(&viewer.tenant, &query.search, &query.page)
+            .await?;
+        let pairs = super::params::pairs(&raw).map_err(Refused::BadRequest)?;
+        let notice = super::params::value(&pairs, "notice").map(actions::notice_text);
+        Ok(pages::tasks::body(
+            board.base(),
+            &viewer,
+            &query,
+            &results,
+            notice.as_deref(),
+        ))
+    }
+    .await;
+    board.show(&viewer, "Tasks", Nav::Tasks, body)
+}
+
+async fn task(
+    State(board): State<Arc<Board>>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> Response {
+    let viewer = match board.allow(&headers, Operation::ReadTask).await {
+        Ok(viewer) => viewer,
+        Err(page) => return page,
+    };
+    let body = async {
+        // A malformed id is as absent as a missing one.
+        let id = TaskId::parse(&id).map_err(|_| Refused::NotFound)?;
+        let details = board.insights.task_details(&viewer.tenant, &id).await?;
+        Ok(pages::task::body(board.base(), &viewer, &details))
+    }
+    .await;
+    board.show(&viewer, "Task", Nav::Tasks, body)
+}
+
+async fn questions(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response {
+    let viewer = match board.allow(&headers, Operation::ReadQuestions).await {
+        Ok(viewer) => viewer,
+        Err(page) => return page,
+    };
+    let body = async {
+        let waiting = board
+            .insights
+            .waiting_questions(&viewer.tenant, MAX_WAITING_QUESTIONS)
+            .await?;
+        Ok(pages::questions::body(board.base(), &waiting))
+    }
+    .await;
+    board.show(&viewer, "Needs input", Nav::Questions, body)
+}
+
+async fn tools(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response {
+    let viewer = match board.allow(&headers, Operation::ReadTools).await {
+        Ok(viewer) => viewer,
+        Err(page) => return page,
+    };
+    let body = async {
+        let (tools, _) = board.tools().await?;
+        let overview = board.insights.overview(&viewer.tenant, Utc::now()).await?;
+        Ok(pages::tools::list(
+            board.base(),
+            &tools,
+            &overview.failures_by_tool,
+        ))
+    }
+    .await;
+    board.show(&viewer, "Tools", Nav::Tools, body)
+}
+
+async fn tool(
+    State(board): State<Arc<Board>>,
+    headers: HeaderMap,
+    Path(name): Path<String>,
+) -> Response {
+    let viewer = match board.allow(&headers, Operation::ReadTools).await {
+        Ok(viewer) => viewer,
+        Err(page) => return page,
+    };
+    let body = async {
+        let (tools, workers) = board.tools().await?;
+        let tool = tools
+            .iter()
+            .find(|tool| tool.name.as_str() == name)
+            .ok_or(Refused::NotFound)?;
+        let serving: Vec<_> = workers
+            .iter()
+            .filter(|worker| worker.heartbeat.tools.contains(&tool.name))
+            .collect();
+        Ok(pages::tools::one(board.base(), &viewer, tool, &serving))
+    }
+    .await;
+    board.show(&viewer, "Tool", Nav::Tools, body)
+}
+
+async fn workers(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response {
+    let viewer = match board.allow(&headers, Operation::ReadTools).await {
+        Ok(viewer) => viewer,
+        Err(page) => return page,
+    };
+    let body = async {
+        let (_, workers) = board.tools().await?;
+        Ok(pages::workers::body(board.base(), &workers))
+    }
+    .await;
+    board.show(&viewer, "Workers", Nav::Workers, body)
+}
+
+async fn not_found(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response {
+    let viewer = board.viewer(&headers).await.ok();
+    Refused::NotFound.respond(board.base(), viewer.as_ref())
+}
+
+/// Statuses a cancel can still change.
+pub const UNFINISHED: [TaskStatus; 2] = [TaskStatus::Working, TaskStatus::InputRequired];

@@ -1,0 +1,153 @@
+//! The browser's session: an encrypted, authenticated cookie (XChaCha20-
+//! Poly1305 under a key every replica derives from the store's shared
+//! secret) holding which key logged in, the tenant chosen by credentials
+//! that reach every tenant, and when the login ends. Never the key's secret:
+//! the secret is proved once, at login; afterwards every request looks the
+//! key up by id, so a revoked key logs its sessions out within the key
+//! cache's few seconds, on every replica.
+
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use chacha20poly1305::aead::{Aead, AeadCore, KeyInit, OsRng};
+use chacha20poly1305::{XChaCha20Poly1305, XNonce};
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+
+/// The cookie's name.
+pub const COOKIE: &str = "taskstore_dashboard";
+/// No cookie of ours is longer; a longer one is not opened.
+const MAX_COOKIE_CHARS: usize = 1024;
+const NONCE_BYTES: usize = 24;
+
+/// What a session cookie carries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Session {
+    /// The API key's id (`None` with authentication off).
+    #[serde(rename = "k", skip_serializing_if = "Option::is_none", default)]
+    pub key_id: Option<String>,
+    /// The tenant chosen at login, for credentials that reach every tenant.
+    #[serde(rename = "t", skip_serializing_if = "Option::is_none", default)]
+    pub tenant: Option<String>,
+    /// When the login ends (Unix seconds).
+    #[serde(rename = "e")]
+    pub expires_at: i64,
+}
+
+impl Session {
+    pub fn is_expired(&self, now: DateTime<Utc>) -> bool {
+        now.timestamp() >= self.expires_at
+    }
+}
+
+/// Seals and opens session cookies.
+#[derive(Clone)]
+pub struct SessionSealer {
+    cipher: XChaCha20Poly1305,
+}
+
+impl std::fmt::Debug for SessionSealer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SessionSealer { key: <redacted> }")
+    }
+}
+
+impl SessionSealer {
+    pub fn new(key: [u8; 32]) -> Self {
+        Self {
+            cipher: XChaCha20Poly1305::new(&key.into()),
+        }
+    }
+
+    /// The cookie value for `session`; `None` only if encryption failed.
+    pub fn seal(&self, session: &Session) -> Option<String> {
+        let plain = serde_json::to_vec(session).ok()?;
+        let nonce = XChaCha20Poly1305::generate_nonce(&mut OsRng);
+        let sealed = self.cipher.encrypt(&nonce, plain.as_slice()).ok()?;
+        let mut bytes = nonce.to_vec();
+        bytes.extend_from_slice(&sealed);
+        Some(URL_SAFE_NO_PAD.encode(bytes))
+    }
+
+    /// The session in a cookie value, if this service sealed it.
+    pub fn open(&self, value: &str) -> Option<Session> {
+        if value.len() > MAX_COOKIE_CHARS {
+            return None;
+        }
+        let bytes = URL_SAFE_NO_PAD.decode(value).ok()?;
+        if bytes.len() <= NONCE_BYTES {
+            return None;
+        }
+        let (nonce, sealed) = bytes.split_at(NONCE_BYTES);
+        let plain = self
+            .cipher
+            .decrypt(XNonce::from_slice(nonce), sealed)
+            .ok()?;
+        serde_json::from_slice(&plain).ok()
+    }
+}
+
+/// The value of cookie `name` in a `Cookie` header, if any.
+pub fn cookie_value<'a>(header: &'a str, name: &str) -> Option<&'a str> {
+    header
+        .split(';')
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(key, _)| *key == name)
+        .map(|(_, value)| value)
+}
+
+/// A `Set-Cookie` value for `value` under `path` (a removal when `None`).
+pub fn set_cookie(value: Option<&str>, path: &str, secure: bool, max_age_secs: u64) -> String {
+    let path = if path.is_empty() { "/" } else { path };
+    let secure = if secure { "; Secure" } else { "" };
+    match value {
+        Some(value) => format!(
+            "{COOKIE}={value}; Path={path}; HttpOnly; SameSite=Strict; Max-Age={max_age_secs}{secure}"
+        ),
+        None => format!("{COOKIE}=; Path={path}; HttpOnly; SameSite=Strict; Max-Age=0{secure}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session() -> Session {
+        Session {
+            key_id: Some("abcdefghijkl".into()),
+            tenant: None,
+            expires_at: 2_000_000_000,
+        }
+    }
+
+    #[test]
+    fn sealed_sessions_open_only_under_their_key_and_unaltered() {
+        let sealer = SessionSealer::new([7; 32]);
+        let sealed = sealer.seal(&session()).expect("sealed");
+        assert_eq!(sealer.open(&sealed), Some(session()));
+        assert!(
+            !sealed.contains("abcdefghijkl"),
+            "the key id is not readable"
+        );
+        assert_eq!(SessionSealer::new([8; 32]).open(&sealed), None);
+        let mut altered = sealed.into_bytes();
+        let last = altered.len() - 2;
+        altered[last] = if altered[last] == b'A' { b'B' } else { b'A' };
+        let altered = String::from_utf8(altered).expect("ascii");
+        assert_eq!(sealer.open(&altered), None);
+        for junk in ["", "x", "%%%", &"A".repeat(2000)] {
+            assert_eq!(sealer.open(junk), None);
+        }
+    }
+
+    #[test]
+    fn cookies_are_found_by_name() {
+        let header = "a=1; taskstore_dashboard=xyz; b=2";
+        assert_eq!(cookie_value(header, COOKIE), Some("xyz"));
+        assert_eq!(cookie_value("a=1", COOKIE), None);
+        let set = set_cookie(Some("v"), "", false, 60);
+        assert!(
+            set.contains("HttpOnly") && set.contains("SameSite=Strict") && set.contains("Path=/")
+        );
+        assert!(set_cookie(None, "/ops", true, 0).contains("Max-Age=0; Secure"));
+    }
+}

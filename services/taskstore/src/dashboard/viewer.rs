@@ -1,0 +1,167 @@
+//! Who looks at a page: the browser's session resolved to a [`Caller`]
+//! through the same key store every edge uses, the tenant it acts in (from
+//! the credential, never from the URL), and what it may do there: the
+//! rights table of `domain::access`, plus the dashboard's read-only switch.
+
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::Response;
+use chrono::Utc;
+
+use super::Board;
+use super::render::{failure_page, see_other};
+use super::session::{COOKIE, Session, cookie_value};
+use crate::auth::{AuthFailure, Authenticator};
+use crate::domain::{Caller, Operation, Reach, TenantId, may_in_dashboard, may_log_in};
+use crate::error::StoreError;
+
+/// A logged-in viewer.
+#[derive(Debug, Clone)]
+pub struct Viewer {
+    pub caller: Caller,
+    pub tenant: TenantId,
+    /// No action, whatever the credential allows (`--dashboard-read-only`).
+    pub read_only: bool,
+}
+
+impl Viewer {
+    /// Whether this viewer may do `operation` here.
+    pub fn may(&self, operation: Operation) -> bool {
+        may_in_dashboard(&self.caller, operation)
+            && !(self.read_only && operation.changes_anything())
+    }
+
+    /// Whether this viewer sees what spans every tenant (the system page,
+    /// the outbox).
+    pub fn sees_every_tenant(&self) -> bool {
+        self.caller.reach == Reach::AllTenants && self.may(Operation::ReadStatus)
+    }
+}
+
+/// Why a page is not shown; each becomes a page with its status.
+#[derive(Debug)]
+pub enum Refused {
+    /// No (valid) session: to the login page.
+    LogIn,
+    /// Missing, expired, another tenant's: one answer for all.
+    NotFound,
+    Forbidden(&'static str),
+    BadRequest(String),
+    /// The store or key store cannot answer now; retry.
+    Unavailable(String),
+    /// A failure of ours; the details are in the log.
+    Internal,
+}
+
+impl From<StoreError> for Refused {
+    fn from(err: StoreError) -> Self {
+        match err {
+            StoreError::NotFound => Refused::NotFound,
+            StoreError::InvalidArgument(message) => Refused::BadRequest(message),
+            StoreError::AlreadyExists(id) => {
+                Refused::BadRequest(format!("task {id} already exists"))
+            }
+            StoreError::FailedPrecondition(refusal) => Refused::BadRequest(refusal.to_string()),
+            StoreError::ResourceExhausted(message) | StoreError::Unavailable(message) => {
+                Refused::Unavailable(message)
+            }
+            StoreError::Unauthenticated(_) => Refused::LogIn,
+            StoreError::PermissionDenied(_) => {
+                Refused::Forbidden("your credentials do not allow this")
+            }
+            StoreError::Internal(_) => Refused::Internal,
+        }
+    }
+}
+
+impl Refused {
+    /// The response for a refusal on a page of a dashboard under `base`.
+    pub fn respond(self, base: &str, viewer: Option<&Viewer>) -> Response {
+        match self {
+            Refused::LogIn => see_other(&format!("{base}/login")),
+            Refused::NotFound => failure_page(
+                base,
+                viewer,
+                StatusCode::NOT_FOUND,
+                "Not found",
+                "There is no such task, or it expired.",
+            ),
+            Refused::Forbidden(why) => {
+                failure_page(base, viewer, StatusCode::FORBIDDEN, "Not allowed", why)
+            }
+            Refused::BadRequest(why) => failure_page(
+                base,
+                viewer,
+                StatusCode::BAD_REQUEST,
+                "Not understood",
+                &why,
+            ),
+            Refused::Unavailable(why) => failure_page(
+                base,
+                viewer,
+                StatusCode::SERVICE_UNAVAILABLE,
+                "Unavailable",
+                &format!("The store cannot answer now ({why}); try again in a moment."),
+            ),
+            Refused::Internal => failure_page(
+                base,
+                viewer,
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "Something failed",
+                "The dashboard failed to show this; the details are in the service's log.",
+            ),
+        }
+    }
+}
+
+impl Board {
+    /// The viewer of a request: with authentication off, the one caller
+    /// there is, in the default tenant; else the session cookie's key, if
+    /// it is still valid and may log in.
+    pub async fn viewer(&self, headers: &HeaderMap) -> Result<Viewer, Refused> {
+        let read_only = self.settings.read_only;
+        if matches!(self.authenticator, Authenticator::Off) {
+            return Ok(Viewer {
+                caller: Caller::unauthenticated(),
+                tenant: TenantId::default_tenant(),
+                read_only,
+            });
+        }
+        let session = self.session_of(headers).ok_or(Refused::LogIn)?;
+        let (Some(keys), Some(key_id)) = (self.authenticator.api_keys(), &session.key_id) else {
+            return Err(Refused::LogIn);
+        };
+        let caller = match keys.caller_of_key_id(key_id).await {
+            Ok(caller) => caller,
+            Err(AuthFailure::Unavailable(why)) => return Err(Refused::Unavailable(why)),
+            Err(_) => return Err(Refused::LogIn),
+        };
+        if !may_log_in(caller.role) {
+            return Err(Refused::LogIn);
+        }
+        let named = session
+            .tenant
+            .as_deref()
+            .map(TenantId::parse)
+            .transpose()
+            .map_err(|_| Refused::LogIn)?;
+        let tenant = caller
+            .tenant_for(named.as_ref())
+            .map_err(|_| Refused::LogIn)?;
+        Ok(Viewer {
+            caller,
+            tenant,
+            read_only,
+        })
+    }
+
+    /// The unexpired session in the request's cookie, if any.
+    fn session_of(&self, headers: &HeaderMap) -> Option<Session> {
+        headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|value| value.to_str().ok())
+            .find_map(|value| cookie_value(value, COOKIE))
+            .and_then(|value| self.sessions.open(value))
+            .filter(|session| !session.is_expired(Utc::now()))
+    }
+}
