@@ -6,6 +6,7 @@ mod suite;
 
 mod postgres {
     crate::conformance_suite!(crate::common::Postgres);
+    crate::insights_suite!(crate::common::Postgres);
 }
 
 mod grpc_over_postgres {
@@ -14,6 +15,7 @@ mod grpc_over_postgres {
 
 mod memory {
     crate::conformance_suite!(crate::common::Memory);
+    crate::insights_suite!(crate::common::Memory);
 }
 
 mod grpc_over_memory {
@@ -22,6 +24,7 @@ mod grpc_over_memory {
 
 mod sqlite {
     crate::conformance_suite!(crate::common::Sqlite);
+    crate::insights_suite!(crate::common::Sqlite);
 }
 
 mod grpc_over_sqlite {

@@ -9,6 +9,8 @@ pub mod execution;
 pub mod expiry;
 pub mod following;
 pub mod holding;
+pub mod insights;
+pub mod insights_glance;
 pub mod isolation;
 pub mod lifecycle;
 pub mod listing;
@@ -98,6 +100,24 @@ macro_rules! conformance_suite {
             questions::a_parked_task_is_dispatched_again_by_its_answer,
             questions::an_answer_before_the_park_dispatches_at_once,
             questions::questions_go_with_their_task,
+        );
+    };
+}
+
+/// The dashboard's reads ([`taskstore::store::TaskInsights`]), for the
+/// backends called directly: they are not served over gRPC.
+#[macro_export]
+macro_rules! insights_suite {
+    ($backend:expr) => {
+        $crate::conformance_cases!($backend;
+            insights::search_pages_newest_first_without_gaps_or_repeats,
+            insights::search_filters_alone_and_combined,
+            insights::ids_and_messages_are_matched_literally,
+            insights::the_scan_limit_ends_a_page_early_and_the_next_continues,
+            insights_glance::the_overview_counts_statuses_questions_failures_and_minutes,
+            insights_glance::waiting_questions_come_oldest_first_with_their_tasks,
+            insights_glance::task_details_carry_request_result_questions_and_attempt,
+            insights_glance::expired_and_other_tenants_tasks_are_in_no_read,
         );
     };
 }
