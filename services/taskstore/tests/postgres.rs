@@ -318,3 +318,124 @@ async fn another_replicas_jobs_are_relayed_when_this_replica_polls() {
     shutdown.cancel();
     relay.await.expect("relay stops");
 }
+
+/// Every task `search` finds on `store`'s default tenant, 7 at a time.
+async fn search_all(store: &PgTaskStore, search: &taskstore::domain::TaskSearch) -> Vec<String> {
+    use taskstore::domain::SearchPage;
+    use taskstore::store::TaskInsights;
+
+    let mut seen = Vec::new();
+    let mut after = None;
+    loop {
+        let page = store
+            .search_tasks(
+                &TenantId::default_tenant(),
+                search,
+                &SearchPage::new(Some(7), after),
+            )
+            .await
+            .expect("search");
+        assert!(!page.truncated);
+        seen.extend(page.tasks.into_iter().map(|t| t.task_id.to_string()));
+        match page.next {
+            Some(next) => after = Some(next),
+            None => return seen,
+        }
+    }
+}
+
+#[tokio::test]
+async fn searches_page_through_tasks_sharing_a_timestamp() {
+    use taskstore::domain::{IdPrefix, TaskSearch};
+
+    let store = common::pg_store(StoreConfig::default()).await;
+    sqlx::query(
+        "INSERT INTO tasks (tenant_id, task_id, status, request_id_json, request_json,
+                            created_at, last_updated_at, poll_interval_ms)
+         SELECT 'default', 'same-' || lpad(i::text, 3, '0'), 'working', '1', '{}',
+                '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', 1000
+         FROM generate_series(1, 50) AS i",
+    )
+    .execute(store.pool())
+    .await
+    .expect("insert");
+    let named = |numbers: &mut dyn Iterator<Item = u32>| -> Vec<String> {
+        numbers.map(|i| format!("same-{i:03}")).collect()
+    };
+    assert_eq!(
+        search_all(&store, &TaskSearch::default()).await,
+        named(&mut (1..=50).rev()),
+        "newest first: by id, descending, each once"
+    );
+    let the_forties = TaskSearch {
+        id_prefix: Some(IdPrefix::parse("same-04").expect("prefix")),
+        ..TaskSearch::default()
+    };
+    assert_eq!(
+        search_all(&store, &the_forties).await,
+        named(&mut (40..=49).rev())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn dashboard_reads_are_cut_off_and_never_starve_the_api() {
+    use taskstore::store::TaskInsights;
+    use taskstore::store::postgres::{INSIGHTS_CONNECTIONS, INSIGHTS_STATEMENT_TIMEOUT};
+
+    let store = common::pg_store(StoreConfig::default()).await;
+    let task = store
+        .create_task(&all(), common_task())
+        .await
+        .expect("create");
+    // Questions locked away: a dashboard read of them waits, as a costly
+    // one would run, until its statement timeout stops it.
+    let mut locker = store.pool().begin().await.expect("begin");
+    sqlx::query("LOCK TABLE task_input_requests IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *locker)
+        .await
+        .expect("lock");
+    let started = tokio::time::Instant::now();
+    let mut reads = tokio::task::JoinSet::new();
+    for _ in 0..=INSIGHTS_CONNECTIONS {
+        let store = store.clone();
+        reads.spawn(async move {
+            store
+                .waiting_questions(&TenantId::default_tenant(), 10)
+                .await
+        });
+    }
+    // Every dashboard connection is taken, one more read waits for one:
+    // the API answers at once all the same.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let api = tokio::time::timeout(
+        Duration::from_millis(500),
+        store.get_task(&all(), &task.task_id),
+    )
+    .await
+    .expect("the API is not starved")
+    .expect("get");
+    assert_eq!(api.task_id, task.task_id);
+    let outcomes = reads.join_all().await;
+    let elapsed = started.elapsed();
+    assert!(elapsed >= INSIGHTS_STATEMENT_TIMEOUT, "{elapsed:?}");
+    assert!(elapsed < INSIGHTS_STATEMENT_TIMEOUT * 3, "{elapsed:?}");
+    for outcome in &outcomes {
+        assert!(
+            matches!(outcome, Err(StoreError::Unavailable(_))),
+            "UNAVAILABLE, not INTERNAL: {outcome:?}"
+        );
+    }
+    assert!(
+        outcomes.iter().any(|o| {
+            o.as_ref()
+                .is_err_and(|e| e.to_string().contains("took too long"))
+        }),
+        "{outcomes:?}"
+    );
+    locker.rollback().await.expect("unlock");
+    let waiting = store
+        .waiting_questions(&TenantId::default_tenant(), 10)
+        .await
+        .expect("the dashboard reads again");
+    assert!(waiting.is_empty());
+}

@@ -398,8 +398,9 @@ pub async fn the_scan_limit_ends_a_page_early_and_the_next_continues(backend: &d
         .create_task(&all(), task_with_id("needle"))
         .await
         .expect("needle");
-    // More tasks than one page may examine, all newer than the needle.
-    let haystack = SEARCH_SCAN_LIMIT as usize + 7;
+    // As many tasks as one page may examine, all newer than the needle:
+    // the needle is the first past the limit.
+    let haystack = SEARCH_SCAN_LIMIT as usize;
     let mut created = 0;
     while created < haystack {
         let batch = 64.min(haystack - created);
