@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 
 from mcp.types import CallToolResult, TextContent
 
@@ -42,20 +43,28 @@ async def conf_crash() -> str:
 
 
 @tools.tool(
-    description="Reports progress `step <i>` every step_ms until ms have passed; stops when cancelled.",
+    description="Reports progress `step <i>` at the start of each step of step_ms until ms have passed; stops when cancelled.",
     structured_output=False,
 )
 async def conf_sleep(ms: int, ctx: ToolContext, step_ms: int = 100) -> str:
     loop = asyncio.get_running_loop()
     end = loop.time() + ms / 1000
     step = 0
+    # `step <i>` at the start of each step, so `step 1` comes at once.
     while (left := end - loop.time()) > 0:
+        step += 1
+        await ctx.progress(f"step {step}")
         # A cancellation raises CancelledError here: the tool stops, returning nothing.
         await asyncio.sleep(min(step_ms / 1000, left))
-        if loop.time() < end:
-            step += 1
-            await ctx.progress(f"step {step}")
     return f"slept {ms} ms"
+
+
+@tools.tool(
+    description="Does nothing; returns the Unix time in microseconds at which it started (benches/polyglot.sh).",
+    structured_output=False,
+)
+async def conf_noop(n: int = 0) -> str:
+    return str(time.time_ns() // 1000)
 
 
 @tools.tool(description="Asks `Proceed?` (key confirm) and returns `answered <action>`.", structured_output=False)

@@ -180,24 +180,30 @@ def traceparent_of(message: AbstractIncomingMessage) -> object:
     return headers.get("traceparent")
 
 
+# An acknowledgement on a connection that is going away can wait forever
+# (aiormq leaves its future pending when the reader exits): bounded, it
+# fails like any other lost acknowledgement.
+BROKER_CALL_TIMEOUT = 5.0
+
+
 async def ack(message: AbstractIncomingMessage) -> None:
     """Acknowledge failures are worth a log line only: an unacknowledged
     delivery is redelivered, and the claim makes a redelivery harmless."""
     try:
-        await message.ack()
+        await asyncio.wait_for(message.ack(), BROKER_CALL_TIMEOUT)
     except Exception as error:
         logger.debug("ack failed (%s); the job will be redelivered and refused", error)
 
 
 async def requeue(message: AbstractIncomingMessage) -> None:
     try:
-        await message.nack(requeue=True)
+        await asyncio.wait_for(message.nack(requeue=True), BROKER_CALL_TIMEOUT)
     except Exception as error:
         logger.debug("requeue failed (%s); the broker redelivers on reconnect", error)
 
 
 async def reject(message: AbstractIncomingMessage) -> None:
     try:
-        await message.reject(requeue=False)
+        await asyncio.wait_for(message.reject(requeue=False), BROKER_CALL_TIMEOUT)
     except Exception as error:
         logger.debug("reject failed: %s", error)

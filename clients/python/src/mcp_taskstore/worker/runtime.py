@@ -32,6 +32,9 @@ logger = logging.getLogger("mcp_taskstore.worker")
 # A delivery that waits this long for a free slot goes back to the queue for
 # another worker (and never nears RabbitMQ's consumer timeout).
 MAX_SLOT_WAIT = 60.0
+# After the shutdown grace, how long attempts given back may take to end
+# (their release reported) before the process exits anyway.
+GIVE_BACK_TIMEOUT = 10.0
 MAX_RECONNECT_DELAY = 10.0
 
 
@@ -195,7 +198,10 @@ class Worker:
         self._stop.set()
         if self._feed is not None:
             feed, self._feed = self._feed, None
-            await feed.close()
+            try:
+                await asyncio.wait_for(feed.close(), GIVE_BACK_TIMEOUT)
+            except (asyncio.TimeoutError, Exception) as error:
+                logger.debug("the job queue connection did not close cleanly: %s", error)
         running = {task for task in self._running if not task.done()}
         if running:
             logger.info(
@@ -206,7 +212,10 @@ class Worker:
             if pending:
                 logger.warning("shutdown grace over; giving %d task(s) back", len(pending))
                 self._abandon.set()
-                await asyncio.wait(pending)
+                _, stuck = await asyncio.wait(pending, timeout=GIVE_BACK_TIMEOUT)
+                if stuck:
+                    # Their leases lapse and the service dispatches them again.
+                    logger.warning("%d attempt(s) did not end after being given back; exiting anyway", len(stuck))
 
     async def _follow_slots(self) -> None:
         """Keeps each tool's prefetch at the free slots (coalescing changes)."""
