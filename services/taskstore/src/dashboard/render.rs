@@ -18,6 +18,8 @@ pub enum Nav {
     Questions,
     Tools,
     Workers,
+    /// Every tenant together: only for credentials that reach them all.
+    System,
     None,
 }
 
@@ -64,6 +66,12 @@ pub fn page(frame: &Frame<'_>, body: Markup) -> Markup {
                                     li {
                                         a href={ (base) (path) (if path.is_empty() && base.is_empty() { "/" } else { "" }) }
                                             aria-current=[(nav == frame.current).then_some("page")] { (label) }
+                                    }
+                                }
+                                @if viewer.sees_every_tenant() {
+                                    li {
+                                        a href={ (base) "/system" }
+                                            aria-current=[(frame.current == Nav::System).then_some("page")] { "System" }
                                     }
                                 }
                             }

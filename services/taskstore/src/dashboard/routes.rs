@@ -39,6 +39,7 @@ pub fn router(board: Arc<Board>) -> Router {
         .route("/tools/{name}", get(tool))
         .route("/tools/{name}/run", post(actions::run_tool))
         .route("/workers", get(workers))
+        .route("/system", get(system))
         .route("/events", get(live::events))
         .route("/login", get(account::login_form).post(account::log_in))
         .route("/logout", post(account::log_out))
@@ -261,6 +262,21 @@ async fn workers(State(board): State<Arc<Board>>, headers: HeaderMap) -> Respons
     }
     .await;
     board.show(&viewer, "Workers", Nav::Workers, body)
+}
+
+async fn system(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response {
+    let viewer = match board.allow(&headers, Operation::ReadStatus).await {
+        Ok(viewer) => viewer,
+        Err(page) => return page,
+    };
+    let body = async {
+        let by_status = board.operations.tasks_by_status().await?;
+        let outbox = board.operations.outbox_backlog().await?;
+        let (_, workers) = board.tools().await?;
+        Ok(pages::system::body(&by_status, &outbox, &workers))
+    }
+    .await;
+    board.show(&viewer, "System", Nav::System, body)
 }
 
 async fn not_found(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response {

@@ -199,3 +199,43 @@ async fn a_read_only_dashboard_shows_everything_and_allows_no_action() {
     assert!(refused.text().await.expect("body").contains("read-only"));
     assert_eq!(board.status_of("acme", &task.task_id).await, "working");
 }
+
+#[tokio::test]
+async fn only_keys_that_reach_every_tenant_see_the_system_page_and_name_their_tenant() {
+    let board = Board::open().await;
+    let tenant_admin = board.browser(&board.key("acme", Role::Admin).await).await;
+    assert_eq!(tenant_admin.get("/system").await.status(), 403);
+    let (_, page) = tenant_admin.text("/tasks").await;
+    assert!(!page.contains("/system"));
+
+    let everywhere = board.key("*", Role::Admin).await;
+    let anonymous = Browser::new(&board);
+    let unnamed = anonymous
+        .post("/login", &format!("api_key={everywhere}"))
+        .await;
+    assert_eq!(
+        unnamed.status(),
+        400,
+        "a key for every tenant must name one"
+    );
+    let named = anonymous
+        .post("/login", &format!("api_key={everywhere}&tenant=globex"))
+        .await;
+    assert_eq!(named.status(), 303);
+    let cookie = named.headers()["set-cookie"]
+        .to_str()
+        .expect("ascii")
+        .split(';')
+        .next()
+        .expect("cookie")
+        .to_owned();
+    let operator = Browser::with_cookie_of(&board, cookie);
+    let own = board.task("globex").await;
+    let other = board.task("acme").await;
+    let (status, system) = operator.text("/system").await;
+    assert_eq!(status, 200);
+    assert!(system.contains("Tasks of every tenant"));
+    let (_, tasks) = operator.text("/tasks").await;
+    assert!(tasks.contains(own.task_id.as_str()) && !tasks.contains(other.task_id.as_str()));
+    assert!(tasks.contains("<span id=\"tenant\">globex</span>"));
+}
