@@ -113,6 +113,28 @@ describe('every page, as tenant a\'s admin', () => {
     });
   }
 
+  test('every page has an icon: a browser asking for /favicon.ico gets no 404 (a console error)', async () => {
+    // Without <link rel="icon">, Chromium fetches /favicon.ico at the
+    // origin's root (not under the base path) whenever it shows a page.
+    const context = await newContext(browser);
+    try {
+      const loginPage = await context.newPage();
+      await loginPage.goto(url('login'));
+      const missing = [];
+      const page = await login(context, keys.a_admin.key);
+      for (const [name, path] of [['login', null], ...pages()]) {
+        const target = path === null ? loginPage : page;
+        if (path !== null) await page.goto(url(path));
+        if (await target.locator('link[rel~="icon"]').count()) continue;
+        const res = await target.request.get(new URL('/favicon.ico', target.url()).href);
+        if (!res.ok()) missing.push(`${name}: no <link rel="icon">, and /favicon.ico answers ${res.status()}`);
+      }
+      assert.deepEqual(missing, []);
+    } finally {
+      await context.close();
+    }
+  });
+
   test('passes axe in dark mode (prefers-color-scheme: dark)', async () => {
     const context = await newContext(browser, { axe: true, colorScheme: 'dark' });
     try {
