@@ -123,6 +123,7 @@ pub fn start_dev(database: &str, extra: &[&str]) -> (Service, serde_json::Value)
     command
         .args(["--log-format", "json", "dev", "--listen", "127.0.0.1:0"])
         .args(["--mcp-listen", "127.0.0.1:0"])
+        .args(["--dashboard-listen", "127.0.0.1:0"])
         .args(["--shutdown-grace", "5s", "--database-url", database])
         .args(extra)
         .env_remove("TASKSTORE_DATABASE_URL")
