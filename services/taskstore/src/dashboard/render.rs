@@ -18,17 +18,19 @@ pub enum Nav {
     Questions,
     Tools,
     Workers,
+    Sessions,
     /// Every tenant together: only for credentials that reach them all.
     System,
     None,
 }
 
-const NAV: [(Nav, &str, &str); 5] = [
+const NAV: [(Nav, &str, &str); 6] = [
     (Nav::Overview, "", "Overview"),
     (Nav::Tasks, "/tasks", "Tasks"),
     (Nav::Questions, "/questions", "Needs input"),
     (Nav::Tools, "/tools", "Tools"),
     (Nav::Workers, "/workers", "Workers"),
+    (Nav::Sessions, "/sessions", "Sessions"),
 ];
 
 /// What frames a page: where the dashboard is mounted, who looks, which

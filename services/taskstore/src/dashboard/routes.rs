@@ -16,7 +16,7 @@ use super::render::{Frame, Nav, html_response, page};
 use super::viewer::{Refused, Viewer};
 use super::{Board, account, actions, assets, guard, live, pages};
 use crate::domain::{
-    MAX_WAITING_QUESTIONS, Operation, ServedTool, TaskId, TaskStatus, served_tools,
+    MAX_SESSIONS, MAX_WAITING_QUESTIONS, Operation, ServedTool, TaskId, TaskStatus, served_tools,
 };
 
 pub fn router(board: Arc<Board>) -> Router {
@@ -39,6 +39,7 @@ pub fn router(board: Arc<Board>) -> Router {
         .route("/tools/{name}", get(tool))
         .route("/tools/{name}/run", post(actions::run_tool))
         .route("/workers", get(workers))
+        .route("/sessions", get(sessions))
         .route("/system", get(system))
         .route("/events", get(live::events))
         .route("/login", get(account::login_form).post(account::log_in))
@@ -262,6 +263,22 @@ async fn workers(State(board): State<Arc<Board>>, headers: HeaderMap) -> Respons
     }
     .await;
     board.show(&viewer, "Workers", Nav::Workers, body)
+}
+
+async fn sessions(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response {
+    let viewer = match board.allow(&headers, Operation::ListTasks).await {
+        Ok(viewer) => viewer,
+        Err(page) => return page,
+    };
+    let body = async {
+        let sessions = board
+            .insights
+            .sessions(&viewer.tenant, MAX_SESSIONS)
+            .await?;
+        Ok(pages::sessions::body(board.base(), &sessions))
+    }
+    .await;
+    board.show(&viewer, "Sessions", Nav::Sessions, body)
 }
 
 async fn system(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response {

@@ -15,6 +15,7 @@ mod progress;
 pub mod questions;
 mod seal;
 mod search;
+mod sessions;
 mod status;
 mod task;
 mod tools;
@@ -54,6 +55,7 @@ pub use search::{
     MAX_WAITING_QUESTIONS, MessageText, SEARCH_SCAN_LIMIT, SearchPage, SearchPosition,
     SearchResults, TaskDetails, TaskSearch, WaitingQuestion,
 };
+pub use sessions::{MAX_SESSIONS, SessionSummary, order_sessions, summarise_sessions};
 pub use status::{ResultStatus, TaskStatus, UnknownStatus};
 pub use task::{
     NewResult, NewTask, PageRequest, Scope, StatusUpdate, Task, TaskFilter, TaskPage, TaskResult,

@@ -7,7 +7,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use crate::domain::{
-    Overview, SearchPage, SearchResults, TaskDetails, TaskId, TaskSearch, TenantId, WaitingQuestion,
+    Overview, SearchPage, SearchResults, SessionSummary, TaskDetails, TaskId, TaskSearch, TenantId,
+    WaitingQuestion,
 };
 use crate::error::StoreError;
 
@@ -41,4 +42,12 @@ pub trait TaskInsights: Send + Sync + 'static {
         tenant: &TenantId,
         task_id: &TaskId,
     ) -> Result<TaskDetails, StoreError>;
+
+    /// The tenant's MCP sessions that have unexpired tasks, the most
+    /// recently active first, at most `limit` (capped at `MAX_SESSIONS`).
+    async fn sessions(
+        &self,
+        tenant: &TenantId,
+        limit: u32,
+    ) -> Result<Vec<SessionSummary>, StoreError>;
 }

@@ -84,6 +84,10 @@ async fn viewers_see_and_change_nothing_clients_cannot_delete_admins_can() {
     let path = format!("/tasks/{}", task.task_id);
 
     let viewer = board.browser(&board.key("acme", Role::Viewer).await).await;
+    for page in ["/", "/tasks", "/questions", "/tools", "/workers", "/sessions"] {
+        assert_eq!(viewer.text(page).await.0, 200, "a viewer reads {page}");
+    }
+    assert_eq!(viewer.text("/system").await.0, 403);
     let (status, page) = viewer.text(&path).await;
     assert_eq!(status, 200);
     assert!(!page.contains("Cancel task") && !page.contains("Delete task"));

@@ -11,6 +11,7 @@ pub mod following;
 pub mod holding;
 pub mod insights;
 pub mod insights_glance;
+pub mod insights_sessions;
 pub mod isolation;
 pub mod lifecycle;
 pub mod listing;
@@ -118,6 +119,7 @@ macro_rules! insights_suite {
             insights_glance::waiting_questions_come_oldest_first_with_their_tasks,
             insights_glance::task_details_carry_request_result_questions_and_attempt,
             insights_glance::expired_and_other_tenants_tasks_are_in_no_read,
+            insights_sessions::sessions_are_listed_most_recently_active_first,
         );
     };
 }

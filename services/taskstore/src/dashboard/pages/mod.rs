@@ -5,6 +5,7 @@ pub mod login;
 pub mod overview;
 pub mod questions;
 pub mod result;
+pub mod sessions;
 pub mod system;
 pub mod task;
 pub mod tasks;

@@ -13,8 +13,8 @@ use super::MemoryTaskStore;
 use super::state::{Record, key};
 use crate::domain::{
     MAX_WAITING_QUESTIONS, Overview, OverviewCounts, SEARCH_SCAN_LIMIT, SearchPage, SearchPosition,
-    SearchResults, TaskDetails, TaskId, TaskResult, TaskSearch, TaskStatus, TenantId, TraceContext,
-    WaitingQuestion, epoch_minute,
+    SearchResults, SessionSummary, TaskDetails, TaskId, TaskResult, TaskSearch, TaskStatus,
+    TenantId, TraceContext, WaitingQuestion, epoch_minute, summarise_sessions,
 };
 use crate::error::StoreError;
 use crate::store::TaskInsights;
@@ -187,5 +187,20 @@ impl TaskInsights for MemoryTaskStore {
                 .as_deref()
                 .and_then(TraceContext::parse),
         })
+    }
+
+    async fn sessions(
+        &self,
+        tenant: &TenantId,
+        limit: u32,
+    ) -> Result<Vec<SessionSummary>, StoreError> {
+        let mut state = self.lock().await;
+        let now = state.now();
+        let live = state
+            .tasks
+            .iter()
+            .filter(|((owner, _), record)| owner == tenant.as_str() && record.is_live(now))
+            .map(|(_, record)| &record.task);
+        Ok(summarise_sessions(live, limit))
     }
 }

@@ -20,8 +20,9 @@ use super::error::bounded_read_error;
 use super::questions::{QuestionRow, question_columns};
 use super::rows::{TaskRow, stored_json, task_columns};
 use crate::domain::{
-    MAX_WAITING_QUESTIONS, Overview, OverviewCounts, SearchPage, SearchResults, TaskDetails,
-    TaskId, TaskResult, TaskSearch, TaskStatus, TenantId, ToolName, TraceContext, WaitingQuestion,
+    MAX_SESSIONS, MAX_WAITING_QUESTIONS, Overview, OverviewCounts, SearchPage, SearchResults,
+    SessionId, SessionSummary, TaskDetails, TaskId, TaskResult, TaskSearch, TaskStatus, TenantId,
+    ToolName, TraceContext, WaitingQuestion, order_sessions,
 };
 use crate::error::StoreError;
 use crate::store::TaskInsights;
@@ -283,6 +284,44 @@ impl TaskInsights for PgInsights {
             trace: row.trace_context.as_deref().and_then(TraceContext::parse),
         })
     }
+
+    async fn sessions(
+        &self,
+        tenant: &TenantId,
+        limit: u32,
+    ) -> Result<Vec<SessionSummary>, StoreError> {
+        let limit = limit.min(MAX_SESSIONS);
+        let mut tx = self.begin().await?;
+        let rows: Vec<(String, i64, i64, DateTime<Utc>)> = sqlx::query_as(concat!(
+            "SELECT session_id, count(*),",
+            " count(*) FILTER (WHERE status IN ('working', 'input_required')),",
+            " max(created_at)",
+            " FROM tasks WHERE tenant_id = $1 AND session_id IS NOT NULL AND ",
+            live!(),
+            " GROUP BY session_id ORDER BY max(created_at) DESC, session_id LIMIT $2"
+        ))
+        .bind(tenant.as_str())
+        .bind(i64::from(limit))
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(bounded_read_error)?;
+        tx.commit().await.map_err(bounded_read_error)?;
+        let mut sessions = rows
+            .into_iter()
+            .map(|(session, tasks, unfinished, last_created_at)| {
+                Ok(SessionSummary {
+                    session: SessionId::parse(&session, usize::MAX)
+                        .map_err(|_| corrupt("session id"))?,
+                    tasks: count(tasks),
+                    unfinished: count(unfinished),
+                    last_created_at,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        // The database sorted by bytes; the one order is the domain's.
+        order_sessions(&mut sessions);
+        Ok(sessions)
+    }
 }
 
 /// The store answers the dashboard through its [`PgInsights`].
@@ -319,6 +358,14 @@ impl TaskInsights for super::PgTaskStore {
         task_id: &TaskId,
     ) -> Result<TaskDetails, StoreError> {
         self.insights().task_details(tenant, task_id).await
+    }
+
+    async fn sessions(
+        &self,
+        tenant: &TenantId,
+        limit: u32,
+    ) -> Result<Vec<SessionSummary>, StoreError> {
+        self.insights().sessions(tenant, limit).await
     }
 }
 

@@ -17,15 +17,21 @@ export const keys = env.keys;
 export const DESKTOP = { width: 1280, height: 800 };
 export const PHONE = { width: 390, height: 844 };
 
-/** An absolute URL of a dashboard path ('' is the overview), under the base path. */
+/**
+ * An absolute URL of a dashboard path ('' is the overview), under the base
+ * path. Behind a base path the overview is the base itself, without a
+ * trailing slash (/ops, as the dashboard links it); at the root it is /.
+ */
 export function url(path = '') {
-  return new URL(path.replace(/^\//, ''), env.base).href;
+  const href = new URL(path.replace(/^\//, ''), env.base).href;
+  return path === '' && new URL(env.base).pathname !== '/' ? href.replace(/\/$/, '') : href;
 }
 
 /** The path of a URL relative to the base, for comparisons ('' is the overview). */
 export function rel(href) {
   const u = new URL(href);
   const base = new URL(env.base);
+  if (`${u.pathname}/` === base.pathname) return '';
   return u.pathname.startsWith(base.pathname) ? u.pathname.slice(base.pathname.length) : u.pathname;
 }
 
