@@ -34,6 +34,10 @@ pub struct DashboardArgs {
     /// for a dashboard reached without TLS on another host than loopback.
     #[arg(long, env = "TASKSTORE_DASHBOARD_INSECURE_COOKIE")]
     pub dashboard_insecure_cookie: bool,
+    /// A link to a task's trace, with {trace_id} where the id goes (e.g.
+    /// https://jaeger.example.com/trace/{trace_id}).
+    #[arg(long, env = "TASKSTORE_DASHBOARD_TRACE_URL")]
+    pub dashboard_trace_url: Option<String>,
 }
 
 impl DashboardArgs {
@@ -61,6 +65,11 @@ impl DashboardArgs {
             // Browsers keep Secure cookies from http://localhost and
             // 127.0.0.1 too; elsewhere plain HTTP needs the flag.
             secure_cookie: !self.dashboard_insecure_cookie,
+            trace_url: self
+                .dashboard_trace_url
+                .as_deref()
+                .map(DashboardSettings::parse_trace_url)
+                .transpose()?,
             ..DashboardSettings::on(listen.to_string())
         }))
     }

@@ -187,7 +187,9 @@ async fn task(
         // A malformed id is as absent as a missing one.
         let id = TaskId::parse(&id).map_err(|_| Refused::NotFound)?;
         let details = board.insights.task_details(&viewer.tenant, &id).await?;
-        Ok(pages::task::body(board.base(), &viewer, &details))
+        Ok(pages::task::body(board.base(), &viewer, &details, |id| {
+            board.settings.trace_link(id)
+        }))
     }
     .await;
     board.show(&viewer, "Task", Nav::Tasks, body)

@@ -2,6 +2,9 @@
 
 use std::time::Duration;
 
+/// What a trace link template names the trace id by.
+pub const TRACE_ID: &str = "{trace_id}";
+
 /// Where and how the dashboard is served.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DashboardSettings {
@@ -22,6 +25,9 @@ pub struct DashboardSettings {
     pub secure_cookie: bool,
     /// How long a login lasts (the key is checked on every request too).
     pub session_lifetime: Duration,
+    /// Where a task's trace is shown: a URL with `{trace_id}` in it (a
+    /// Jaeger, Tempo or Honeycomb link), or none.
+    pub trace_url: Option<String>,
 }
 
 impl DashboardSettings {
@@ -35,7 +41,28 @@ impl DashboardSettings {
             header_read_timeout: Duration::from_secs(10),
             secure_cookie: true,
             session_lifetime: Duration::from_secs(12 * 3600),
+            trace_url: None,
         }
+    }
+
+    /// A trace link template checked: an http(s) URL naming `{trace_id}`.
+    pub fn parse_trace_url(raw: &str) -> Result<String, String> {
+        let is_http = raw.starts_with("https://") || raw.starts_with("http://");
+        if is_http && raw.contains(TRACE_ID) && !raw.contains(['"', '<', '>', ' ']) {
+            Ok(raw.to_owned())
+        } else {
+            Err(format!(
+                "--dashboard-trace-url {raw:?} must be an http(s) URL containing {TRACE_ID}, e.g. https://jaeger.example.com/trace/{TRACE_ID}"
+            ))
+        }
+    }
+
+    /// The link to the trace `trace_id` (32 hex digits, from a checked
+    /// `traceparent`), when a template is configured.
+    pub fn trace_link(&self, trace_id: &str) -> Option<String> {
+        self.trace_url
+            .as_ref()
+            .map(|template| template.replace(TRACE_ID, trace_id))
     }
 
     /// `base_path` checked and normalised: empty, or `/` followed by
@@ -78,5 +105,31 @@ mod tests {
         for bad in ["ops", "/a//b", "/a/../b", "/a b", "/a?x", "/<script>"] {
             assert!(DashboardSettings::parse_base_path(bad).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn trace_links_need_an_http_url_naming_the_trace() {
+        let template = "https://jaeger.example.com/trace/{trace_id}";
+        assert_eq!(
+            DashboardSettings::parse_trace_url(template),
+            Ok(template.to_owned())
+        );
+        for bad in [
+            "https://x.example/trace",
+            "javascript:{trace_id}",
+            "https://x/\"{trace_id}",
+        ] {
+            assert!(DashboardSettings::parse_trace_url(bad).is_err(), "{bad}");
+        }
+        let settings = DashboardSettings {
+            trace_url: Some(template.to_owned()),
+            ..DashboardSettings::on("127.0.0.1:0")
+        };
+        assert_eq!(
+            settings
+                .trace_link("4bf92f3577b34da6a3ce929d0e0e4736")
+                .as_deref(),
+            Some("https://jaeger.example.com/trace/4bf92f3577b34da6a3ce929d0e0e4736")
+        );
     }
 }

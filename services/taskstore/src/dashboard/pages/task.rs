@@ -10,7 +10,12 @@ use super::super::viewer::Viewer;
 use super::result::{call_tool_result, pretty};
 use crate::domain::{InputMethod, Operation, Question, TaskDetails};
 
-pub fn body(base: &str, viewer: &Viewer, details: &TaskDetails) -> Markup {
+pub fn body(
+    base: &str,
+    viewer: &Viewer,
+    details: &TaskDetails,
+    trace_link: impl Fn(&str) -> Option<String>,
+) -> Markup {
     let task = &details.task;
     let id = task.task_id.as_str();
     let path = format!("{base}/tasks/{id}");
@@ -40,7 +45,13 @@ pub fn body(base: &str, viewer: &Viewer, details: &TaskDetails) -> Markup {
                 }
             }
             @if let Some(trace) = &details.trace {
-                dt { "Trace" } dd data-field="trace" { code { (trace_id(trace.as_str())) } }
+                @let id = trace_id(trace.as_str());
+                dt { "Trace" } dd data-field="trace" {
+                    @match trace_link(id) {
+                        Some(link) => { a href=(link) rel="noreferrer noopener" { code { (id) } } },
+                        None => { code { (id) } },
+                    }
+                }
             }
         }
         (actions(&path, viewer, details))
