@@ -84,7 +84,14 @@ async fn viewers_see_and_change_nothing_clients_cannot_delete_admins_can() {
     let path = format!("/tasks/{}", task.task_id);
 
     let viewer = board.browser(&board.key("acme", Role::Viewer).await).await;
-    for page in ["/", "/tasks", "/questions", "/tools", "/workers", "/sessions"] {
+    for page in [
+        "/",
+        "/tasks",
+        "/questions",
+        "/tools",
+        "/workers",
+        "/sessions",
+    ] {
         assert_eq!(viewer.text(page).await.0, 200, "a viewer reads {page}");
     }
     assert_eq!(viewer.text("/system").await.0, 403);
