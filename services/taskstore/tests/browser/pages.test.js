@@ -22,6 +22,8 @@ before(async () => {
   seeded.failed = await createTask(key, { tool: 'fail', args: { message: 'failed on purpose by the browser suite' } });
   seeded.question = await createTask(key, { tool: 'sleep', args: { ms: 100, ask: 'May the browser suite go ahead?' } });
   seeded.stored = await createTask(key, { tool: 'echo', args: { text: 'nobody runs me' }, dispatch: false, id: uid('pages-stored') });
+  seeded.session = uid('pages-session');
+  await createTask(key, { tool: 'echo', args: { text: 'in a session' }, session: seeded.session });
   await waitForStatus(seeded.completed, key, 'completed');
   await waitForStatus(seeded.failed, key, 'failed');
   await waitForStatus(seeded.question, key, 'input_required');
@@ -46,6 +48,7 @@ function pages() {
     ['tools', 'tools', 200],
     ['tool-sleep', 'tools/sleep', 200],
     ['workers', 'workers', 200],
+    ['sessions', 'sessions', 200],
     ['task-missing', `tasks/${uid('missing')}`, 404],
   ];
 }

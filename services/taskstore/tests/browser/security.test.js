@@ -185,7 +185,7 @@ describe('roles', () => {
     try {
       const page = await login(context, keys.a_viewer.key);
       const problems = watch(page);
-      for (const path of ['', 'tasks', `tasks?id=${stored}`, `tasks/${stored}`, `tasks/${question}`, 'questions', 'tools', 'tools/echo', 'workers']) {
+      for (const path of ['', 'tasks', `tasks?id=${stored}`, `tasks/${stored}`, `tasks/${question}`, 'questions', 'tools', 'tools/echo', 'workers', 'sessions']) {
         const res = await page.goto(url(path));
         assert.equal(res.status(), 200, `a viewer may read ${path || 'the overview'}`);
         const posts = (await postForms(page)).filter((f) => f.buttons.length && !/logout$/.test(f.action));

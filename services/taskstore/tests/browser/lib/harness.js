@@ -70,10 +70,11 @@ export async function cliOk(args, key, options) {
 
 /**
  * Creates a task from the CLI; `dispatch` runs it on the embedded workers.
- * Returns its id (`id` chooses it).
+ * Returns its id (`id` chooses it; `session` creates it in that session).
  */
-export async function createTask(key, { tool = 'sleep', args = { ms: 60_000 }, dispatch = true, id, ttl } = {}) {
+export async function createTask(key, { tool = 'sleep', args = { ms: 60_000 }, dispatch = true, id, ttl, session } = {}) {
   const argv = ['create', '--tool', tool, '--arguments', JSON.stringify(args), '--json'];
+  if (session) argv.push('--session', session);
   if (dispatch) argv.push('--dispatch');
   if (id) argv.push('--task-id', id);
   if (ttl) argv.push('--ttl', ttl);
