@@ -123,23 +123,11 @@ impl ApiKeys {
     /// The caller `token` stands for.
     pub async fn authenticate(&self, token: &str) -> Result<Caller, AuthFailure> {
         let key_id = key_id_of(token).ok_or(AuthFailure::invalid("malformed key"))?;
-        let stored = self
-            .lookup(key_id)
-            .await?
-            .ok_or_else(|| AuthFailure::invalid_key(key_id, "unknown key"))?;
-        let matches: bool = stored.secret_sha256.ct_eq(&digest(token)).into();
-        if !matches {
-            return Err(AuthFailure::invalid_key(key_id, "wrong secret"));
-        }
-        if stored.revoked_at.is_some() {
-            return Err(AuthFailure::invalid_key(key_id, "revoked"));
-        }
-        self.record_use(key_id);
-        Ok(Caller {
-            subject: format!("key:{}", stored.key_id),
-            role: stored.role,
-            reach: stored.reach,
+        self.caller_if(key_id, |stored| {
+            let matches: bool = stored.secret_sha256.ct_eq(&digest(token)).into();
+            matches.then_some(()).ok_or("wrong secret")
         })
+        .await
     }
 
     /// The caller a key id stands for while the key is neither revoked nor
@@ -147,10 +135,21 @@ impl ApiKeys {
     /// look): for a browser session that proved the secret once, at login,
     /// and keeps only the id.
     pub async fn caller_of_key_id(&self, key_id: &str) -> Result<Caller, AuthFailure> {
+        self.caller_if(key_id, |_| Ok(())).await
+    }
+
+    /// The caller of the stored key `key_id` if `proved` accepts it (else
+    /// its reason) and it is not revoked; its use recorded.
+    async fn caller_if(
+        &self,
+        key_id: &str,
+        proved: impl FnOnce(&StoredKey) -> Result<(), &'static str>,
+    ) -> Result<Caller, AuthFailure> {
         let stored = self
             .lookup(key_id)
             .await?
             .ok_or_else(|| AuthFailure::invalid_key(key_id, "unknown key"))?;
+        proved(&stored).map_err(|reason| AuthFailure::invalid_key(key_id, reason))?;
         if stored.revoked_at.is_some() {
             return Err(AuthFailure::invalid_key(key_id, "revoked"));
         }

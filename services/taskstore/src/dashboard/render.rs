@@ -53,6 +53,9 @@ pub fn page(frame: &Frame<'_>, body: Markup) -> Markup {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 meta name="color-scheme" content="light dark";
+                // No icon to fetch: an empty one, so browsers do not ask
+                // for /favicon.ico (a 404 on every page).
+                link rel="icon" href="data:,";
                 title { (frame.title) " · taskstore" }
                 link rel="stylesheet" href={ (base) "/assets/dashboard.css" };
                 script src={ (base) "/assets/dashboard.js" } defer {}
