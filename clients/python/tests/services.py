@@ -199,6 +199,7 @@ def start_dev(database_url: str | None = None, extra: list[str] | None = None, m
         taskstore_bin(), "--log-format", "json", "dev",
         "--listen", "127.0.0.1:0",
         "--mcp-listen", "127.0.0.1:0",
+        "--dashboard-listen", "off",
         "--database-url", database_url or new_sqlite_url(),
         "--worker-tools", "echo,sleep,fail",
         "--max-ttl", max_ttl,

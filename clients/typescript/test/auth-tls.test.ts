@@ -37,7 +37,7 @@ describe('API key over TLS', { skip: !hasOpenssl && 'openssl is not installed' }
     const bin = binary('TASKSTORE_BIN', 'taskstore');
     // TLS is not offered with embedded workers; none are needed here.
     proc = spawnLogged(bin, [
-      '--log-format', 'json', 'dev', '--listen', '127.0.0.1:0', '--mcp-listen', '127.0.0.1:0', '--database-url', db, '--auth', 'api-keys',
+      '--log-format', 'json', 'dev', '--listen', '127.0.0.1:0', '--mcp-listen', '127.0.0.1:0', '--dashboard-listen', 'off', '--database-url', db, '--auth', 'api-keys',
       '--tls-cert', join(dir, 'cert.pem'), '--tls-key', join(dir, 'key.pem'), '--embedded-workers', '0', '--shutdown-grace', '1s',
     ]);
     const addr = await listeningAddr(proc, 'taskstore dev (api keys, TLS)');

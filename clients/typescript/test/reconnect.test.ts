@@ -13,7 +13,7 @@ describe('service restart', () => {
   const dir = mkdtempSync(join(tmpdir(), 'ts-restart-'));
   const start = async (listen: string) => {
     const proc = spawnLogged(binary('TASKSTORE_BIN', 'taskstore'), [
-      '--log-format', 'json', 'dev', '--listen', listen, '--mcp-listen', '127.0.0.1:0', '--database-url', `sqlite://${join(dir, 'tasks.db')}`, '--shutdown-grace', '1s',
+      '--log-format', 'json', 'dev', '--listen', listen, '--mcp-listen', '127.0.0.1:0', '--dashboard-listen', 'off', '--database-url', `sqlite://${join(dir, 'tasks.db')}`, '--shutdown-grace', '1s',
     ]);
     return { proc, addr: await listeningAddr(proc, 'taskstore dev') };
   };

@@ -85,7 +85,7 @@ describe('tenants with API keys (dev --auth api-keys)', () => {
   before(async () => {
     const bin = binary('TASKSTORE_BIN', 'taskstore');
     proc = spawnLogged(bin, [
-      '--log-format', 'json', 'dev', '--listen', '127.0.0.1:0', '--mcp-listen', 'off', '--database-url', db,
+      '--log-format', 'json', 'dev', '--listen', '127.0.0.1:0', '--mcp-listen', 'off', '--dashboard-listen', 'off', '--database-url', db,
       '--auth', 'api-keys', '--embedded-workers', '0', '--shutdown-grace', '1s',
     ]);
     endpoint = `http://${await listeningAddr(proc, 'taskstore dev (api keys)')}`;

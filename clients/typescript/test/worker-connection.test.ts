@@ -98,7 +98,7 @@ describe('the TypeScript worker against --auth api-keys over TLS', { skip: !hasO
     ], { stdio: 'ignore' });
     const bin = binary('TASKSTORE_BIN', 'taskstore');
     const svc = spawnLogged(bin, [
-      '--log-format', 'json', 'dev', '--listen', '127.0.0.1:0', '--mcp-listen', '127.0.0.1:0', '--database-url', db, '--auth', 'api-keys',
+      '--log-format', 'json', 'dev', '--listen', '127.0.0.1:0', '--mcp-listen', '127.0.0.1:0', '--dashboard-listen', 'off', '--database-url', db, '--auth', 'api-keys',
       '--tls-cert', join(dir, 'cert.pem'), '--tls-key', join(dir, 'key.pem'), '--embedded-workers', '0', '--shutdown-grace', '1s',
     ]);
     procs.push(svc);

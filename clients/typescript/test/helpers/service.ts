@@ -65,7 +65,7 @@ async function startDev(config: ServiceConfig): Promise<RunningService> {
   const db = join(tmpdir(), `${unique()}.db`);
   // dev serves MCP on a fixed port by default; port 0 lets test files run in parallel.
   const proc = spawnLogged(binary('TASKSTORE_BIN', 'taskstore'), [
-    '--log-format', 'json', 'dev', '--listen', '127.0.0.1:0', '--mcp-listen', '127.0.0.1:0', '--database-url', `sqlite://${db}`,
+    '--log-format', 'json', 'dev', '--listen', '127.0.0.1:0', '--mcp-listen', '127.0.0.1:0', '--dashboard-listen', 'off', '--database-url', `sqlite://${db}`,
     '--shutdown-grace', '1s', ...(config.args ?? []),
   ]);
   const addr = await listeningAddr(proc, 'taskstore dev');
