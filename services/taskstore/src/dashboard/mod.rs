@@ -34,8 +34,8 @@ pub use settings::DashboardSettings;
 
 use self::session::SessionSealer;
 use crate::auth::Authenticator;
+use crate::domain::InputLimits;
 use crate::edge::{Admissions, ConnectionLimits, serve_until_stopped};
-use crate::grpc::InputLimits;
 use crate::store::TaskStore;
 use crate::store::insights::TaskInsights;
 use crate::store::operations::OperationsStore;

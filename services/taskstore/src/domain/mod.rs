@@ -6,6 +6,7 @@ mod cursor;
 mod execution;
 mod fleet;
 mod ids;
+mod input_limits;
 mod json;
 mod limits;
 mod mcp;
@@ -36,6 +37,7 @@ pub use fleet::{
     FleetPolicy, OutboxBacklog, ServedTool, WorkerHeartbeat, WorkerId, WorkerInfo, served_tools,
 };
 pub use ids::{InvalidId, SessionId, TaskId, TenantId};
+pub use input_limits::InputLimits;
 pub use json::{ArgumentsNotObject, InvalidJson, JsonObject, RequestId};
 pub use limits::{Admission, AdmissionPolicy, Rate, TokenBucket};
 pub use mcp::{ExtensionOutcome, Revision, RevisionRefusal, revision_of};

@@ -11,7 +11,6 @@ mod client;
 mod convert;
 mod execution;
 mod execution_client;
-mod limits;
 mod message_size;
 mod observe;
 mod operations;
@@ -19,12 +18,14 @@ mod parse;
 mod service;
 mod status;
 
+/// The input limits live in `domain` (every edge applies them); named
+/// here too, where gRPC callers have always found them.
+pub use crate::domain::InputLimits;
 pub use authenticate::Authenticate;
 pub use caller::TENANT_METADATA;
 pub use client::{ConnectError, GrpcTaskStore};
 pub use execution::TaskExecutionService;
 pub use execution_client::GrpcExecutionStore;
-pub use limits::InputLimits;
 pub use message_size::OversizeIsResourceExhausted;
 pub use observe::{IncomingTraceparent, ObserveRpcs};
 pub use operations::{OperationsService, ServiceFacts};

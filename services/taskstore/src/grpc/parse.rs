@@ -10,8 +10,8 @@ use crate::domain::{
 };
 use crate::error::StoreError;
 
-use super::limits::InputLimits;
 use super::pb;
+use crate::domain::InputLimits;
 
 /// A cursor longer than this is refused before it is decoded.
 const MAX_CURSOR_CHARS: usize = 1024;

@@ -12,11 +12,11 @@ use tonic::{Request, Response, Status};
 use tracing::Span;
 
 use super::caller::tenant_of;
-use super::limits::InputLimits;
 use super::observe::IncomingTraceparent;
 use super::parse::Edge;
 use super::pb;
 use super::pb::task_store_server::{TaskStore as TaskStoreRpc, TaskStoreServer};
+use crate::domain::InputLimits;
 use crate::domain::{AdmissionPolicy, FleetPolicy, Scope, TaskId, served_tools};
 use crate::edge::Admissions;
 use crate::edge::{EndOnShutdown, unless_shutting_down};

@@ -9,9 +9,9 @@ use tokio_util::sync::CancellationToken;
 use super::in_flight::InFlight;
 use super::served::ServedCache;
 use crate::auth::Authenticator;
+use crate::domain::InputLimits;
 use crate::domain::{FleetPolicy, Sealer};
 use crate::edge::Admissions;
-use crate::grpc::InputLimits;
 use crate::store::TaskStore;
 use crate::store::operations::OperationsStore;
 

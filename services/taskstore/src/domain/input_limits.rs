@@ -1,6 +1,8 @@
-//! Size limits on untrusted input.
+//! Size limits on untrusted input, the same at every edge (gRPC, `/mcp`,
+//! the dashboard): each parses its requests against these before anything
+//! reaches the store.
 
-use crate::domain::SessionId;
+use super::ids::SessionId;
 
 /// Limits applied to every request before it reaches the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
