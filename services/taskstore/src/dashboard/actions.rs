@@ -64,18 +64,14 @@ pub async fn cancel_one(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    let viewer = match board.allow(&headers, Operation::CancelTask).await {
-        Ok(viewer) => viewer,
-        Err(page) => return page,
-    };
-    let outcome = async {
-        let id = TaskId::parse(&id).map_err(|_| Refused::NotFound)?;
-        board.store.cancel_task(&scope(&viewer), &id).await?;
-        logged(&viewer, "cancel", id.as_str());
-        Ok(see_other(&format!("{}/tasks/{id}", board.base())))
-    }
-    .await;
-    outcome.unwrap_or_else(|refused: Refused| refused.respond(board.base(), Some(&viewer)))
+    board
+        .act(&headers, Operation::CancelTask, async |viewer| {
+            let id = TaskId::parse(&id).map_err(|_| Refused::NotFound)?;
+            board.store.cancel_task(&scope(viewer), &id).await?;
+            logged(viewer, "cancel", id.as_str());
+            Ok(see_other(&format!("{}/tasks/{id}", board.base())))
+        })
+        .await
 }
 
 pub async fn cancel_selected(
@@ -83,20 +79,16 @@ pub async fn cancel_selected(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let viewer = match board.allow(&headers, Operation::CancelTask).await {
-        Ok(viewer) => viewer,
-        Err(page) => return page,
-    };
-    let outcome = async {
-        let ids = selected_tasks(&form(&body)?).map_err(Refused::BadRequest)?;
-        let cancelled = cancel_each(&board, &viewer, &ids).await?;
-        Ok(see_other(&format!(
-            "{}/tasks?notice=cancelled-{cancelled}",
-            board.base()
-        )))
-    }
-    .await;
-    outcome.unwrap_or_else(|refused: Refused| refused.respond(board.base(), Some(&viewer)))
+    board
+        .act(&headers, Operation::CancelTask, async |viewer| {
+            let ids = selected_tasks(&form(&body)?).map_err(Refused::BadRequest)?;
+            let cancelled = cancel_each(&board, viewer, &ids).await?;
+            Ok(see_other(&format!(
+                "{}/tasks?notice=cancelled-{cancelled}",
+                board.base()
+            )))
+        })
+        .await
 }
 
 /// Cancels each task; a task gone or finished meanwhile is skipped.
@@ -156,22 +148,25 @@ pub async fn confirm_cancel_matching(
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    let viewer = match board.allow(&headers, Operation::CancelTask).await {
-        Ok(viewer) => viewer,
-        Err(page) => return page,
-    };
-    let body = async {
-        let query = TaskQuery::parse(raw.as_deref().unwrap_or("")).map_err(Refused::BadRequest)?;
-        let (ids, capped) = unfinished_matching(&board, &viewer, &query).await?;
-        Ok(super::pages::tasks::confirm_cancel_matching(
-            board.base(),
-            &query,
-            ids.len(),
-            capped,
-        ))
-    }
-    .await;
-    board.show(&viewer, "Cancel matching tasks", Nav::Tasks, body)
+    board
+        .page(
+            &headers,
+            Operation::CancelTask,
+            "Cancel matching tasks",
+            Nav::Tasks,
+            async |viewer| {
+                let query =
+                    TaskQuery::parse(raw.as_deref().unwrap_or("")).map_err(Refused::BadRequest)?;
+                let (ids, capped) = unfinished_matching(&board, viewer, &query).await?;
+                Ok(super::pages::tasks::confirm_cancel_matching(
+                    board.base(),
+                    &query,
+                    ids.len(),
+                    capped,
+                ))
+            },
+        )
+        .await
 }
 
 pub async fn cancel_matching(
@@ -179,21 +174,18 @@ pub async fn cancel_matching(
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    let viewer = match board.allow(&headers, Operation::CancelTask).await {
-        Ok(viewer) => viewer,
-        Err(page) => return page,
-    };
-    let outcome = async {
-        let query = TaskQuery::parse(raw.as_deref().unwrap_or("")).map_err(Refused::BadRequest)?;
-        let (ids, _) = unfinished_matching(&board, &viewer, &query).await?;
-        let cancelled = cancel_each(&board, &viewer, &ids).await?;
-        Ok(see_other(&format!(
-            "{}/tasks?notice=cancelled-{cancelled}",
-            board.base()
-        )))
-    }
-    .await;
-    outcome.unwrap_or_else(|refused: Refused| refused.respond(board.base(), Some(&viewer)))
+    board
+        .act(&headers, Operation::CancelTask, async |viewer| {
+            let query =
+                TaskQuery::parse(raw.as_deref().unwrap_or("")).map_err(Refused::BadRequest)?;
+            let (ids, _) = unfinished_matching(&board, viewer, &query).await?;
+            let cancelled = cancel_each(&board, viewer, &ids).await?;
+            Ok(see_other(&format!(
+                "{}/tasks?notice=cancelled-{cancelled}",
+                board.base()
+            )))
+        })
+        .await
 }
 
 pub async fn delete_one(
@@ -201,18 +193,14 @@ pub async fn delete_one(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    let viewer = match board.allow(&headers, Operation::DeleteTask).await {
-        Ok(viewer) => viewer,
-        Err(page) => return page,
-    };
-    let outcome = async {
-        let id = TaskId::parse(&id).map_err(|_| Refused::NotFound)?;
-        board.store.delete_task(&scope(&viewer), &id).await?;
-        logged(&viewer, "delete", id.as_str());
-        Ok(see_other(&format!("{}/tasks", board.base())))
-    }
-    .await;
-    outcome.unwrap_or_else(|refused: Refused| refused.respond(board.base(), Some(&viewer)))
+    board
+        .act(&headers, Operation::DeleteTask, async |viewer| {
+            let id = TaskId::parse(&id).map_err(|_| Refused::NotFound)?;
+            board.store.delete_task(&scope(viewer), &id).await?;
+            logged(viewer, "delete", id.as_str());
+            Ok(see_other(&format!("{}/tasks", board.base())))
+        })
+        .await
 }
 
 pub async fn answer(
@@ -221,31 +209,28 @@ pub async fn answer(
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
-    let viewer = match board.allow(&headers, Operation::AnswerQuestions).await {
-        Ok(viewer) => viewer,
-        Err(page) => return page,
-    };
-    let outcome = async {
-        let id = TaskId::parse(&id).map_err(|_| Refused::NotFound)?;
-        let form = form(&body)?;
-        let key = value(&form, "key").ok_or_else(|| Refused::BadRequest("key: missing".into()))?;
-        let key =
-            InputKey::parse(key).map_err(|err| Refused::BadRequest(format!("key {}", err.0)))?;
-        let questions = board.store.input_requests(&scope(&viewer), &id).await?;
-        let question = questions
-            .iter()
-            .find(|question| question.key == key)
-            .ok_or_else(|| Refused::BadRequest("no such question".into()))?;
-        let answer = answer_of(&question.request, &form)?;
-        board
-            .store
-            .answer_input_requests(&scope(&viewer), &id, vec![(key, answer)])
-            .await?;
-        logged(&viewer, "answer", id.as_str());
-        Ok(see_other(&format!("{}/tasks/{id}", board.base())))
-    }
-    .await;
-    outcome.unwrap_or_else(|refused: Refused| refused.respond(board.base(), Some(&viewer)))
+    board
+        .act(&headers, Operation::AnswerQuestions, async |viewer| {
+            let id = TaskId::parse(&id).map_err(|_| Refused::NotFound)?;
+            let form = form(&body)?;
+            let key =
+                value(&form, "key").ok_or_else(|| Refused::BadRequest("key: missing".into()))?;
+            let key = InputKey::parse(key)
+                .map_err(|err| Refused::BadRequest(format!("key {}", err.0)))?;
+            let questions = board.store.input_requests(&scope(viewer), &id).await?;
+            let question = questions
+                .iter()
+                .find(|question| question.key == key)
+                .ok_or_else(|| Refused::BadRequest("no such question".into()))?;
+            let answer = answer_of(&question.request, &form)?;
+            board
+                .store
+                .answer_input_requests(&scope(viewer), &id, vec![(key, answer)])
+                .await?;
+            logged(viewer, "answer", id.as_str());
+            Ok(see_other(&format!("{}/tasks/{id}", board.base())))
+        })
+        .await
 }
 
 /// The client's result for a question from its answer form: an
@@ -282,39 +267,38 @@ pub async fn run_tool(
     Path(name): Path<String>,
     body: Bytes,
 ) -> Response {
-    let viewer = match board.allow(&headers, Operation::CreateTask).await {
-        Ok(viewer) => viewer,
-        Err(page) => return page,
-    };
-    let outcome = async {
-        let tool = ToolName::parse(&name).map_err(|_| Refused::NotFound)?;
-        let (tools, _) = board.tools().await?;
-        let served = tools
-            .iter()
-            .find(|served| served.name == tool)
-            .ok_or(Refused::NotFound)?;
-        let form = form(&body)?;
-        let arguments = match value(&form, "arguments") {
-            Some(raw) => serde_json::from_str::<Value>(raw)
-                .ok()
-                .filter(Value::is_object)
-                .ok_or_else(|| Refused::BadRequest("arguments: must be a JSON object".into()))?,
-            None => {
-                let schema: Value = serde_json::from_str(served.description.input_schema.as_str())
-                    .unwrap_or_default();
-                let properties = schema.get("properties").and_then(Value::as_object);
-                Value::Object(
-                    super::pages::tools::filled(properties, "arg", &form)
-                        .map_err(Refused::BadRequest)?,
-                )
-            }
-        };
-        let id = create(&board, &viewer, tool, arguments).await?;
-        logged(&viewer, "run", id.as_str());
-        Ok(see_other(&format!("{}/tasks/{id}", board.base())))
-    }
-    .await;
-    outcome.unwrap_or_else(|refused: Refused| refused.respond(board.base(), Some(&viewer)))
+    board
+        .act(&headers, Operation::CreateTask, async |viewer| {
+            let tool = ToolName::parse(&name).map_err(|_| Refused::NotFound)?;
+            let (tools, _) = board.tools().await?;
+            let served = tools
+                .iter()
+                .find(|served| served.name == tool)
+                .ok_or(Refused::NotFound)?;
+            let form = form(&body)?;
+            let arguments = match value(&form, "arguments") {
+                Some(raw) => serde_json::from_str::<Value>(raw)
+                    .ok()
+                    .filter(Value::is_object)
+                    .ok_or_else(|| {
+                        Refused::BadRequest("arguments: must be a JSON object".into())
+                    })?,
+                None => {
+                    let schema: Value =
+                        serde_json::from_str(served.description.input_schema.as_str())
+                            .unwrap_or_default();
+                    let properties = schema.get("properties").and_then(Value::as_object);
+                    Value::Object(
+                        super::pages::tools::filled(properties, "arg", &form)
+                            .map_err(Refused::BadRequest)?,
+                    )
+                }
+            };
+            let id = create(&board, viewer, tool, arguments).await?;
+            logged(viewer, "run", id.as_str());
+            Ok(see_other(&format!("{}/tasks/{id}", board.base())))
+        })
+        .await
 }
 
 pub async fn rerun(
@@ -322,29 +306,24 @@ pub async fn rerun(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    let viewer = match board.allow(&headers, Operation::CreateTask).await {
-        Ok(viewer) => viewer,
-        Err(page) => return page,
-    };
-    let outcome = async {
-        let id = TaskId::parse(&id).map_err(|_| Refused::NotFound)?;
-        let details = board.insights.task_details(&viewer.tenant, &id).await?;
-        let tool = details
-            .task
-            .tool
-            .clone()
-            .ok_or_else(|| Refused::BadRequest("this task runs no tool of the fleet".into()))?;
-        let request: Value = serde_json::from_str(&details.request_json).unwrap_or_default();
-        let arguments = request
-            .pointer("/params/arguments")
-            .cloned()
-            .unwrap_or_else(|| json!({}));
-        let new_id = create(&board, &viewer, tool, arguments).await?;
-        logged(&viewer, "rerun", new_id.as_str());
-        Ok(see_other(&format!("{}/tasks/{new_id}", board.base())))
-    }
-    .await;
-    outcome.unwrap_or_else(|refused: Refused| refused.respond(board.base(), Some(&viewer)))
+    board
+        .act(&headers, Operation::CreateTask, async |viewer| {
+            let id = TaskId::parse(&id).map_err(|_| Refused::NotFound)?;
+            let details = board.insights.task_details(&viewer.tenant, &id).await?;
+            let tool =
+                details.task.tool.clone().ok_or_else(|| {
+                    Refused::BadRequest("this task runs no tool of the fleet".into())
+                })?;
+            let request: Value = serde_json::from_str(&details.request_json).unwrap_or_default();
+            let arguments = request
+                .pointer("/params/arguments")
+                .cloned()
+                .unwrap_or_else(|| json!({}));
+            let new_id = create(&board, viewer, tool, arguments).await?;
+            logged(viewer, "rerun", new_id.as_str());
+            Ok(see_other(&format!("{}/tasks/{new_id}", board.base())))
+        })
+        .await
 }
 
 /// Creates a task running `tool` with `arguments` on the fleet, as a

@@ -86,6 +86,41 @@ impl Board {
         }
     }
 
+    /// A page that `operation` allows: `draw` fetches and draws it for the
+    /// viewer; a refusal (before or while drawing) becomes its own page.
+    pub async fn page(
+        &self,
+        headers: &HeaderMap,
+        operation: Operation,
+        title: &str,
+        current: Nav,
+        draw: impl AsyncFnOnce(&Viewer) -> Result<maud::Markup, Refused>,
+    ) -> Response {
+        match self.allow(headers, operation).await {
+            Ok(viewer) => {
+                let body = draw(&viewer).await;
+                self.show(&viewer, title, current, body)
+            }
+            Err(page) => page,
+        }
+    }
+
+    /// An action that `operation` allows: `act` does it for the viewer and
+    /// answers (a redirect); a refusal becomes a page.
+    pub async fn act(
+        &self,
+        headers: &HeaderMap,
+        operation: Operation,
+        act: impl AsyncFnOnce(&Viewer) -> Result<Response, Refused>,
+    ) -> Response {
+        match self.allow(headers, operation).await {
+            Ok(viewer) => act(&viewer)
+                .await
+                .unwrap_or_else(|refused| refused.respond(self.base(), Some(&viewer))),
+            Err(page) => page,
+        }
+    }
+
     /// A page, framed, or the page of its refusal.
     pub fn show(
         &self,
@@ -121,27 +156,29 @@ impl Board {
 }
 
 async fn overview(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response {
-    let viewer = match board.allow(&headers, Operation::ListTasks).await {
-        Ok(viewer) => viewer,
-        Err(page) => return page,
-    };
-    let body = async {
-        let overview = board.insights.overview(&viewer.tenant, Utc::now()).await?;
-        let (_, workers) = board.tools().await?;
-        let outbox = if viewer.sees_every_tenant() {
-            Some(board.operations.outbox_backlog().await?)
-        } else {
-            None
-        };
-        Ok(pages::overview::body(
-            board.base(),
-            &overview,
-            &workers,
-            outbox.as_ref(),
-        ))
-    }
-    .await;
-    board.show(&viewer, "Overview", Nav::Overview, body)
+    board
+        .page(
+            &headers,
+            Operation::ListTasks,
+            "Overview",
+            Nav::Overview,
+            async |viewer| {
+                let overview = board.insights.overview(&viewer.tenant, Utc::now()).await?;
+                let (_, workers) = board.tools().await?;
+                let outbox = if viewer.sees_every_tenant() {
+                    Some(board.operations.outbox_backlog().await?)
+                } else {
+                    None
+                };
+                Ok(pages::overview::body(
+                    board.base(),
+                    &overview,
+                    &workers,
+                    outbox.as_ref(),
+                ))
+            },
+        )
+        .await
 }
 
 async fn tasks(
@@ -149,29 +186,31 @@ async fn tasks(
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    let viewer = match board.allow(&headers, Operation::ListTasks).await {
-        Ok(viewer) => viewer,
-        Err(page) => return page,
-    };
     let raw = raw.unwrap_or_default();
-    let body = async {
-        let query = TaskQuery::parse(&raw).map_err(Refused::BadRequest)?;
-        let results = board
-            .insights
-            .search_tasks(&viewer.tenant, &query.search, &query.page)
-            .await?;
-        let pairs = super::params::pairs(&raw).map_err(Refused::BadRequest)?;
-        let notice = super::params::value(&pairs, "notice").map(actions::notice_text);
-        Ok(pages::tasks::body(
-            board.base(),
-            &viewer,
-            &query,
-            &results,
-            notice.as_deref(),
-        ))
-    }
-    .await;
-    board.show(&viewer, "Tasks", Nav::Tasks, body)
+    board
+        .page(
+            &headers,
+            Operation::ListTasks,
+            "Tasks",
+            Nav::Tasks,
+            async |viewer| {
+                let query = TaskQuery::parse(&raw).map_err(Refused::BadRequest)?;
+                let results = board
+                    .insights
+                    .search_tasks(&viewer.tenant, &query.search, &query.page)
+                    .await?;
+                let pairs = super::params::pairs(&raw).map_err(Refused::BadRequest)?;
+                let notice = super::params::value(&pairs, "notice").map(actions::notice_text);
+                Ok(pages::tasks::body(
+                    board.base(),
+                    viewer,
+                    &query,
+                    &results,
+                    notice.as_deref(),
+                ))
+            },
+        )
+        .await
 }
 
 async fn task(
@@ -179,54 +218,60 @@ async fn task(
     headers: HeaderMap,
     Path(id): Path<String>,
 ) -> Response {
-    let viewer = match board.allow(&headers, Operation::ReadTask).await {
-        Ok(viewer) => viewer,
-        Err(page) => return page,
-    };
-    let body = async {
-        // A malformed id is as absent as a missing one.
-        let id = TaskId::parse(&id).map_err(|_| Refused::NotFound)?;
-        let details = board.insights.task_details(&viewer.tenant, &id).await?;
-        Ok(pages::task::body(board.base(), &viewer, &details, |id| {
-            board.settings.trace_link(id)
-        }))
-    }
-    .await;
-    board.show(&viewer, "Task", Nav::Tasks, body)
+    board
+        .page(
+            &headers,
+            Operation::ReadTask,
+            "Task",
+            Nav::Tasks,
+            async |viewer| {
+                // A malformed id is as absent as a missing one.
+                let id = TaskId::parse(&id).map_err(|_| Refused::NotFound)?;
+                let details = board.insights.task_details(&viewer.tenant, &id).await?;
+                Ok(pages::task::body(board.base(), viewer, &details, |id| {
+                    board.settings.trace_link(id)
+                }))
+            },
+        )
+        .await
 }
 
 async fn questions(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response {
-    let viewer = match board.allow(&headers, Operation::ReadQuestions).await {
-        Ok(viewer) => viewer,
-        Err(page) => return page,
-    };
-    let body = async {
-        let waiting = board
-            .insights
-            .waiting_questions(&viewer.tenant, MAX_WAITING_QUESTIONS)
-            .await?;
-        Ok(pages::questions::body(board.base(), &waiting))
-    }
-    .await;
-    board.show(&viewer, "Needs input", Nav::Questions, body)
+    board
+        .page(
+            &headers,
+            Operation::ReadQuestions,
+            "Needs input",
+            Nav::Questions,
+            async |viewer| {
+                let waiting = board
+                    .insights
+                    .waiting_questions(&viewer.tenant, MAX_WAITING_QUESTIONS)
+                    .await?;
+                Ok(pages::questions::body(board.base(), &waiting))
+            },
+        )
+        .await
 }
 
 async fn tools(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response {
-    let viewer = match board.allow(&headers, Operation::ReadTools).await {
-        Ok(viewer) => viewer,
-        Err(page) => return page,
-    };
-    let body = async {
-        let (tools, _) = board.tools().await?;
-        let overview = board.insights.overview(&viewer.tenant, Utc::now()).await?;
-        Ok(pages::tools::list(
-            board.base(),
-            &tools,
-            &overview.failures_by_tool,
-        ))
-    }
-    .await;
-    board.show(&viewer, "Tools", Nav::Tools, body)
+    board
+        .page(
+            &headers,
+            Operation::ReadTools,
+            "Tools",
+            Nav::Tools,
+            async |viewer| {
+                let (tools, _) = board.tools().await?;
+                let overview = board.insights.overview(&viewer.tenant, Utc::now()).await?;
+                Ok(pages::tools::list(
+                    board.base(),
+                    &tools,
+                    &overview.failures_by_tool,
+                ))
+            },
+        )
+        .await
 }
 
 async fn tool(
@@ -234,68 +279,76 @@ async fn tool(
     headers: HeaderMap,
     Path(name): Path<String>,
 ) -> Response {
-    let viewer = match board.allow(&headers, Operation::ReadTools).await {
-        Ok(viewer) => viewer,
-        Err(page) => return page,
-    };
-    let body = async {
-        let (tools, workers) = board.tools().await?;
-        let tool = tools
-            .iter()
-            .find(|tool| tool.name.as_str() == name)
-            .ok_or(Refused::NotFound)?;
-        let serving: Vec<_> = workers
-            .iter()
-            .filter(|worker| worker.heartbeat.tools.contains(&tool.name))
-            .collect();
-        Ok(pages::tools::one(board.base(), &viewer, tool, &serving))
-    }
-    .await;
-    board.show(&viewer, "Tool", Nav::Tools, body)
+    board
+        .page(
+            &headers,
+            Operation::ReadTools,
+            "Tool",
+            Nav::Tools,
+            async |viewer| {
+                let (tools, workers) = board.tools().await?;
+                let tool = tools
+                    .iter()
+                    .find(|tool| tool.name.as_str() == name)
+                    .ok_or(Refused::NotFound)?;
+                let serving: Vec<_> = workers
+                    .iter()
+                    .filter(|worker| worker.heartbeat.tools.contains(&tool.name))
+                    .collect();
+                Ok(pages::tools::one(board.base(), viewer, tool, &serving))
+            },
+        )
+        .await
 }
 
 async fn workers(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response {
-    let viewer = match board.allow(&headers, Operation::ReadTools).await {
-        Ok(viewer) => viewer,
-        Err(page) => return page,
-    };
-    let body = async {
-        let (_, workers) = board.tools().await?;
-        Ok(pages::workers::body(board.base(), &workers))
-    }
-    .await;
-    board.show(&viewer, "Workers", Nav::Workers, body)
+    board
+        .page(
+            &headers,
+            Operation::ReadTools,
+            "Workers",
+            Nav::Workers,
+            async |_viewer| {
+                let (_, workers) = board.tools().await?;
+                Ok(pages::workers::body(board.base(), &workers))
+            },
+        )
+        .await
 }
 
 async fn sessions(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response {
-    let viewer = match board.allow(&headers, Operation::ListTasks).await {
-        Ok(viewer) => viewer,
-        Err(page) => return page,
-    };
-    let body = async {
-        let sessions = board
-            .insights
-            .sessions(&viewer.tenant, MAX_SESSIONS)
-            .await?;
-        Ok(pages::sessions::body(board.base(), &sessions))
-    }
-    .await;
-    board.show(&viewer, "Sessions", Nav::Sessions, body)
+    board
+        .page(
+            &headers,
+            Operation::ListTasks,
+            "Sessions",
+            Nav::Sessions,
+            async |viewer| {
+                let sessions = board
+                    .insights
+                    .sessions(&viewer.tenant, MAX_SESSIONS)
+                    .await?;
+                Ok(pages::sessions::body(board.base(), &sessions))
+            },
+        )
+        .await
 }
 
 async fn system(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response {
-    let viewer = match board.allow(&headers, Operation::ReadStatus).await {
-        Ok(viewer) => viewer,
-        Err(page) => return page,
-    };
-    let body = async {
-        let by_status = board.operations.tasks_by_status().await?;
-        let outbox = board.operations.outbox_backlog().await?;
-        let (_, workers) = board.tools().await?;
-        Ok(pages::system::body(&by_status, &outbox, &workers))
-    }
-    .await;
-    board.show(&viewer, "System", Nav::System, body)
+    board
+        .page(
+            &headers,
+            Operation::ReadStatus,
+            "System",
+            Nav::System,
+            async |_viewer| {
+                let by_status = board.operations.tasks_by_status().await?;
+                let outbox = board.operations.outbox_backlog().await?;
+                let (_, workers) = board.tools().await?;
+                Ok(pages::system::body(&by_status, &outbox, &workers))
+            },
+        )
+        .await
 }
 
 async fn not_found(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response {
