@@ -13,7 +13,7 @@ import pytest
 from mcp_taskstore import TaskStatus, TaskStoreClient
 
 import services
-from workers import CONFORMANCE_TOOLS, dispatch, log_size, start_worker
+from workers import CONFORMANCE_TOOLS, dispatch, log_size, start_worker, wait_for_log
 
 pytestmark = pytest.mark.anyio
 
@@ -88,7 +88,7 @@ async def test_a_stale_lease_is_fenced(
     # The frozen worker stops renewing: the reaper dispatches the task again.
     second = start_worker(service, worker_id="py-second")
     started.append(second)
-    await until(client, task.task_id, "running on py-second (attempt 2 of")
+    await asyncio.to_thread(wait_for_log, second, f"task {task.task_id}: attempt 2 of ")
     mark = log_size(first)
     first.proc.send_signal(signal.SIGCONT)
     stored = await client.get_task_result(task.task_id, wait=True, timeout=30)
@@ -120,7 +120,9 @@ async def test_a_graceful_stop_gives_the_task_back(
     staying = start_worker(service, worker_id="py-staying")
     started.append(staying)
     # Released for the shutdown: the attempt does not count, so this is attempt 1 again.
-    await until(client, task.task_id, "running on py-staying (attempt 1 of")
+    # (Read from the worker's log: conf_sleep reports `step 1` at once, so the
+    # claim's "running on ..." message may be replaced before a watcher sees it.)
+    await asyncio.to_thread(wait_for_log, staying, f"task {task.task_id}: attempt 1 of ")
     stored = await client.get_task_result(task.task_id, wait=True, timeout=30)
     assert (stored.status, stored.result()["content"][0]["text"]) == (TaskStatus.COMPLETED, "slept 3000 ms")
 
