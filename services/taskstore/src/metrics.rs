@@ -68,12 +68,7 @@ pub fn tasks_expired(count: u64) {
 /// What the execution protocol decided for an attempt that ended without
 /// a result (`end`): a retry, or, out of attempts, a poison failure.
 pub fn attempt_ended(end: &AttemptEnd, next: &NextStep) {
-    let cause = match end {
-        AttemptEnd::RetryableFailure { .. } => "retryable_error",
-        AttemptEnd::Shutdown => "shutdown",
-        AttemptEnd::LeaseExpired => "lease_expired",
-        AttemptEnd::Parked => "parked",
-    };
+    let cause = end.cause();
     if let AttemptEnd::LeaseExpired = end {
         counter!("taskstore_lease_expiries_total").increment(1);
     }

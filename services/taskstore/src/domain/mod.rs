@@ -28,8 +28,9 @@ pub use access::{
 };
 pub use cursor::{CursorCodec, CursorPosition, InvalidCursor};
 pub use execution::{
-    AttemptEnd, AttemptState, Claim, ClaimRefusal, DispatchRequest, ExecutionPolicy, FenceRefusal,
-    HoldOutcome, HoldRefusal, HoldState, HoldStep, Holder, LeaseToken, MAX_HOLDER_BYTES, NextStep,
+    AttemptEnd, AttemptHistory, AttemptOutcome, AttemptRecord, AttemptState, Claim, ClaimRefusal,
+    DispatchRequest, ExecutionPolicy, FenceRefusal, HoldOutcome, HoldRefusal, HoldState, HoldStep,
+    Holder, LeaseToken, MAX_ATTEMPT_RECORDS, MAX_END_MESSAGE_CHARS, MAX_HOLDER_BYTES, NextStep,
     ReleaseOutcome, ReleaseReason, Renewal, StopReason, ToolName, after_attempt, decide_hold,
     error_result, running_message, waiting_for_worker_message,
 };

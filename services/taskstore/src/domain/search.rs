@@ -6,7 +6,7 @@
 
 use chrono::{DateTime, TimeZone, Utc};
 
-use super::execution::ToolName;
+use super::execution::{AttemptRecord, ToolName};
 use super::fleet::WorkerId;
 use super::ids::{InvalidId, SessionId, TaskId};
 use super::questions::Question;
@@ -268,6 +268,10 @@ pub struct TaskDetails {
     pub lease_expires_at: Option<DateTime<Utc>>,
     /// The trace it continues, if the creator sent one.
     pub trace: Option<TraceContext>,
+    /// Its attempts, oldest first: the newest `MAX_ATTEMPT_RECORDS`, after
+    /// `attempts_dropped` older ones.
+    pub attempts: Vec<AttemptRecord>,
+    pub attempts_dropped: u64,
 }
 
 #[cfg(test)]

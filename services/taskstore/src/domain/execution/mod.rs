@@ -4,10 +4,14 @@
 //! `docs/execution.md`.
 
 mod decide;
+mod history;
 mod hold;
 mod refusals;
 
 pub use decide::{AttemptEnd, AttemptState, NextStep, after_attempt};
+pub use history::{
+    AttemptHistory, AttemptOutcome, AttemptRecord, MAX_ATTEMPT_RECORDS, MAX_END_MESSAGE_CHARS,
+};
 pub use hold::{
     HoldOutcome, HoldRefusal, HoldState, HoldStep, Holder, MAX_HOLDER_BYTES, decide_hold,
 };

@@ -8,9 +8,10 @@ use chrono::{DateTime, Utc};
 use super::MemoryTaskStore;
 use super::state::{Key, Lease, State, delta, key};
 use crate::domain::{
-    AttemptEnd, AttemptState, Claim, ClaimRefusal, ExecutionPolicy, FenceRefusal, InputKey,
-    InputRequest, JsonObject, LeaseToken, NextStep, ReleaseOutcome, ReleaseReason, Renewal,
-    StopReason, TaskId, TaskStatus, TenantId, after_attempt, error_result, running_message,
+    AttemptEnd, AttemptOutcome, AttemptState, Claim, ClaimRefusal, ExecutionPolicy, FenceRefusal,
+    InputKey, InputRequest, JsonObject, LeaseToken, NextStep, ReleaseOutcome, ReleaseReason,
+    Renewal, StopReason, TaskId, TaskStatus, TenantId, after_attempt, error_result,
+    running_message,
 };
 use crate::error::StoreError;
 use crate::store::execution::ExecutionStore;
@@ -49,6 +50,11 @@ impl MemoryTaskStore {
         };
         let policy = &self.config().execution;
         let next = after_attempt(&attempt, end, policy, ExecutionPolicy::jitter());
+        if next != NextStep::Unchanged {
+            record
+                .attempts
+                .ended(AttemptOutcome::WithoutResult(end.clone()), now);
+        }
         match &next {
             NextStep::Redispatch {
                 attempts,
@@ -138,6 +144,7 @@ impl ExecutionStore for MemoryTaskStore {
                 request,
                 waited: (now - record.task.created_at).to_std().ok(),
             };
+            record.attempts.started(claim.attempt, worker, now);
             record.task.status_message =
                 Some(running_message(worker, claim.attempt, claim.max_attempts));
             record.task.last_updated_at = now;
@@ -207,13 +214,7 @@ impl ExecutionStore for MemoryTaskStore {
             if record.task.status.is_terminal() || !ours {
                 return Err(FenceRefusal::explain(record.task.status).into());
             }
-            let end = match reason {
-                ReleaseReason::RetryableError => AttemptEnd::RetryableFailure {
-                    error: message.to_owned(),
-                },
-                ReleaseReason::Shutdown => AttemptEnd::Shutdown,
-                ReleaseReason::Parked => AttemptEnd::Parked,
-            };
+            let end = AttemptEnd::of_release(reason, message);
             let next = self.end_attempt(&mut state, &key, &end, now);
             self.commit(&mut state).await?;
             self.changed(&state, &key);

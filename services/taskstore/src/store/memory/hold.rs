@@ -57,6 +57,7 @@ impl MemoryTaskStore {
                 let token = LeaseToken::generate()
                     .map_err(|_| StoreError::Internal("no randomness for a lease".into()))?;
                 record.dispatch = Some(held(tool, holder, token.clone(), now + delta(duration)));
+                record.attempts.started(1, holder.as_str(), now);
                 record.task.status_message = Some(running_message(holder.as_str(), 1, 1));
                 record.task.last_updated_at = now;
                 token

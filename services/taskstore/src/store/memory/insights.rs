@@ -186,6 +186,8 @@ impl TaskInsights for MemoryTaskStore {
                 .trace_context
                 .as_deref()
                 .and_then(TraceContext::parse),
+            attempts: record.attempts.records.clone(),
+            attempts_dropped: record.attempts.dropped,
         })
     }
 

@@ -303,6 +303,7 @@ impl TaskStore for MemoryTaskStore {
                 dispatch,
                 trace_context: task.trace_context.map(|t| t.as_str().to_owned()),
                 questions: Vec::new(),
+                attempts: Default::default(),
             };
             if let Some(dispatch) = &record.dispatch {
                 let (generation, tool) = (dispatch.generation, dispatch.tool.clone());

@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use super::state::{Dispatch, Job, Key, Lease, Record, State};
 use crate::domain::{
-    Answer, InputKey, InputRequest, JsonObject, LeaseToken, ProgressToken, Question, RequestId,
-    SessionId, Task, TaskId, TaskStatus, ToolName, Ttl, tool_of,
+    Answer, AttemptHistory, InputKey, InputRequest, JsonObject, LeaseToken, ProgressToken,
+    Question, RequestId, SessionId, Task, TaskId, TaskStatus, ToolName, Ttl, tool_of,
 };
 use crate::error::StoreError;
 
@@ -58,6 +58,10 @@ pub struct StoredRecord {
     /// Absent in files written before tasks could ask.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub questions: Vec<StoredQuestion>,
+    /// Its attempt history, in the JSON PostgreSQL keeps too; absent in
+    /// files written before it was kept, and while it is empty.
+    #[serde(default, skip_serializing_if = "AttemptHistory::is_empty")]
+    pub attempts: AttemptHistory,
 }
 
 /// A question as stored.
@@ -154,6 +158,7 @@ impl From<&Record> for StoredRecord {
                     answered_at_us: q.answer.as_ref().map(|a| micros(a.answered_at)),
                 })
                 .collect(),
+            attempts: record.attempts.clone(),
         }
     }
 }
@@ -236,6 +241,7 @@ impl TryFrom<StoredRecord> for (Key, Record) {
                 .into_iter()
                 .map(question)
                 .collect::<Result<_, _>>()?,
+            attempts: stored.attempts,
         };
         Ok((key, record))
     }

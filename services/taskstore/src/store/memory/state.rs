@@ -7,8 +7,8 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 
 use crate::domain::{
-    InputRequest, JsonObject, LeaseToken, ProgressToken, Question, RequestId, Task, TaskId,
-    TaskStatus, ToolName,
+    AttemptHistory, AttemptOutcome, InputRequest, JsonObject, LeaseToken, ProgressToken, Question,
+    RequestId, Task, TaskId, TaskStatus, ToolName,
 };
 
 /// (tenant, task id).
@@ -50,6 +50,8 @@ pub(super) struct Record {
     pub trace_context: Option<String>,
     /// The questions its tool asked, in the order asked.
     pub questions: Vec<Question>,
+    /// Its attempts (capped), for the dashboard.
+    pub attempts: AttemptHistory,
 }
 
 impl Record {
@@ -74,6 +76,16 @@ impl Record {
         message: Option<String>,
         now: DateTime<Utc>,
     ) {
+        if status.is_terminal() {
+            // The attempt running now, if any, ends with the task.
+            self.attempts.ended(
+                AttemptOutcome::Finished {
+                    status,
+                    message: message.clone(),
+                },
+                now,
+            );
+        }
         self.task.status = status;
         self.task.status_message = message;
         self.task.last_updated_at = now;

@@ -10,6 +10,7 @@ use sqlx::PgPool;
 use tokio::sync::mpsc;
 
 use super::batch_writer;
+use super::history::history_started;
 
 /// Most claims per statement.
 const MAX_BATCH: usize = 256;
@@ -61,7 +62,9 @@ macro_rules! claim_sql {
             " lease_expires_at = now() + $6 * interval '1 millisecond',",
             " status_message = 'running on ' || c.worker || ' (attempt ' || (t.attempt + 1)",
             "   || ' of ' || t.max_attempts || ')',",
-            " last_updated_at = GREATEST(now(), t.last_updated_at + interval '1 microsecond')",
+            " last_updated_at = GREATEST(now(), t.last_updated_at + interval '1 microsecond'),",
+            " attempt_history = ",
+            history_started!("t.attempt_history", "(t.attempt + 1)", "c.worker"),
             " FROM ",
             $source,
             "   AS c(tenant_id, task_id, generation, lease_token, worker)",
@@ -76,7 +79,8 @@ macro_rules! claim_sql {
 }
 
 /// Claims what can be claimed in one statement; the claims that won, by
-/// their lease token. The status message is the words of
+/// their lease token. Each claim starts a record in the task's attempt
+/// history in the same UPDATE. The status message is the words of
 /// `domain::running_message`, written here because only this statement
 /// knows the attempt number. A batch of one binds plain values (planned
 /// several times faster than a join over arrays).

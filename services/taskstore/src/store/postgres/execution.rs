@@ -12,11 +12,12 @@ use sqlx::{Postgres, Transaction};
 use super::PgTaskStore;
 use super::claim_batch::ClaimRequest;
 use super::error::store_error;
+use super::history::history_ended;
 use super::rows::stored_json;
 use crate::domain::{
-    AttemptEnd, AttemptState, Claim, ClaimRefusal, ExecutionPolicy, FenceRefusal, InputKey,
-    InputRequest, JsonObject, LeaseToken, NextStep, ReleaseOutcome, ReleaseReason, Renewal,
-    StopReason, TaskId, TaskStatus, TenantId, ToolName, after_attempt, error_result,
+    AttemptEnd, AttemptOutcome, AttemptState, Claim, ClaimRefusal, ExecutionPolicy, FenceRefusal,
+    InputKey, InputRequest, JsonObject, LeaseToken, NextStep, ReleaseOutcome, ReleaseReason,
+    Renewal, StopReason, TaskId, TaskStatus, TenantId, ToolName, after_attempt, error_result,
 };
 use crate::error::StoreError;
 use crate::store::execution::ExecutionStore;
@@ -110,31 +111,38 @@ impl PgTaskStore {
         };
         let policy = &self.config.execution;
         let next = after_attempt(&state, end, policy, ExecutionPolicy::jitter());
+        // The attempt's record in the history ends in the same UPDATE.
+        let ended = AttemptOutcome::WithoutResult(end.clone());
+        let (kind, end_message) = (ended.kind(), ended.message());
         match &next {
             NextStep::Redispatch {
                 attempts,
                 delay,
                 message,
             } => {
-                sqlx::query(
+                sqlx::query(concat!(
                     "WITH task AS (
                          UPDATE tasks SET lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL,
                                 attempt = $3,
                                 dispatch_generation = dispatch_generation + 1,
                                 status_message = $4,
-                                last_updated_at = GREATEST(now(), last_updated_at + interval '1 microsecond')
-                         WHERE tenant_id = $1 AND task_id = $2
+                                last_updated_at = GREATEST(now(), last_updated_at + interval '1 microsecond'),
+                                attempt_history = ",
+                    history_ended!("attempt_history", "$6", "$7"),
+                    " WHERE tenant_id = $1 AND task_id = $2
                          RETURNING tenant_id, task_id, dispatch_generation, tool)
                      INSERT INTO dispatch_outbox (tenant_id, task_id, generation, tool, available_at)
                      SELECT tenant_id, task_id, dispatch_generation, tool,
                             now() + $5 * interval '1 millisecond'
-                     FROM task",
-                )
+                     FROM task"
+                ))
                 .bind(&held.tenant_id)
                 .bind(&held.task_id)
                 .bind(i32::try_from(*attempts).unwrap_or(i32::MAX))
                 .bind(message)
                 .bind(millis(*delay))
+                .bind(kind)
+                .bind(end_message)
                 .execute(&mut **tx)
                 .await
                 .map_err(store_error)?;
@@ -142,32 +150,40 @@ impl PgTaskStore {
             NextStep::Park { attempts } => {
                 // No lease and no job; a new generation, so that no job of
                 // the parked attempt's can claim it.
-                sqlx::query(
+                sqlx::query(concat!(
                     "UPDATE tasks SET lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL,
                             attempt = $3, dispatch_generation = dispatch_generation + 1,
                             parked_at = now(),
-                            last_updated_at = GREATEST(now(), last_updated_at + interval '1 microsecond')
-                     WHERE tenant_id = $1 AND task_id = $2",
-                )
+                            last_updated_at = GREATEST(now(), last_updated_at + interval '1 microsecond'),
+                            attempt_history = ",
+                    history_ended!("attempt_history", "$4", "$5"),
+                    " WHERE tenant_id = $1 AND task_id = $2"
+                ))
                 .bind(&held.tenant_id)
                 .bind(&held.task_id)
                 .bind(i32::try_from(*attempts).unwrap_or(i32::MAX))
+                .bind(kind)
+                .bind(end_message)
                 .execute(&mut **tx)
                 .await
                 .map_err(store_error)?;
             }
             NextStep::Fail { message } => {
-                sqlx::query(
+                sqlx::query(concat!(
                     "UPDATE tasks SET status = 'failed', status_message = $3, result_json = $4,
                             lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL,
                             last_updated_at = GREATEST(now(), last_updated_at + interval '1 microsecond'),
-                            expires_at = GREATEST(expires_at, now() + ttl_ms * interval '1 millisecond')
-                     WHERE tenant_id = $1 AND task_id = $2",
-                )
+                            expires_at = GREATEST(expires_at, now() + ttl_ms * interval '1 millisecond'),
+                            attempt_history = ",
+                    history_ended!("attempt_history", "$5", "$6"),
+                    " WHERE tenant_id = $1 AND task_id = $2"
+                ))
                 .bind(&held.tenant_id)
                 .bind(&held.task_id)
                 .bind(message)
                 .bind(error_result(message))
+                .bind(kind)
+                .bind(end_message)
                 .execute(&mut **tx)
                 .await
                 .map_err(store_error)?;
@@ -292,13 +308,7 @@ impl ExecutionStore for PgTaskStore {
             let status: TaskStatus = state.status.parse().map_err(|_| corrupt())?;
             return Err(FenceRefusal::explain(status).into());
         };
-        let end = match reason {
-            ReleaseReason::RetryableError => AttemptEnd::RetryableFailure {
-                error: message.to_owned(),
-            },
-            ReleaseReason::Shutdown => AttemptEnd::Shutdown,
-            ReleaseReason::Parked => AttemptEnd::Parked,
-        };
+        let end = AttemptEnd::of_release(reason, message);
         let next = self.end_attempt(&mut tx, &held, &end).await?;
         tx.commit().await.map_err(store_error)?;
         self.outbox.notify_one();

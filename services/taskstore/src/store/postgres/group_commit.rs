@@ -114,7 +114,8 @@ pub(super) async fn insert_rows<'e>(
         "   tool = EXCLUDED.tool, max_attempts = EXCLUDED.max_attempts, attempt = 0,",
         "   trace_context = EXCLUDED.trace_context, progress_token = EXCLUDED.progress_token,",
         "   dispatch_generation = tasks.dispatch_generation + 1,",
-        "   lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, parked_at = NULL",
+        "   lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, parked_at = NULL,",
+        "   attempt_history = NULL",
         " WHERE tasks.expires_at <= now()",
         // xmax is set on a row the conflict updated: an expired task's id
         // reused, whose questions go with the old task.

@@ -8,6 +8,7 @@ use std::time::Duration;
 use super::PgTaskStore;
 use super::error::store_error;
 use super::execution::millis;
+use super::history::history_started;
 use crate::domain::{
     HoldOutcome, HoldRefusal, HoldState, HoldStep, Holder, LeaseToken, Scope, TaskId, TaskStatus,
     decide_hold, running_message,
@@ -109,7 +110,9 @@ async fn grant(
         "UPDATE tasks SET max_attempts = 1, attempt = 1, lease_token = $3, lease_owner = $4,",
         " lease_expires_at = now() + $5 * interval '1 millisecond',",
         " status_message = $6,",
-        " last_updated_at = GREATEST(now(), last_updated_at + interval '1 microsecond')",
+        " last_updated_at = GREATEST(now(), last_updated_at + interval '1 microsecond'),",
+        " attempt_history = ",
+        history_started!("attempt_history", "1", "$4"),
         " WHERE tenant_id = $1 AND task_id = $2"
     ))
     .bind(scope.tenant.as_str())

@@ -20,9 +20,9 @@ use super::error::bounded_read_error;
 use super::questions::{QuestionRow, question_columns};
 use super::rows::{TaskRow, stored_json, task_columns};
 use crate::domain::{
-    MAX_SESSIONS, MAX_WAITING_QUESTIONS, Overview, OverviewCounts, SearchPage, SearchResults,
-    SessionId, SessionSummary, TaskDetails, TaskId, TaskResult, TaskSearch, TaskStatus, TenantId,
-    ToolName, TraceContext, WaitingQuestion, order_sessions,
+    AttemptHistory, MAX_SESSIONS, MAX_WAITING_QUESTIONS, Overview, OverviewCounts, SearchPage,
+    SearchResults, SessionId, SessionSummary, TaskDetails, TaskId, TaskResult, TaskSearch,
+    TaskStatus, TenantId, ToolName, TraceContext, WaitingQuestion, order_sessions,
 };
 use crate::error::StoreError;
 use crate::store::TaskInsights;
@@ -89,6 +89,7 @@ struct DetailsRow {
     lease_owner: Option<String>,
     lease_expires_at: Option<DateTime<Utc>>,
     trace_context: Option<String>,
+    attempt_history: Option<String>,
 }
 
 pub(super) fn corrupt(what: &str) -> StoreError {
@@ -239,7 +240,8 @@ impl TaskInsights for PgInsights {
             "SELECT ",
             task_columns!(),
             ", request_json, result_json, attempt, max_attempts, lease_owner, lease_expires_at,",
-            " trace_context FROM tasks WHERE tenant_id = $1 AND task_id = $2 AND ",
+            " trace_context, attempt_history::text AS attempt_history",
+            " FROM tasks WHERE tenant_id = $1 AND task_id = $2 AND ",
             live!()
         ))
         .bind(tenant.as_str())
@@ -269,6 +271,7 @@ impl TaskInsights for PgInsights {
             }),
             _ => None,
         };
+        let history = attempt_history(row.attempt_history.as_deref());
         Ok(TaskDetails {
             task,
             request_json: row.request_json,
@@ -282,6 +285,8 @@ impl TaskInsights for PgInsights {
             lease_owner: row.lease_owner,
             lease_expires_at: row.lease_expires_at,
             trace: row.trace_context.as_deref().and_then(TraceContext::parse),
+            attempts: history.records,
+            attempts_dropped: history.dropped,
         })
     }
 
@@ -322,6 +327,17 @@ impl TaskInsights for PgInsights {
         order_sessions(&mut sessions);
         Ok(sessions)
     }
+}
+
+/// The stored attempt history (NULL: none yet). One this build cannot read
+/// (written by a newer one) is shown as empty rather than failing the page.
+fn attempt_history(stored: Option<&str>) -> AttemptHistory {
+    stored.map_or_else(AttemptHistory::default, |json| {
+        serde_json::from_str(json).unwrap_or_else(|err| {
+            tracing::warn!(error = %err, "an attempt history this build cannot read; shown as empty");
+            AttemptHistory::default()
+        })
+    })
 }
 
 /// The store answers the dashboard through its [`PgInsights`].

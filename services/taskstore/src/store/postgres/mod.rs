@@ -95,6 +95,7 @@ mod create;
 mod dispatch;
 mod execution;
 mod group_commit;
+mod history;
 mod hold;
 mod insights;
 mod listing;

@@ -11,6 +11,7 @@ use sqlx::PgPool;
 use tokio::sync::mpsc;
 
 use super::batch_writer;
+use super::history::history_ended;
 use super::rows::{TaskRow, task_columns};
 
 /// Most changes per statement.
@@ -71,7 +72,12 @@ macro_rules! apply_sql {
             " last_updated_at = GREATEST(now(), last_updated_at + interval '1 microsecond'),",
             " expires_at = CASE WHEN c.terminal",
             "   THEN GREATEST(expires_at, now() + ttl_ms * interval '1 millisecond')",
-            "   ELSE expires_at END",
+            "   ELSE expires_at END,",
+            // The attempt running when the task ends ends with it: with the
+            // result (its status and message) or the cancellation.
+            " attempt_history = CASE WHEN c.terminal THEN ",
+            history_ended!("attempt_history", "c.new_status", "c.new_message"),
+            " ELSE attempt_history END",
             " FROM ",
             $source,
             "   AS c(c_tenant, c_task, c_session, new_status, new_message, new_result, terminal,",

@@ -1,0 +1,15 @@
+-- The attempt history of a task, for the dashboard's timeline: JSON of the
+-- form {"dropped": n, "records": [{"attempt", "worker", "startedAt",
+-- "endedAt", "end": {"kind", "message"}}]}, at most 20 records (the newest;
+-- `dropped` counts the others). It lives in the task's row, so it expires and
+-- is deleted with the task, and it is written by the statements that already
+-- change the row (claim, hold, release, reaper, result, cancel): no table, no
+-- index, no extra statement; the column is not indexed, so those updates stay
+-- HOT.
+--
+-- Expand only: a nullable column without a default is a catalogue change (no
+-- table rewrite). Binaries before this migration neither read nor write it;
+-- a task they claim or end while newer replicas run simply misses those
+-- records (NULL is an empty history), and an expired task's id they reuse
+-- before the sweeper deletes the row keeps the old history until then.
+ALTER TABLE tasks ADD COLUMN attempt_history jsonb;
