@@ -2,6 +2,7 @@
 //! generic async cases over [`Backend`], and instantiated per backend by
 //! [`conformance_suite!`]. A new backend passes when every case passes.
 
+pub mod attempts;
 pub mod concurrency;
 pub mod create;
 pub mod deletion;
@@ -120,6 +121,10 @@ macro_rules! insights_suite {
             insights_glance::task_details_carry_request_result_questions_and_attempt,
             insights_glance::expired_and_other_tenants_tasks_are_in_no_read,
             insights_sessions::sessions_are_listed_most_recently_active_first,
+            attempts::a_retried_task_shows_each_attempt_and_how_it_ended,
+            attempts::a_lapsed_lease_is_recorded_as_such,
+            attempts::the_newest_attempts_are_kept_and_the_dropped_counted,
+            attempts::a_tasks_history_goes_with_it,
         );
     };
 }
