@@ -8,5 +8,6 @@
 mod common;
 
 mod access;
+mod attempts;
 mod harness;
 mod hostile;

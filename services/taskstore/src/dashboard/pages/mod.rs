@@ -1,6 +1,7 @@
 //! The dashboard's pages: each a function from what the stores answered to
 //! markup, nothing else (the routes fetch, the pages draw).
 
+pub mod attempts;
 pub mod login;
 pub mod overview;
 pub mod questions;

@@ -1,12 +1,14 @@
 //! One task: its state, the MCP request that created it, its result, its
 //! questions with forms to answer them, its attempt and the worker holding
-//! it, and the actions the viewer may take.
+//! it, its attempts as a timeline (`attempts.rs`), and the actions the
+//! viewer may take.
 
 use maud::{Markup, html};
 use serde_json::Value;
 
 use super::super::render::{status, time};
 use super::super::viewer::Viewer;
+use super::attempts::timeline;
 use super::result::{call_tool_result, pretty};
 use crate::domain::{InputMethod, Operation, Question, TaskDetails};
 
@@ -73,6 +75,7 @@ pub fn body(
                 None => { p { "No result yet." } },
             }
         }
+        (timeline(details))
     }
 }
 
