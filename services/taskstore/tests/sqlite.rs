@@ -138,6 +138,56 @@ async fn tasks_results_and_jobs_survive_a_restart() {
 }
 
 #[tokio::test]
+async fn the_attempt_history_survives_a_restart() {
+    use taskstore::domain::{AttemptEnd, AttemptOutcome, ReleaseReason, TenantId};
+    use taskstore::store::TaskInsights;
+    let path = common::sqlite_path();
+    let tenant = TenantId::default_tenant();
+    let id = {
+        let store = sqlite::open(&path, StoreConfig::default())
+            .await
+            .expect("open");
+        let id = store
+            .create_task(&Scope::tenant_wide(), task(true))
+            .await
+            .expect("create")
+            .task_id;
+        let claim = store.claim(&tenant, &id, 1, "w-1").await.expect("claim");
+        store
+            .release(
+                &tenant,
+                &id,
+                &claim.lease_token,
+                ReleaseReason::RetryableError,
+                "flaky",
+            )
+            .await
+            .expect("release");
+        store.claim(&tenant, &id, 2, "w-2").await.expect("claim");
+        id
+    };
+    let store = sqlite::open(&path, StoreConfig::default())
+        .await
+        .expect("reopen");
+    let details = store.task_details(&tenant, &id).await.expect("details");
+    let kept: Vec<_> = details
+        .attempts
+        .iter()
+        .map(|r| (r.attempt, r.worker.as_str(), r.end.clone()))
+        .collect();
+    let flaky = AttemptEnd::RetryableFailure {
+        error: "flaky".into(),
+    };
+    assert_eq!(
+        kept,
+        [
+            (1, "w-1", Some(AttemptOutcome::WithoutResult(flaky))),
+            (2, "w-2", None)
+        ]
+    );
+}
+
+#[tokio::test]
 async fn an_older_file_is_migrated_and_keeps_its_tasks() {
     let path = common::sqlite_path();
     // An "old version": only the first migration, with a task in it.
