@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use super::Board;
 use super::params::{TaskQuery, pairs, selected_tasks, value};
-use super::render::{Nav, see_other};
+use super::render::{Nav, see_other, segment};
 use super::routes::UNFINISHED;
 use super::viewer::{Refused, Viewer};
 use crate::domain::{
@@ -24,6 +24,10 @@ use crate::domain::{
 
 /// The most tasks one "cancel all matching" cancels.
 pub const MAX_CANCEL_MATCHING: usize = 1000;
+/// The most search pages one "cancel all matching" reads: with a filter few
+/// tasks match, each page examines up to `SEARCH_SCAN_LIMIT` rows, so this
+/// bounds the rows one request examines.
+const MAX_MATCHING_PAGES: usize = 20;
 
 /// The words of a notice named in a redirect (`?notice=cancelled-3`).
 pub fn notice_text(raw: &str) -> String {
@@ -69,7 +73,7 @@ pub async fn cancel_one(
             let id = TaskId::parse(&id).map_err(|_| Refused::NotFound)?;
             board.store.cancel_task(&scope(viewer), &id).await?;
             logged(viewer, "cancel", id.as_str());
-            Ok(see_other(&format!("{}/tasks/{id}", board.base())))
+            Ok(see_other(&format!("{}/tasks/{}", board.base(), segment(id.as_str()))))
         })
         .await
 }
@@ -126,7 +130,7 @@ async fn unfinished_matching(
     };
     let mut ids = Vec::new();
     let mut page = SearchPage::new(Some(MAX_SEARCH_PAGE), None);
-    loop {
+    for _ in 0..MAX_MATCHING_PAGES {
         let results = board
             .insights
             .search_tasks(&viewer.tenant, &search, &page)
@@ -141,6 +145,8 @@ async fn unfinished_matching(
             None => return Ok((ids, false)),
         }
     }
+    // More may match beyond the rows examined: say so ("or more").
+    Ok((ids, true))
 }
 
 pub async fn confirm_cancel_matching(
@@ -173,12 +179,23 @@ pub async fn cancel_matching(
     State(board): State<Arc<Board>>,
     headers: HeaderMap,
     RawQuery(raw): RawQuery,
+    body: Bytes,
 ) -> Response {
     board
         .act(&headers, Operation::CancelTask, async |viewer| {
             let query =
                 TaskQuery::parse(raw.as_deref().unwrap_or("")).map_err(Refused::BadRequest)?;
-            let (ids, _) = unfinished_matching(&board, viewer, &query).await?;
+            // No more than the confirmation page counted: tasks that began
+            // to match since are not cancelled unseen.
+            let expected: usize = value(&form(&body)?, "expected")
+                .and_then(|raw| raw.parse().ok())
+                .ok_or_else(|| {
+                    Refused::BadRequest(
+                        "expected: missing; confirm on the confirmation page".into(),
+                    )
+                })?;
+            let (mut ids, _) = unfinished_matching(&board, viewer, &query).await?;
+            ids.truncate(expected);
             let cancelled = cancel_each(&board, viewer, &ids).await?;
             Ok(see_other(&format!(
                 "{}/tasks?notice=cancelled-{cancelled}",
@@ -223,12 +240,18 @@ pub async fn answer(
                 .find(|question| question.key == key)
                 .ok_or_else(|| Refused::BadRequest("no such question".into()))?;
             let answer = answer_of(&question.request, &form)?;
+            if answer.as_str().len() > board.limits.max_json_bytes {
+                return Err(Refused::BadRequest(format!(
+                    "the answer is larger than {} bytes",
+                    board.limits.max_json_bytes
+                )));
+            }
             board
                 .store
                 .answer_input_requests(&scope(viewer), &id, vec![(key, answer)])
                 .await?;
             logged(viewer, "answer", id.as_str());
-            Ok(see_other(&format!("{}/tasks/{id}", board.base())))
+            Ok(see_other(&format!("{}/tasks/{}", board.base(), segment(id.as_str()))))
         })
         .await
 }
@@ -296,7 +319,7 @@ pub async fn run_tool(
             };
             let id = create(&board, viewer, tool, arguments).await?;
             logged(viewer, "run", id.as_str());
-            Ok(see_other(&format!("{}/tasks/{id}", board.base())))
+            Ok(see_other(&format!("{}/tasks/{}", board.base(), segment(id.as_str()))))
         })
         .await
 }
@@ -321,7 +344,7 @@ pub async fn rerun(
                 .unwrap_or_else(|| json!({}));
             let new_id = create(&board, viewer, tool, arguments).await?;
             logged(viewer, "rerun", new_id.as_str());
-            Ok(see_other(&format!("{}/tasks/{new_id}", board.base())))
+            Ok(see_other(&format!("{}/tasks/{}", board.base(), segment(new_id.as_str()))))
         })
         .await
 }

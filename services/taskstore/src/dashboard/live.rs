@@ -86,6 +86,8 @@ async fn feed(
     sender: &mpsc::Sender<Event>,
 ) {
     let selectable = viewer.may(Operation::CancelTask);
+    // Looking for new tasks starts here, even when none matches yet.
+    let since = chrono::Utc::now();
     let mut newest = newest_now(board, viewer, query).await;
     let mut pending: BTreeMap<TaskId, Task> = BTreeMap::new();
     let mut look = tokio::time::interval(LOOK_EVERY);
@@ -124,7 +126,7 @@ async fn feed(
                 }
             }
             _ = look.tick() => {
-                match look_for_new(board, viewer, query, newest.as_ref()).await {
+                match look_for_new(board, viewer, query, newest.as_ref(), since).await {
                     Some(NewTasks::Found(tasks)) => {
                         for task in tasks.iter().rev() {
                             if sender.send(created_event(board.base(), task, selectable)).await.is_err() { return; }
@@ -173,15 +175,11 @@ async fn look_for_new(
     viewer: &Viewer,
     query: &TaskQuery,
     newest: Option<&SearchPosition>,
+    since: chrono::DateTime<chrono::Utc>,
 ) -> Option<NewTasks> {
     let mut search = query.search.clone();
-    if let Some(newest) = newest {
-        search.created_from = Some(
-            search
-                .created_from
-                .map_or(newest.created_at, |from| from.max(newest.created_at)),
-        );
-    }
+    let floor = newest.map_or(since, |newest| newest.created_at.max(since));
+    search.created_from = Some(search.created_from.map_or(floor, |from| from.max(floor)));
     let results = board
         .insights
         .search_tasks(

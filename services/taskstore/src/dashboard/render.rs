@@ -157,6 +157,29 @@ pub fn failure_page(
     html_response(status, page(&frame, body))
 }
 
+/// `value` as one URL path segment: every byte but the unreserved ones
+/// (`A-Z a-z 0-9 - . _ ~`) percent-encoded, so that an id holding `/`, `?`,
+/// `#` or `%` stays one segment of the route it names (task ids are any
+/// printable ASCII, and a client chooses them).
+pub fn segment(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for byte in value.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(byte));
+        } else {
+            out.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    out
+}
+
+/// `value` as a query string value.
+pub fn query_value(value: &str) -> String {
+    serde_urlencoded::to_string([("", value)])
+        .map(|pair| pair.trim_start_matches('=').to_owned())
+        .unwrap_or_default()
+}
+
 /// A 303 to `location` (after a form was handled, or to the login).
 pub fn see_other(location: &str) -> Response {
     let mut response = StatusCode::SEE_OTHER.into_response();
@@ -164,4 +187,20 @@ pub fn see_other(location: &str) -> Response {
         response.headers_mut().insert(header::LOCATION, value);
     }
     response
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_stay_one_segment_and_one_value() {
+        assert_eq!(segment("abc-1.2_~"), "abc-1.2_~");
+        assert_eq!(
+            segment("x/../../tasks/cancel-matching?"),
+            "x%2F..%2F..%2Ftasks%2Fcancel-matching%3F"
+        );
+        assert_eq!(segment("a%2Fb#c"), "a%252Fb%23c");
+        assert_eq!(query_value("w 1&x=2#"), "w+1%26x%3D2%23");
+    }
 }

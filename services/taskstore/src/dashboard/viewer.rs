@@ -113,6 +113,27 @@ impl Refused {
     }
 }
 
+/// Whether the request's `Host` names a loopback address (any port); a
+/// request without one (not a browser's) passes.
+fn addressed_to_loopback(headers: &HeaderMap) -> bool {
+    let Some(host) = headers.get(header::HOST) else {
+        return true;
+    };
+    let Ok(host) = host.to_str() else {
+        return false;
+    };
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().map(|inner| format!("[{inner}]")),
+        None => host.split(':').next().map(str::to_owned),
+    };
+    name.is_some_and(|name| {
+        matches!(
+            name.to_ascii_lowercase().as_str(),
+            "localhost" | "127.0.0.1" | "[::1]"
+        )
+    })
+}
+
 impl Board {
     /// The viewer of a request: with authentication off, the one caller
     /// there is, in the default tenant; else the session cookie's key, if
@@ -120,6 +141,15 @@ impl Board {
     pub async fn viewer(&self, headers: &HeaderMap) -> Result<Viewer, Refused> {
         let read_only = self.settings.read_only;
         if matches!(self.authenticator, Authenticator::Off) {
+            // Without authentication only loopback is served; a page of
+            // another site whose name was made to resolve to 127.0.0.1 (DNS
+            // rebinding) would be same-origin to it, so the name the request
+            // was sent to must be a loopback one too.
+            if !addressed_to_loopback(headers) {
+                return Err(Refused::Forbidden(
+                    "without authentication the dashboard answers requests to localhost, 127.0.0.1 or [::1] only",
+                ));
+            }
             return Ok(Viewer {
                 caller: Caller::unauthenticated(),
                 tenant: TenantId::default_tenant(),
@@ -163,5 +193,27 @@ impl Board {
             .find_map(|value| cookie_value(value, COOKIE))
             .and_then(|value| self.sessions.open(value))
             .filter(|session| !session.is_expired(Utc::now()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    #[test]
+    fn only_loopback_names_pass_without_authentication() {
+        let with = |host: &'static str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::HOST, HeaderValue::from_static(host));
+            addressed_to_loopback(&headers)
+        };
+        for good in ["127.0.0.1:50053", "localhost", "LOCALHOST:8080", "[::1]:50053", "[::1]"] {
+            assert!(with(good), "{good}");
+        }
+        for bad in ["evil.example", "evil.example:50053", "127.0.0.1.evil.example", "[::2]:1", "10.0.0.1"] {
+            assert!(!with(bad), "{bad}");
+        }
+        assert!(addressed_to_loopback(&HeaderMap::new()));
     }
 }

@@ -71,12 +71,17 @@ impl Board {
 
     /// A task of `tenant` that its caller runs (nothing dispatched).
     pub async fn task(&self, tenant: &str) -> Task {
+        self.task_named(tenant, None).await
+    }
+
+    /// As [`Board::task`], with the id `id` when given.
+    pub async fn task_named(&self, tenant: &str, id: Option<&str>) -> Task {
         let request = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","arguments":{"x":1}}}"#;
         self.store
             .create_task(
                 &scope(tenant),
                 NewTask {
-                    task_id: None,
+                    task_id: id.map(|id| TaskId::parse(id).expect("id")),
                     ttl: TtlRequest::ServerDefault,
                     poll_interval: None,
                     request_id: RequestId::parse("1").expect("id"),

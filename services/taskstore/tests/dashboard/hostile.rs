@@ -146,3 +146,40 @@ async fn a_base_path_moves_every_link_and_the_cookie() {
         "{cookie}"
     );
 }
+
+#[tokio::test]
+async fn ids_holding_slashes_and_question_marks_stay_one_task() {
+    let board = Board::open().await;
+    let client = board.browser(&board.key("acme", Role::Admin).await).await;
+    let victim = board.task("acme").await;
+    let tricky_id = format!("x/../../tasks/{}?", victim.task_id);
+    let tricky = board.task_named("acme", Some(&tricky_id)).await;
+    let link = format!("/tasks/x%2F..%2F..%2Ftasks%2F{}%3F", victim.task_id);
+    let (_, list) = client.text("/tasks").await;
+    assert!(list.contains(&format!("href=\"{link}\"")), "{list}");
+    let (status, page) = client.text(&link).await;
+    assert_eq!(status, 200);
+    assert!(page.contains(&format!("action=\"{link}/cancel\"")), "{page}");
+    let cancelled = client.post(&format!("{link}/cancel"), "").await;
+    assert_eq!(cancelled.status(), 303);
+    assert_eq!(location(&cancelled), link);
+    assert_eq!(board.status_of("acme", &tricky.task_id).await, "cancelled");
+    assert_eq!(board.status_of("acme", &victim.task_id).await, "working");
+}
+
+#[tokio::test]
+async fn cancel_all_matching_cancels_no_more_than_was_confirmed() {
+    let board = Board::open().await;
+    let client = board.browser(&board.key("acme", Role::Client).await).await;
+    let first = board.task_named("acme", Some("batch-1")).await;
+    let second = board.task_named("acme", Some("batch-2")).await;
+    let missing = client.post("/tasks/cancel-matching?id=batch-", "").await;
+    assert_eq!(missing.status(), 400, "no confirmed count");
+    let done = client.post("/tasks/cancel-matching?id=batch-", "expected=1").await;
+    assert_eq!(done.status(), 303);
+    let statuses = [
+        board.status_of("acme", &first.task_id).await,
+        board.status_of("acme", &second.task_id).await,
+    ];
+    assert_eq!(statuses.iter().filter(|s| *s == "cancelled").count(), 1, "{statuses:?}");
+}

@@ -5,7 +5,7 @@
 
 use maud::{Markup, html};
 
-use super::super::render::status;
+use super::super::render::{query_value, status};
 use crate::domain::{OutboxBacklog, Overview, WorkerInfo};
 
 pub fn body(
@@ -56,7 +56,7 @@ pub fn body(
                             tr {
                                 th scope="row" {
                                     @match tool {
-                                        Some(tool) => { a href={ (base) "/tasks?status=failed&tool=" (tool.as_str()) } { code { (tool.as_str()) } } },
+                                        Some(tool) => { a href={ (base) "/tasks?status=failed&tool=" (query_value(tool.as_str())) } { code { (tool.as_str()) } } },
                                         None => "(no tool)",
                                     }
                                 }

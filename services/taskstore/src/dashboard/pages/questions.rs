@@ -2,7 +2,7 @@
 
 use maud::{Markup, html};
 
-use super::super::render::time;
+use super::super::render::{segment, time};
 use crate::domain::WaitingQuestion;
 
 pub fn body(base: &str, waiting: &[WaitingQuestion]) -> Markup {
@@ -20,7 +20,7 @@ pub fn body(base: &str, waiting: &[WaitingQuestion]) -> Markup {
                     @for each in waiting {
                         tr data-task-id=(each.task.task_id.as_str()) {
                             td { (time(each.question.asked_at)) }
-                            td { a href={ (base) "/tasks/" (each.task.task_id.as_str()) "#questions" } { code { (each.task.task_id.as_str()) } } }
+                            td { a href={ (base) "/tasks/" (segment(each.task.task_id.as_str())) "#questions" } { code { (each.task.task_id.as_str()) } } }
                             td { (each.task.tool.as_ref().map_or("—", |tool| tool.as_str())) }
                             td { (each.question.request.method().as_str()) }
                             td { (each.question.request.summary()) }

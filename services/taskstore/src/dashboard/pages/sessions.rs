@@ -3,7 +3,7 @@
 
 use maud::{Markup, html};
 
-use super::super::render::time;
+use super::super::render::{query_value, time};
 use crate::domain::SessionSummary;
 
 pub fn body(base: &str, sessions: &[SessionSummary]) -> Markup {
@@ -20,7 +20,7 @@ pub fn body(base: &str, sessions: &[SessionSummary]) -> Markup {
                 tbody {
                     @for each in sessions {
                         tr {
-                            td { a href={ (base) "/tasks?session=" (urlencode(each.session.as_str())) } { code { (each.session.as_str()) } } }
+                            td { a href={ (base) "/tasks?session=" (query_value(each.session.as_str())) } { code { (each.session.as_str()) } } }
                             td { (each.tasks) }
                             td { (each.unfinished) }
                             td { (time(each.last_created_at)) }
@@ -30,11 +30,4 @@ pub fn body(base: &str, sessions: &[SessionSummary]) -> Markup {
             }
         }
     }
-}
-
-/// A value for a query string.
-fn urlencode(value: &str) -> String {
-    serde_urlencoded::to_string([("", value)])
-        .map(|pair| pair.trim_start_matches('=').to_owned())
-        .unwrap_or_default()
 }

@@ -6,7 +6,7 @@
 use maud::{Markup, html};
 use serde_json::Value;
 
-use super::super::render::{status, time};
+use super::super::render::{query_value, segment, status, time};
 use super::super::viewer::Viewer;
 use super::attempts::timeline;
 use super::result::{call_tool_result, pretty};
@@ -20,11 +20,11 @@ pub fn body(
 ) -> Markup {
     let task = &details.task;
     let id = task.task_id.as_str();
-    let path = format!("{base}/tasks/{id}");
+    let path = format!("{base}/tasks/{}", segment(id));
     let open = !task.status.is_terminal();
     html! {
         h1 { "Task " code { (id) } }
-        dl #task data-task-id=(id) data-events={ (base) "/events?id=" (id) } {
+        dl #task data-task-id=(id) data-events={ (base) "/events?id=" (query_value(id)) } {
             dt { "Status" } dd data-field="status" { (status(task.status)) }
             dt { "Message" } dd data-field="message" { (task.status_message.as_deref().unwrap_or("—")) }
             dt { "Tool" } dd data-field="tool" { (task.tool.as_ref().map_or("—", |tool| tool.as_str())) }

@@ -4,7 +4,7 @@
 use maud::{Markup, html};
 
 use super::super::params::TaskQuery;
-use super::super::render::{status, time};
+use super::super::render::{segment, status, time};
 use super::super::viewer::Viewer;
 use crate::domain::{Operation, SearchResults, Task, TaskStatus};
 
@@ -77,7 +77,7 @@ pub fn row(base: &str, task: &Task, selectable: bool) -> Markup {
                 }
             }
             td.status { (status(task.status)) }
-            td.id { a href={ (base) "/tasks/" (id) } { code { (id) } } }
+            td.id { a href={ (base) "/tasks/" (segment(id)) } { code { (id) } } }
             td.tool { (task.tool.as_ref().map_or("—", |tool| tool.as_str())) }
             td.created { (time(task.created_at)) }
             td.message { (task.status_message.as_deref().unwrap_or("")) }

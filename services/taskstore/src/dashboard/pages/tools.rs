@@ -6,6 +6,7 @@
 use maud::{Markup, html};
 use serde_json::Value;
 
+use super::super::render::{query_value, segment};
 use super::super::viewer::Viewer;
 use super::result::pretty;
 use crate::domain::{Operation, ServedTool, ToolName, WorkerInfo};
@@ -24,7 +25,7 @@ pub fn list(base: &str, tools: &[ServedTool], failures: &[(Option<ToolName>, u64
                 tbody {
                     @for tool in tools {
                         tr data-tool=(tool.name.as_str()) {
-                            td { a href={ (base) "/tools/" (tool.name.as_str()) } { code { (tool.name.as_str()) } } }
+                            td { a href={ (base) "/tools/" (segment(tool.name.as_str())) } { code { (tool.name.as_str()) } } }
                             td { (tool.description.title.as_deref().or(tool.description.description.as_deref()).unwrap_or("")) }
                             td { (tool.description.task_support.as_str()) }
                             td { (tool.workers) }
@@ -48,11 +49,11 @@ pub fn one(base: &str, viewer: &Viewer, tool: &ServedTool, workers: &[&WorkerInf
         @if let Some(title) = &description.title { p.lead { (title) } }
         @if let Some(text) = &description.description { p { (text) } }
         p { "Task support: " (description.task_support.as_str()) ". Served by " (tool.workers) " workers, " (tool.busy) " of " (tool.slots) " slots busy." }
-        p { a href={ (base) "/tasks?tool=" (tool.name.as_str()) } { "Its tasks" } }
+        p { a href={ (base) "/tasks?tool=" (query_value(tool.name.as_str())) } { "Its tasks" } }
         @if viewer.may(Operation::CreateTask) {
             section aria-labelledby="run-title" {
                 h2 #run-title { "Run it" }
-                form #run method="post" action={ (base) "/tools/" (tool.name.as_str()) "/run" } {
+                form #run method="post" action={ (base) "/tools/" (segment(tool.name.as_str())) "/run" } {
                     @match (simple, properties) {
                         (true, Some(properties)) => {
                             @for (name, property) in properties {

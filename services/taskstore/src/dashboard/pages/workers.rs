@@ -2,7 +2,7 @@
 
 use maud::{Markup, html};
 
-use super::super::render::time;
+use super::super::render::{query_value, segment, time};
 use crate::domain::WorkerInfo;
 
 pub fn body(base: &str, workers: &[WorkerInfo]) -> Markup {
@@ -20,10 +20,10 @@ pub fn body(base: &str, workers: &[WorkerInfo]) -> Markup {
                     @for worker in workers {
                         @let id = worker.heartbeat.worker_id.as_str();
                         tr {
-                            td { a href={ (base) "/tasks?worker=" (id) } { code { (id) } } }
+                            td { a href={ (base) "/tasks?worker=" (query_value(id)) } { code { (id) } } }
                             td { @for (i, tool) in worker.heartbeat.tools.iter().enumerate() {
                                 @if i > 0 { ", " }
-                                a href={ (base) "/tools/" (tool.as_str()) } { (tool.as_str()) }
+                                a href={ (base) "/tools/" (segment(tool.as_str())) } { (tool.as_str()) }
                             } }
                             td { (worker.heartbeat.busy) " / " (worker.heartbeat.slots) }
                             td { (time(worker.first_seen_at)) }
