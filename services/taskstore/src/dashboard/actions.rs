@@ -73,7 +73,11 @@ pub async fn cancel_one(
             let id = TaskId::parse(&id).map_err(|_| Refused::NotFound)?;
             board.store.cancel_task(&scope(viewer), &id).await?;
             logged(viewer, "cancel", id.as_str());
-            Ok(see_other(&format!("{}/tasks/{}", board.base(), segment(id.as_str()))))
+            Ok(see_other(&format!(
+                "{}/tasks/{}",
+                board.base(),
+                segment(id.as_str())
+            )))
         })
         .await
 }
@@ -251,7 +255,11 @@ pub async fn answer(
                 .answer_input_requests(&scope(viewer), &id, vec![(key, answer)])
                 .await?;
             logged(viewer, "answer", id.as_str());
-            Ok(see_other(&format!("{}/tasks/{}", board.base(), segment(id.as_str()))))
+            Ok(see_other(&format!(
+                "{}/tasks/{}",
+                board.base(),
+                segment(id.as_str())
+            )))
         })
         .await
 }
@@ -319,7 +327,11 @@ pub async fn run_tool(
             };
             let id = create(&board, viewer, tool, arguments).await?;
             logged(viewer, "run", id.as_str());
-            Ok(see_other(&format!("{}/tasks/{}", board.base(), segment(id.as_str()))))
+            Ok(see_other(&format!(
+                "{}/tasks/{}",
+                board.base(),
+                segment(id.as_str())
+            )))
         })
         .await
 }
@@ -344,7 +356,11 @@ pub async fn rerun(
                 .unwrap_or_else(|| json!({}));
             let new_id = create(&board, viewer, tool, arguments).await?;
             logged(viewer, "rerun", new_id.as_str());
-            Ok(see_other(&format!("{}/tasks/{}", board.base(), segment(new_id.as_str()))))
+            Ok(see_other(&format!(
+                "{}/tasks/{}",
+                board.base(),
+                segment(new_id.as_str())
+            )))
         })
         .await
 }

@@ -208,10 +208,22 @@ mod tests {
             headers.insert(header::HOST, HeaderValue::from_static(host));
             addressed_to_loopback(&headers)
         };
-        for good in ["127.0.0.1:50053", "localhost", "LOCALHOST:8080", "[::1]:50053", "[::1]"] {
+        for good in [
+            "127.0.0.1:50053",
+            "localhost",
+            "LOCALHOST:8080",
+            "[::1]:50053",
+            "[::1]",
+        ] {
             assert!(with(good), "{good}");
         }
-        for bad in ["evil.example", "evil.example:50053", "127.0.0.1.evil.example", "[::2]:1", "10.0.0.1"] {
+        for bad in [
+            "evil.example",
+            "evil.example:50053",
+            "127.0.0.1.evil.example",
+            "[::2]:1",
+            "10.0.0.1",
+        ] {
             assert!(!with(bad), "{bad}");
         }
         assert!(addressed_to_loopback(&HeaderMap::new()));

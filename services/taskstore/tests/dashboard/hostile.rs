@@ -159,7 +159,10 @@ async fn ids_holding_slashes_and_question_marks_stay_one_task() {
     assert!(list.contains(&format!("href=\"{link}\"")), "{list}");
     let (status, page) = client.text(&link).await;
     assert_eq!(status, 200);
-    assert!(page.contains(&format!("action=\"{link}/cancel\"")), "{page}");
+    assert!(
+        page.contains(&format!("action=\"{link}/cancel\"")),
+        "{page}"
+    );
     let cancelled = client.post(&format!("{link}/cancel"), "").await;
     assert_eq!(cancelled.status(), 303);
     assert_eq!(location(&cancelled), link);
@@ -175,11 +178,17 @@ async fn cancel_all_matching_cancels_no_more_than_was_confirmed() {
     let second = board.task_named("acme", Some("batch-2")).await;
     let missing = client.post("/tasks/cancel-matching?id=batch-", "").await;
     assert_eq!(missing.status(), 400, "no confirmed count");
-    let done = client.post("/tasks/cancel-matching?id=batch-", "expected=1").await;
+    let done = client
+        .post("/tasks/cancel-matching?id=batch-", "expected=1")
+        .await;
     assert_eq!(done.status(), 303);
     let statuses = [
         board.status_of("acme", &first.task_id).await,
         board.status_of("acme", &second.task_id).await,
     ];
-    assert_eq!(statuses.iter().filter(|s| *s == "cancelled").count(), 1, "{statuses:?}");
+    assert_eq!(
+        statuses.iter().filter(|s| *s == "cancelled").count(),
+        1,
+        "{statuses:?}"
+    );
 }
