@@ -14,14 +14,19 @@ use serde_json::{Value, json};
 
 use super::Board;
 use super::params::{TaskQuery, pairs, selected_tasks, value};
+use super::refused::Refused;
 use super::render::{Nav, see_other, segment};
-use super::routes::UNFINISHED;
-use super::viewer::{Refused, Viewer};
+use super::viewer::Viewer;
 use crate::domain::{
     DispatchRequest, InputKey, JsonObject, MAX_SEARCH_PAGE, NewTask, Operation, RequestId, Scope,
     SearchPage, TaskId, ToolName, TtlRequest,
 };
 
+/// Statuses a cancel can still change.
+const UNFINISHED: [crate::domain::TaskStatus; 2] = [
+    crate::domain::TaskStatus::Working,
+    crate::domain::TaskStatus::InputRequired,
+];
 /// The most tasks one "cancel all matching" cancels.
 pub const MAX_CANCEL_MATCHING: usize = 1000;
 /// The most search pages one "cancel all matching" reads: with a filter few

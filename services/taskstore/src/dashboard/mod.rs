@@ -15,10 +15,13 @@
 mod account;
 mod actions;
 mod assets;
+mod gate;
 mod guard;
+mod identify;
 mod live;
 mod pages;
 mod params;
+mod refused;
 mod render;
 mod routes;
 mod session;
