@@ -12,7 +12,7 @@ from mcp_taskstore._proto import task_store_pb2 as pb
 from mcp_taskstore.errors import FailedPreconditionError, InvalidArgumentError, NotFoundError, TaskStoreError
 from mcp_taskstore.worker.control import Control, Stop
 from mcp_taskstore.worker.report import Reporter
-from mcp_taskstore.worker.tools import ToolFailure
+from mcp_taskstore.worker.failures import ToolFailure
 
 logger = logging.getLogger("mcp_taskstore.worker")
 

@@ -22,7 +22,7 @@ from mcp.server.elicitation import (
 from pydantic import BaseModel
 
 from mcp_taskstore.worker.context import QuestionDeclined, ToolContext
-from mcp_taskstore.worker.tools import ToolFailure
+from mcp_taskstore.worker.failures import ToolFailure
 
 
 class FleetFastMCPContext:

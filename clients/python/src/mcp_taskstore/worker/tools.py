@@ -28,6 +28,8 @@ from mcp.types import CallToolResult
 from pydantic import ValidationError
 
 from mcp_taskstore._proto import execution_pb2 as xpb
+from mcp_taskstore.worker.failures import InvalidArguments, RetryableError, ToolFailure
+
 
 TaskSupport = Literal["optional", "required", "forbidden"]
 _TASK_SUPPORT = {
@@ -35,20 +37,6 @@ _TASK_SUPPORT = {
     "required": xpb.TASK_SUPPORT_REQUIRED,
     "forbidden": xpb.TASK_SUPPORT_FORBIDDEN,
 }
-
-
-class RetryableError(Exception):
-    """A retry may succeed (a timeout, an upstream outage): the task is
-    dispatched again after a backoff, until its attempts run out."""
-
-
-class ToolFailure(Exception):
-    """A retry cannot succeed: the task ends FAILED with this message (any
-    other exception does the same)."""
-
-
-class InvalidArguments(ToolFailure):
-    """The arguments do not match the tool's input schema."""
 
 
 def error_result(text: str) -> dict[str, Any]:
