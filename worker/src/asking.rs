@@ -16,7 +16,6 @@ use tonic_types::StatusExt as _;
 
 use crate::control::{Control, Stop};
 use crate::report::Reporter;
-use crate::tool::ToolError;
 
 /// How often a waiting question asks again even when no change was heard
 /// (a change can be missed while the attempt's watch reconnects).
@@ -51,18 +50,6 @@ fn action_of(answer: &Value) -> &str {
         .get("action")
         .and_then(Value::as_str)
         .unwrap_or("no action")
-}
-
-/// `?` in a tool: a stopped or parked wait ends the call as a cancellation
-/// (the attempt then stores nothing or gives the task back); a declined or
-/// refused question fails the call.
-impl From<AskError> for ToolError {
-    fn from(err: AskError) -> Self {
-        match err {
-            AskError::Stopped | AskError::Parked => ToolError::Cancelled,
-            AskError::Declined(_) | AskError::Refused(_) => ToolError::Permanent(err.to_string()),
-        }
-    }
 }
 
 /// Asks `request` under `key` and waits for the answer.
@@ -191,14 +178,5 @@ mod tests {
             answered(&roots, r#"{"roots":[]}"#.into()),
             Ok(json!({"roots": []}))
         );
-        assert_eq!(
-            ToolError::from(AskError::Parked),
-            ToolError::Cancelled,
-            "a parked wait ends the call; the attempt gives the task back"
-        );
-        assert!(matches!(
-            ToolError::from(AskError::Declined(json!({"action": "decline"}))),
-            ToolError::Permanent(message) if message.contains("decline")
-        ));
     }
 }

@@ -171,3 +171,35 @@ pub fn is_error(result: &Value) -> bool {
         .and_then(Value::as_bool)
         .unwrap_or(false)
 }
+
+/// `?` in a tool: a stopped or parked wait ends the call as a cancellation
+/// (the attempt then stores nothing or gives the task back); a declined or
+/// refused question fails the call.
+impl From<AskError> for ToolError {
+    fn from(err: AskError) -> Self {
+        match err {
+            AskError::Stopped | AskError::Parked => ToolError::Cancelled,
+            AskError::Declined(_) | AskError::Refused(_) => ToolError::Permanent(err.to_string()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn an_unanswered_question_ends_the_call_as_its_reason_says() {
+        assert_eq!(
+            ToolError::from(AskError::Parked),
+            ToolError::Cancelled,
+            "a parked wait ends the call; the attempt gives the task back"
+        );
+        assert!(matches!(
+            ToolError::from(AskError::Declined(json!({"action": "decline"}))),
+            ToolError::Permanent(message) if message.contains("decline")
+        ));
+    }
+}
