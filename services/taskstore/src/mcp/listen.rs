@@ -22,9 +22,9 @@ use http::{HeaderMap, StatusCode, header};
 use serde_json::Map;
 use tokio_stream::StreamExt;
 
+use super::admit::{authenticate, foreign_origin};
 use super::call::Call;
 use super::gateway::Gateway;
-use super::http::{authenticate, foreign_origin};
 use super::jsonrpc::{RpcError, code};
 use super::methods;
 use super::request::{VERSION_HEADER, call_of, header_str, refuse};
@@ -36,9 +36,6 @@ use super::{tasks, tools};
 use crate::domain::{PageRequest, Revision, Scope, Task};
 use crate::edge::WaitingSlot;
 use crate::store::{ChangedTask, Followed, TaskFollow};
-
-/// The method name the session stream is checked as (roles, session).
-pub(super) const SESSION_STREAM: &str = "GET /mcp";
 
 /// A resync looks back this far before the last change shown: changes
 /// commit in an order slightly different from their timestamps.
@@ -73,14 +70,14 @@ pub(super) async fn open(State(gateway): State<Arc<Gateway>>, headers: HeaderMap
         &gateway,
         &headers,
         caller,
-        SESSION_STREAM,
+        methods::SESSION_STREAM,
         &Map::new(),
         None,
     ) {
         Ok(call) => call,
         Err((status, error)) => return refuse(status, None, error),
     };
-    if let Err(error) = methods::check_allowed(&call, SESSION_STREAM) {
+    if let Err(error) = methods::check_allowed(&call, methods::SESSION_STREAM) {
         return refuse(StatusCode::FORBIDDEN, None, error);
     }
     let slot = match gateway.admissions.hold_waiting(&call.scope.tenant) {

@@ -10,58 +10,13 @@ use super::call::Call;
 use super::errors::missing_extension;
 use super::gateway::{Gateway, TASKS_EXTENSION};
 use super::jsonrpc::{RpcError, code};
-use super::streams::Waiting;
-use super::{listen, subscriptions, tasks, tools};
+pub(super) use super::reply::{Body, Reply};
+use super::{subscriptions, tasks, tools};
 use crate::domain::{Caller, Operation, Revision, Role, SessionId, TaskId, may};
 
-/// A method's answer, and the session to announce (for `initialize`).
-#[derive(Debug)]
-pub(super) struct Reply {
-    pub body: Body,
-    pub session: Option<SessionId>,
-}
-
-/// What a method answers with.
-#[derive(Debug)]
-pub(super) enum Body {
-    /// Its result, at once.
-    Json(Value),
-    /// A wait under way, which may send requests first (`streams.rs`).
-    Waiting(Waiting),
-    /// An event stream from the start (`subscriptions/listen`).
-    Stream(axum::response::Response),
-}
-
-impl From<Value> for Reply {
-    fn from(result: Value) -> Self {
-        Self {
-            body: Body::Json(result),
-            session: None,
-        }
-    }
-}
-
-impl Reply {
-    /// The same reply, its JSON result (if it has one now) changed by `f`.
-    fn map_json(self, f: impl FnOnce(Value) -> Value) -> Self {
-        Self {
-            body: match self.body {
-                Body::Json(result) => Body::Json(f(result)),
-                other @ (Body::Waiting(_) | Body::Stream(_)) => other,
-            },
-            session: self.session,
-        }
-    }
-}
-
-impl From<Waiting> for Reply {
-    fn from(waiting: Waiting) -> Self {
-        Self {
-            body: Body::Waiting(waiting),
-            session: None,
-        }
-    }
-}
+/// The session stream (`GET /mcp`), named as a method for the rights
+/// table and the metrics.
+pub(super) const SESSION_STREAM: &str = "GET /mcp";
 
 /// Every method name this endpoint knows (in some revision).
 const METHODS: [&str; 12] = [
@@ -99,7 +54,7 @@ fn operation_of(method: &str) -> Option<Operation> {
         "tasks/cancel" | "notifications/cancelled" => Operation::CancelTask,
         "tasks/update" => Operation::AnswerQuestions,
         // Following the caller's tasks, as gRPC WatchTasks does.
-        listen::SESSION_STREAM | "subscriptions/listen" => Operation::ListTasks,
+        SESSION_STREAM | "subscriptions/listen" => Operation::ListTasks,
         _ => return None,
     })
 }

@@ -21,6 +21,7 @@
 //! - [`shapes`]: tasks and tools as each revision writes them;
 //! - [`errors`]: store and admission errors as JSON-RPC errors, in one place.
 
+mod admit;
 mod asking;
 mod call;
 mod errors;
@@ -31,6 +32,7 @@ mod in_flight;
 pub mod jsonrpc;
 mod listen;
 mod methods;
+mod reply;
 mod request;
 mod resume;
 mod served;

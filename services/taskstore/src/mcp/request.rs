@@ -15,7 +15,8 @@ use super::errors::revision_refused;
 use super::gateway::{Gateway, TASKS_EXTENSION};
 use super::headers;
 use super::jsonrpc::{self, Id, RpcError, code};
-use super::methods::{self, Body, Reply};
+use super::methods;
+use super::reply::{Body, Reply};
 use super::streams;
 use crate::domain::{
     Caller, Revision, Role, Scope, SessionId, TENANT_METADATA, TenantId, TenantRefused, revision_of,

@@ -11,7 +11,7 @@ use super::call::Call;
 use super::errors::ended_without_result;
 use super::gateway::Gateway;
 use super::jsonrpc::{RpcError, code};
-use super::methods::Reply;
+use super::reply::Reply;
 use super::resume::{WaitKind, WaitPosition};
 use super::shapes;
 use super::streams::{Waiting, spawn_waiting};

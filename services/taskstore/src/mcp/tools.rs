@@ -13,7 +13,7 @@ use super::errors::{ended_without_result, missing_extension};
 use super::gateway::Gateway;
 use super::in_flight::CallKey;
 use super::jsonrpc::{RpcError, code};
-use super::methods::Reply;
+use super::reply::Reply;
 use super::resume::{WaitKind, WaitPosition};
 use super::shapes;
 use super::streams::{Waiting, spawn_waiting};
