@@ -13,6 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::{Value, json};
 use taskworker::cli::{self, Program};
+use taskworker::tools::builtin::Noop;
 use taskworker::{AskError, Tool, ToolContext, ToolError, ToolInfo, error_result, text_result};
 
 #[tokio::main]
@@ -28,6 +29,7 @@ async fn main() -> ExitCode {
             ("conf_crash", Arc::new(Crash)),
             ("conf_sleep", Arc::new(Sleep)),
             ("conf_ask", Arc::new(Ask)),
+            // taskworker's own no-op: the same tool under the conformance name.
             ("conf_noop", Arc::new(Noop)),
         ],
     })
@@ -180,26 +182,5 @@ impl Tool for Ask {
             .and_then(Value::as_str)
             .unwrap_or("none");
         Ok(text_result(format!("answered {action}")))
-    }
-}
-
-/// Nothing; its text is the Unix time in microseconds at which it started.
-struct Noop;
-
-#[async_trait]
-impl Tool for Noop {
-    fn describe(&self) -> ToolInfo {
-        ToolInfo::new(
-            "Does nothing; answers the Unix time in microseconds at which it started.",
-            json!({"type": "object"}),
-        )
-    }
-
-    async fn call(&self, _ctx: ToolContext, _arguments: Value) -> Result<Value, ToolError> {
-        let started = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_micros())
-            .unwrap_or(0);
-        Ok(text_result(started.to_string()))
     }
 }
