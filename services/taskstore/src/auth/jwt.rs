@@ -49,6 +49,14 @@ pub struct JwtSettings {
     pub algorithms: Vec<Algorithm>,
 }
 
+/// A token verified: who it stands for, until when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    pub caller: Caller,
+    /// The token's `exp` (Unix seconds).
+    pub expires_at: i64,
+}
+
 /// Verifies tokens of one issuer.
 #[derive(Debug)]
 pub struct JwtVerifier {
@@ -98,6 +106,16 @@ impl JwtVerifier {
     }
 
     pub async fn authenticate(&self, token: &str) -> Result<Caller, AuthFailure> {
+        self.verify(token).await.map(|verified| verified.caller)
+    }
+
+    /// The issuer this verifier trusts (`iss`).
+    pub fn issuer(&self) -> &str {
+        &self.settings.issuer
+    }
+
+    /// The caller `token` stands for, and until when (its `exp`).
+    pub async fn verify(&self, token: &str) -> Result<Verified, AuthFailure> {
         let header = jsonwebtoken::decode_header(token)
             .map_err(|_| AuthFailure::invalid("malformed token"))?;
         if !self.settings.algorithms.contains(&header.alg) {
@@ -122,7 +140,14 @@ impl JwtVerifier {
         )
         .map_err(|_| AuthFailure::invalid("token signature, issuer, audience or time not valid"))?
         .claims;
-        self.caller(&claims)
+        let expires_at = claims
+            .get("exp")
+            .and_then(serde_json::Value::as_i64)
+            .ok_or(AuthFailure::invalid("token without a numeric exp"))?;
+        Ok(Verified {
+            caller: self.caller(&claims)?,
+            expires_at,
+        })
     }
 
     fn caller(

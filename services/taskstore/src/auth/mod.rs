@@ -175,6 +175,14 @@ impl Authenticator {
         }
     }
 
+    /// The JWT verifier, when tokens of an issuer are one of the methods.
+    pub fn jwt(&self) -> Option<&Arc<JwtVerifier>> {
+        match self {
+            Authenticator::On { jwt, .. } => jwt.as_ref(),
+            Authenticator::Off => None,
+        }
+    }
+
     /// Credentials for this process's embedded workers: a fleet worker
     /// token made now, known only to this process. None needed when
     /// authentication is off.

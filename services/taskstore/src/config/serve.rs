@@ -262,9 +262,11 @@ impl ServeArgs {
                 self.max_result_wait,
                 self.auth_methods(mode)? != [AuthMethod::None],
             )?,
-            dashboard: self
-                .dashboard
-                .settings(mode, self.auth_methods(mode)? != [AuthMethod::None])?,
+            dashboard: self.dashboard.settings(
+                mode,
+                self.auth_methods(mode)? != [AuthMethod::None],
+                self.auth_methods(mode)?.contains(&AuthMethod::Jwt),
+            )?,
             metrics: self.metrics_listen.clone().map(|listen| MetricsSettings {
                 listen: listen.to_string(),
                 snapshot_interval: self.metrics_snapshot_interval,

@@ -1,7 +1,8 @@
-//! Logging in and out. A login proves an API key's secret once, through
-//! the same authenticator as every edge; the session cookie then holds the
-//! key's id only (see `session`). Worker keys, and keys that reach every
-//! tenant without naming one, are refused with a reason.
+//! Logging in with an API key, and out. A login proves an API key's secret
+//! once, through the same authenticator as every edge; the session cookie
+//! then holds the key's id only (see `session`). Worker keys, and keys that
+//! reach every tenant without naming one, are refused with a reason.
+//! Single sign-on is `sign_in`; both end in [`session_cookie`].
 
 use std::sync::Arc;
 
@@ -91,33 +92,46 @@ pub async fn log_in(State(board): State<Arc<Board>>, body: Bytes) -> Response {
             );
         }
     };
-    let lifetime = board.settings.session_lifetime;
     let session = Session {
         key_id: caller.subject.strip_prefix("key:").map(str::to_owned),
+        signed_in: None,
         tenant,
-        expires_at: Utc::now().timestamp()
-            + i64::try_from(lifetime.as_secs()).unwrap_or(i64::MAX / 2),
+        expires_at: session_end(&board, None),
     };
-    let Some(sealed) = board.sessions.seal(&session) else {
+    let Some(cookie) = session_cookie(&board, &session) else {
         return login_page(
             &board,
             StatusCode::INTERNAL_SERVER_ERROR,
             Some("the session could not be sealed"),
         );
     };
-    tracing::info!(subject = %caller.subject, role = %caller.role, "dashboard login");
+    tracing::info!(subject = %caller.subject, role = %caller.role, method = "api-key", "dashboard login");
     crate::metrics::dashboard_action("login");
     let mut response = see_other(&home(board.base()));
+    response.headers_mut().insert(header::SET_COOKIE, cookie);
+    response
+}
+
+/// When a session starting now ends: after the session lifetime, or when
+/// the credential it was made from expires (`credential_expires_at`, Unix
+/// seconds), whichever comes first.
+pub(super) fn session_end(board: &Board, credential_expires_at: Option<i64>) -> i64 {
+    let lifetime = i64::try_from(board.settings.session_lifetime.as_secs()).unwrap_or(i64::MAX / 2);
+    let end = Utc::now().timestamp().saturating_add(lifetime);
+    credential_expires_at.map_or(end, |expires| end.min(expires))
+}
+
+/// The `Set-Cookie` header of `session`; `None` if it could not be sealed.
+pub(super) fn session_cookie(board: &Board, session: &Session) -> Option<HeaderValue> {
+    let sealed = board.sessions.seal(session)?;
+    let max_age = u64::try_from(session.expires_at - Utc::now().timestamp()).unwrap_or(0);
     let cookie = set_cookie(
         Some(&sealed),
         &cookie_path(board.base()),
         board.settings.secure_cookie,
-        lifetime.as_secs(),
+        max_age,
     );
-    if let Ok(cookie) = HeaderValue::from_str(&cookie) {
-        response.headers_mut().insert(header::SET_COOKIE, cookie);
-    }
-    response
+    HeaderValue::from_str(&cookie).ok()
 }
 
 pub async fn log_out(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response {
@@ -137,20 +151,24 @@ pub async fn log_out(State(board): State<Arc<Board>>, headers: HeaderMap) -> Res
     response
 }
 
-fn login_page(board: &Board, status: StatusCode, refused: Option<&str>) -> Response {
+pub(super) fn login_page(board: &Board, status: StatusCode, refused: Option<&str>) -> Response {
     let frame = Frame {
         base: board.base(),
         viewer: None,
         title: "Log in",
         current: Nav::None,
     };
+    let methods = pages::login::Methods {
+        api_keys: board.authenticator.api_keys().is_some(),
+        single_sign_on: board.oidc.is_some(),
+    };
     html_response(
         status,
-        page(&frame, pages::login::body(board.base(), refused)),
+        page(&frame, pages::login::body(board.base(), methods, refused)),
     )
 }
 
-fn home(base: &str) -> String {
+pub(super) fn home(base: &str) -> String {
     if base.is_empty() {
         "/".to_owned()
     } else {

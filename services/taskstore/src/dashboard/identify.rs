@@ -1,5 +1,6 @@
 //! Identifying a request's viewer: the browser's session resolved to a
-//! [`Caller`] through the same key store every edge uses; without
+//! [`Caller`] through the same key store every edge uses (or, after single
+//! sign-on, the caller the issuer's token stood for); without
 //! authentication, the one caller there is, for loopback names only.
 //!
 //! [`Caller`]: crate::domain::Caller
@@ -58,13 +59,21 @@ impl Board {
             });
         }
         let session = self.session_of(headers).ok_or(Refused::LogIn)?;
-        let (Some(keys), Some(key_id)) = (self.authenticator.api_keys(), &session.key_id) else {
-            return Err(Refused::LogIn);
-        };
-        let caller = match keys.caller_of_key_id(key_id).await {
-            Ok(caller) => caller,
-            Err(AuthFailure::Unavailable(why)) => return Err(Refused::Unavailable(why)),
-            Err(_) => return Err(Refused::LogIn),
+        let caller = match (&session.key_id, &session.signed_in) {
+            (Some(key_id), _) => {
+                let keys = self.authenticator.api_keys().ok_or(Refused::LogIn)?;
+                match keys.caller_of_key_id(key_id).await {
+                    Ok(caller) => caller,
+                    Err(AuthFailure::Unavailable(why)) => return Err(Refused::Unavailable(why)),
+                    Err(_) => return Err(Refused::LogIn),
+                }
+            }
+            // Vouched for by the identity provider at login; the session
+            // ends when its token would have (see `sign_in`).
+            (None, Some(signed_in)) if self.oidc.is_some() => {
+                signed_in.caller().ok_or(Refused::LogIn)?
+            }
+            (None, _) => return Err(Refused::LogIn),
         };
         if !may_log_in(caller.role) {
             return Err(Refused::LogIn);
@@ -92,7 +101,7 @@ impl Board {
             .iter()
             .filter_map(|value| value.to_str().ok())
             .find_map(|value| cookie_value(value, COOKIE))
-            .and_then(|value| self.sessions.open(value))
+            .and_then(|value| self.sessions.open::<Session>(value))
             .filter(|session| !session.is_expired(Utc::now()))
     }
 }

@@ -19,6 +19,7 @@ mod gate;
 mod guard;
 mod identify;
 mod live;
+mod oidc;
 mod pages;
 mod params;
 mod refused;
@@ -26,6 +27,7 @@ mod render;
 mod routes;
 mod session;
 mod settings;
+mod sign_in;
 mod viewer;
 
 use std::sync::Arc;
@@ -33,8 +35,10 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
+pub use oidc::{ClientSecret, OidcSettings};
 pub use settings::DashboardSettings;
 
+use self::oidc::OidcClient;
 use self::session::SessionSealer;
 use crate::auth::Authenticator;
 use crate::domain::InputLimits;
@@ -72,6 +76,11 @@ pub(crate) struct Board {
     pub admissions: Arc<Admissions>,
     pub limits: InputLimits,
     pub sessions: SessionSealer,
+    /// Seals the short-lived cookie of a single sign-on in progress (its
+    /// own key: neither cookie opens as the other).
+    pub sign_ins: SessionSealer,
+    /// The issuer's client, when single sign-on is configured.
+    pub oidc: Option<OidcClient>,
     pub settings: DashboardSettings,
     /// Ends the live streams when the dashboard stops.
     pub shutdown: CancellationToken,
@@ -92,9 +101,22 @@ impl std::fmt::Debug for Dashboard {
 }
 
 impl Dashboard {
-    pub fn new(parts: DashboardParts, settings: DashboardSettings) -> Self {
+    /// The dashboard of `parts`; refused when single sign-on is configured
+    /// without an issuer to sign on with (`--auth jwt`).
+    pub fn new(parts: DashboardParts, settings: DashboardSettings) -> Result<Self, String> {
         let sessions = SessionSealer::new(parts.operations.shared_key("dashboard-session"));
-        Self {
+        let sign_ins = SessionSealer::new(parts.operations.shared_key("dashboard-sign-in"));
+        let oidc = match (&settings.oidc, parts.authenticator.jwt()) {
+            (None, _) => None,
+            (Some(oidc), Some(jwt)) => Some(OidcClient::new(oidc.clone(), jwt.issuer())?),
+            (Some(_), None) => {
+                return Err(
+                    "--dashboard-oidc-client-id needs --auth jwt (the issuer to log in with)"
+                        .to_owned(),
+                );
+            }
+        };
+        Ok(Self {
             board: Arc::new(Board {
                 store: parts.store,
                 insights: parts.insights,
@@ -103,10 +125,12 @@ impl Dashboard {
                 admissions: parts.admissions,
                 limits: parts.limits,
                 sessions,
+                sign_ins,
+                oidc,
                 settings,
                 shutdown: CancellationToken::new(),
             }),
-        }
+        })
     }
 
     /// Serves the dashboard on `listener` until `stop` fires; then its live

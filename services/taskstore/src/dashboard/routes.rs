@@ -11,10 +11,11 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use chrono::Utc;
 
+use super::oidc::CALLBACK_PATH;
 use super::params::{MAX_FORM_BYTES, TaskQuery};
 use super::refused::Refused;
 use super::render::Nav;
-use super::{Board, account, actions, assets, guard, live, pages};
+use super::{Board, account, actions, assets, guard, live, pages, sign_in};
 use crate::domain::{MAX_SESSIONS, MAX_WAITING_QUESTIONS, Operation, TaskId};
 
 pub fn router(board: Arc<Board>) -> Router {
@@ -41,6 +42,8 @@ pub fn router(board: Arc<Board>) -> Router {
         .route("/system", get(system))
         .route("/events", get(live::events))
         .route("/login", get(account::login_form).post(account::log_in))
+        .route("/login/oidc", get(sign_in::start))
+        .route(CALLBACK_PATH, get(sign_in::callback))
         .route("/logout", post(account::log_out))
         .route("/assets/{file}", get(assets::serve))
         .fallback(not_found)

@@ -1,17 +1,22 @@
 //! The browser's session: an encrypted, authenticated cookie (XChaCha20-
 //! Poly1305 under a key every replica derives from the store's shared
-//! secret) holding which key logged in, the tenant chosen by credentials
-//! that reach every tenant, and when the login ends. Never the key's secret:
-//! the secret is proved once, at login; afterwards every request looks the
-//! key up by id, so a revoked key logs its sessions out within the key
-//! cache's few seconds, on every replica.
+//! secret) holding which key logged in (or who the identity provider
+//! vouched for), the tenant chosen by credentials that reach every tenant,
+//! and when the login ends. Never a secret: a key's secret is proved once,
+//! at login; afterwards every request looks the key up by id, so a revoked
+//! key logs its sessions out within the key cache's few seconds, on every
+//! replica. An identity provider's token is verified once too; its session
+//! ends when the token would have expired.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use chacha20poly1305::aead::{Aead, AeadCore, KeyInit, OsRng};
 use chacha20poly1305::{XChaCha20Poly1305, XNonce};
 use chrono::{DateTime, Utc};
+use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+
+use crate::domain::{Caller, Reach, Role};
 
 /// The cookie's name.
 pub const COOKIE: &str = "taskstore_dashboard";
@@ -25,12 +30,46 @@ pub struct Session {
     /// The API key's id (`None` with authentication off).
     #[serde(rename = "k", skip_serializing_if = "Option::is_none", default)]
     pub key_id: Option<String>,
+    /// Who the identity provider's token named, for a single sign-on
+    /// login (`None` for an API key's).
+    #[serde(rename = "i", skip_serializing_if = "Option::is_none", default)]
+    pub signed_in: Option<SignedIn>,
     /// The tenant chosen at login, for credentials that reach every tenant.
     #[serde(rename = "t", skip_serializing_if = "Option::is_none", default)]
     pub tenant: Option<String>,
     /// When the login ends (Unix seconds).
     #[serde(rename = "e")]
     pub expires_at: i64,
+}
+
+/// A caller an identity provider vouched for, as the session keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SignedIn {
+    #[serde(rename = "s")]
+    subject: String,
+    #[serde(rename = "r")]
+    role: String,
+    #[serde(rename = "a")]
+    reach: String,
+}
+
+impl SignedIn {
+    pub fn of(caller: &Caller) -> Self {
+        Self {
+            subject: caller.subject.clone(),
+            role: caller.role.to_string(),
+            reach: caller.reach.to_string(),
+        }
+    }
+
+    /// The caller again; `None` if the cookie named what no caller is.
+    pub fn caller(&self) -> Option<Caller> {
+        Some(Caller {
+            subject: self.subject.clone(),
+            role: Role::parse(&self.role).ok()?,
+            reach: Reach::parse(&self.reach).ok()?,
+        })
+    }
 }
 
 impl Session {
@@ -58,9 +97,9 @@ impl SessionSealer {
         }
     }
 
-    /// The cookie value for `session`; `None` only if encryption failed.
-    pub fn seal(&self, session: &Session) -> Option<String> {
-        let plain = serde_json::to_vec(session).ok()?;
+    /// The cookie value for `value`; `None` only if encryption failed.
+    pub fn seal<T: Serialize>(&self, value: &T) -> Option<String> {
+        let plain = serde_json::to_vec(value).ok()?;
         let nonce = XChaCha20Poly1305::generate_nonce(&mut OsRng);
         let sealed = self.cipher.encrypt(&nonce, plain.as_slice()).ok()?;
         let mut bytes = nonce.to_vec();
@@ -68,8 +107,8 @@ impl SessionSealer {
         Some(URL_SAFE_NO_PAD.encode(bytes))
     }
 
-    /// The session in a cookie value, if this service sealed it.
-    pub fn open(&self, value: &str) -> Option<Session> {
+    /// What a cookie value holds, if this sealer sealed it.
+    pub fn open<T: DeserializeOwned>(&self, value: &str) -> Option<T> {
         if value.len() > MAX_COOKIE_CHARS {
             return None;
         }
@@ -95,16 +134,30 @@ pub fn cookie_value<'a>(header: &'a str, name: &str) -> Option<&'a str> {
         .map(|(_, value)| value)
 }
 
-/// A `Set-Cookie` value for `value` under `path` (a removal when `None`).
+/// A `Set-Cookie` value for the session cookie `value` under `path` (a
+/// removal when `None`).
 pub fn set_cookie(value: Option<&str>, path: &str, secure: bool, max_age_secs: u64) -> String {
+    cookie_header(COOKIE, value, path, "Strict", secure, max_age_secs)
+}
+
+/// A `Set-Cookie` value: HttpOnly always, `same_site` `Strict` or `Lax`.
+pub fn cookie_header(
+    name: &str,
+    value: Option<&str>,
+    path: &str,
+    same_site: &str,
+    secure: bool,
+    max_age_secs: u64,
+) -> String {
     let path = if path.is_empty() { "/" } else { path };
     let secure = if secure { "; Secure" } else { "" };
-    match value {
-        Some(value) => format!(
-            "{COOKIE}={value}; Path={path}; HttpOnly; SameSite=Strict; Max-Age={max_age_secs}{secure}"
-        ),
-        None => format!("{COOKIE}=; Path={path}; HttpOnly; SameSite=Strict; Max-Age=0{secure}"),
-    }
+    let (value, max_age) = match value {
+        Some(value) => (value, max_age_secs),
+        None => ("", 0),
+    };
+    format!(
+        "{name}={value}; Path={path}; HttpOnly; SameSite={same_site}; Max-Age={max_age}{secure}"
+    )
 }
 
 #[cfg(test)]
@@ -114,6 +167,7 @@ mod tests {
     fn session() -> Session {
         Session {
             key_id: Some("abcdefghijkl".into()),
+            signed_in: None,
             tenant: None,
             expires_at: 2_000_000_000,
         }
@@ -123,20 +177,36 @@ mod tests {
     fn sealed_sessions_open_only_under_their_key_and_unaltered() {
         let sealer = SessionSealer::new([7; 32]);
         let sealed = sealer.seal(&session()).expect("sealed");
-        assert_eq!(sealer.open(&sealed), Some(session()));
+        assert_eq!(sealer.open::<Session>(&sealed), Some(session()));
         assert!(
             !sealed.contains("abcdefghijkl"),
             "the key id is not readable"
         );
-        assert_eq!(SessionSealer::new([8; 32]).open(&sealed), None);
+        assert_eq!(SessionSealer::new([8; 32]).open::<Session>(&sealed), None);
         let mut altered = sealed.into_bytes();
         let last = altered.len() - 2;
         altered[last] = if altered[last] == b'A' { b'B' } else { b'A' };
         let altered = String::from_utf8(altered).expect("ascii");
-        assert_eq!(sealer.open(&altered), None);
+        assert_eq!(sealer.open::<Session>(&altered), None);
         for junk in ["", "x", "%%%", &"A".repeat(2000)] {
-            assert_eq!(sealer.open(junk), None);
+            assert_eq!(sealer.open::<Session>(junk), None);
         }
+    }
+
+    #[test]
+    fn signed_in_callers_come_back_as_they_were_and_junk_as_none() {
+        let caller = Caller {
+            subject: "jwt:alice".into(),
+            role: Role::Viewer,
+            reach: Reach::AllTenants,
+        };
+        assert_eq!(SignedIn::of(&caller).caller(), Some(caller));
+        let forged = SignedIn {
+            subject: "jwt:x".into(),
+            role: "root".into(),
+            reach: "*".into(),
+        };
+        assert_eq!(forged.caller(), None);
     }
 
     #[test]

@@ -2,6 +2,8 @@
 
 use std::time::Duration;
 
+use super::oidc::OidcSettings;
+
 /// What a trace link template names the trace id by.
 pub const TRACE_ID: &str = "{trace_id}";
 
@@ -28,6 +30,8 @@ pub struct DashboardSettings {
     /// Where a task's trace is shown: a URL with `{trace_id}` in it (a
     /// Jaeger, Tempo or Honeycomb link), or none.
     pub trace_url: Option<String>,
+    /// Single sign-on with the issuer of `--auth jwt`, when configured.
+    pub oidc: Option<OidcSettings>,
 }
 
 impl DashboardSettings {
@@ -42,6 +46,7 @@ impl DashboardSettings {
             secure_cookie: true,
             session_lifetime: Duration::from_secs(12 * 3600),
             trace_url: None,
+            oidc: None,
         }
     }
 

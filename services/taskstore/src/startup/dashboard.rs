@@ -48,7 +48,8 @@ pub(super) async fn bind(
             limits: settings.limits,
         },
         dashboard.clone(),
-    );
+    )
+    .map_err(StartupError::Config)?;
     Ok(BoundDashboard {
         listener,
         addr,

@@ -34,6 +34,14 @@ impl Board {
     }
 
     pub async fn with(adjust: impl FnOnce(&mut DashboardSettings)) -> Self {
+        Self::configured(adjust, |settings| settings).await
+    }
+
+    /// As [`Board::with`], the service's settings adjusted by `service`.
+    pub async fn configured(
+        adjust: impl FnOnce(&mut DashboardSettings),
+        service: impl FnOnce(ServiceSettings) -> ServiceSettings,
+    ) -> Self {
         let pool = common::migrated_pool().await;
         let config = StoreConfig::default();
         let store = Arc::new(
@@ -52,7 +60,9 @@ impl Board {
             dashboard: Some(dashboard),
             ..ServiceSettings::bare(config, InputLimits::default())
         };
-        let service = Service::build(settings, backends).await.expect("builds");
+        let service = Service::build(service(settings), backends)
+            .await
+            .expect("builds");
         let addr = service.dashboard_addr().expect("the dashboard is on");
         let stop = CancellationToken::new();
         let token = stop.clone();

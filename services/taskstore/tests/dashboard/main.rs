@@ -11,3 +11,5 @@ mod access;
 mod attempts;
 mod harness;
 mod hostile;
+mod issuer;
+mod sign_on;
