@@ -131,7 +131,7 @@ async fn the_issuers_token_logs_in_to_its_own_tenant_with_its_role() {
     let ours = board.task("acme").await;
     let theirs = board.task("globex").await;
     let (_, login) = Browser::new(&board).text("/login").await;
-    assert!(login.contains("Log in with single sign-on") && login.contains("API key"));
+    assert!(login.contains("Single sign-on") && login.contains("API key"));
 
     let browser = signed_on(
         &board,

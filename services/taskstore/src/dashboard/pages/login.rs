@@ -19,7 +19,7 @@ pub fn body(base: &str, methods: Methods, refused: Option<&str>) -> Markup {
             // A GET form: the tenant field travels in the URL, and the
             // page it opens sends the browser on to the identity provider.
             form #sso method="get" action={ (base) "/login/oidc" } {
-                button type="submit" { "Log in with single sign-on" }
+                button type="submit" { "Single sign-on" }
                 label.field {
                     span { "Tenant (only for identities that reach every tenant)" }
                     input type="text" name="tenant" autocomplete="off";
@@ -30,7 +30,7 @@ pub fn body(base: &str, methods: Methods, refused: Option<&str>) -> Markup {
             form #login method="post" action={ (base) "/login" } {
                 label.field {
                     span { "API key" }
-                    input #api-key type="password" name="api_key" autocomplete="off" required autofocus[!methods.single_sign_on];
+                    input #api-key type="password" name="api_key" autocomplete="off" required autofocus;
                 }
                 label.field {
                     span { "Tenant (only for keys that reach every tenant)" }
