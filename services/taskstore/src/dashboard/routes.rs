@@ -165,12 +165,11 @@ async fn tools(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response 
             Nav::Tools,
             async |viewer| {
                 let (tools, _) = board.tools().await?;
-                let overview = board.insights.overview(&viewer.tenant, Utc::now()).await?;
-                Ok(pages::tools::list(
-                    board.base(),
-                    &tools,
-                    &overview.failures_by_tool,
-                ))
+                let activity = board
+                    .insights
+                    .tool_activity(&viewer.tenant, Utc::now())
+                    .await?;
+                Ok(pages::tools::list(board.base(), &tools, &activity))
             },
         )
         .await
@@ -197,7 +196,17 @@ async fn tool(
                     .iter()
                     .filter(|worker| worker.heartbeat.tools.contains(&tool.name))
                     .collect();
-                Ok(pages::tools::one(board.base(), viewer, tool, &serving))
+                let activity = board
+                    .insights
+                    .tool_activity(&viewer.tenant, Utc::now())
+                    .await?;
+                Ok(pages::tools::one(
+                    board.base(),
+                    viewer,
+                    tool,
+                    &serving,
+                    &activity,
+                ))
             },
         )
         .await

@@ -19,6 +19,7 @@ mod search;
 mod sessions;
 mod status;
 mod task;
+mod tool_activity;
 mod tools;
 mod ttl;
 
@@ -64,6 +65,7 @@ pub use task::{
     NewResult, NewTask, PageRequest, Scope, StatusUpdate, Task, TaskFilter, TaskPage, TaskResult,
     TraceContext, tool_of,
 };
+pub use tool_activity::{ACTIVITY_SAMPLE, Activity, ActivitySample, ToolActivity};
 pub use tools::{
     CallMode, CallModeRefusal, InvalidDescription, TaskSupport, ToolDescription, call_mode,
 };

@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use crate::domain::{
-    Overview, SearchPage, SearchResults, SessionSummary, TaskDetails, TaskId, TaskSearch, TenantId,
-    WaitingQuestion,
+    Activity, Overview, SearchPage, SearchResults, SessionSummary, TaskDetails, TaskId, TaskSearch,
+    TenantId, WaitingQuestion,
 };
 use crate::error::StoreError;
 
@@ -29,6 +29,14 @@ pub trait TaskInsights: Send + Sync + 'static {
 
     /// The open questions of the tenant's unexpired tasks, oldest first, at
     /// most `limit` (capped at `MAX_WAITING_QUESTIONS`).
+    /// How each tool fared in the hour before `now`: the most recently
+    /// finished tasks' ends and durations (`domain::tool_activity`).
+    async fn tool_activity(
+        &self,
+        tenant: &TenantId,
+        now: DateTime<Utc>,
+    ) -> Result<Activity, StoreError>;
+
     async fn waiting_questions(
         &self,
         tenant: &TenantId,

@@ -221,3 +221,27 @@ describe('the login page', () => {
     }
   });
 });
+
+describe('the tools page', () => {
+  test('shows each tool\'s last hour: ends, failure rate and times', async () => {
+    const context = await newContext(browser);
+    try {
+      const page = await login(context, keys.a_client.key);
+      await page.goto(url('tools'));
+      // Columns after tool, description, task support, workers, busy:
+      // completed, failed, failure rate, p50, p95.
+      const cells = async (tool) => (await page.locator(`#tools tr[data-tool="${tool}"] td`).allInnerTexts()).slice(5);
+      const echo = await cells('echo');
+      assert.ok(+echo[0] >= 2, `echo completed at least twice: ${echo}`);
+      assert.equal(echo[1], '0', `echo never failed: ${echo}`);
+      assert.equal(echo[2], '0.0 %');
+      assert.match(echo[3], /^\d+(\.\d)? (ms|s)$/, `echo's median: ${echo}`);
+      const fail = await cells('fail');
+      assert.ok(+fail[1] >= 1 && fail[0] === '0' && fail[2] === '100.0 %', `fail: ${fail}`);
+      await page.goto(url('tools/echo'));
+      assert.ok(+(await page.locator('#activity td').first().innerText()) >= 2, 'the tool\'s own page too');
+    } finally {
+      await context.close();
+    }
+  });
+});

@@ -121,6 +121,7 @@ macro_rules! insights_suite {
             insights_glance::task_details_carry_request_result_questions_and_attempt,
             insights_glance::expired_and_other_tenants_tasks_are_in_no_read,
             insights_sessions::sessions_are_listed_most_recently_active_first,
+            insights_sessions::tool_activity_counts_each_tools_ends_and_times_in_the_last_hour,
             attempts::a_retried_task_shows_each_attempt_and_how_it_ended,
             attempts::a_lapsed_lease_is_recorded_as_such,
             attempts::the_newest_attempts_are_kept_and_the_dropped_counted,

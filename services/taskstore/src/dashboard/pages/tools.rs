@@ -9,37 +9,88 @@ use serde_json::Value;
 use super::super::render::{query_value, segment};
 use super::super::viewer::Viewer;
 use super::result::pretty;
-use crate::domain::{Operation, ServedTool, ToolName, WorkerInfo};
+use crate::domain::{ACTIVITY_SAMPLE, Activity, Operation, ServedTool, ToolActivity, WorkerInfo};
 
-pub fn list(base: &str, tools: &[ServedTool], failures: &[(Option<ToolName>, u64)]) -> Markup {
+pub fn list(base: &str, tools: &[ServedTool], activity: &Activity) -> Markup {
     html! {
         h1 { "Tools" }
         @if tools.is_empty() { p { "No worker serves a tool now." } }
         @else {
             table #tools {
-                caption.visually-hidden { "Tools served now" }
-                thead { tr {
-                    th scope="col" { "Tool" } th scope="col" { "Description" } th scope="col" { "Task support" }
-                    th scope="col" { "Workers" } th scope="col" { "Busy / slots" } th scope="col" { "Failed, last hour" }
-                } }
+                caption.visually-hidden { "Tools served now, and their last hour" }
+                thead {
+                    tr {
+                        th scope="col" rowspan="2" { "Tool" } th scope="col" rowspan="2" { "Description" }
+                        th scope="col" rowspan="2" { "Task support" } th scope="col" rowspan="2" { "Workers" }
+                        th scope="col" rowspan="2" { "Busy / slots" }
+                        th scope="colgroup" colspan="5" { "Last hour" }
+                    }
+                    tr {
+                        th scope="col" { "Completed" } th scope="col" { "Failed" } th scope="col" { "Failure rate" }
+                        th scope="col" { abbr title="median time from creation to end" { "p50" } }
+                        th scope="col" { abbr title="95th percentile of the time from creation to end" { "p95" } }
+                    }
+                }
                 tbody {
                     @for tool in tools {
+                        @let last_hour = activity.of(&tool.name);
                         tr data-tool=(tool.name.as_str()) {
                             td { a href={ (base) "/tools/" (segment(tool.name.as_str())) } { code { (tool.name.as_str()) } } }
                             td { (tool.description.title.as_deref().or(tool.description.description.as_deref()).unwrap_or("")) }
                             td { (tool.description.task_support.as_str()) }
                             td { (tool.workers) }
                             td { (tool.busy) " / " (tool.slots) }
-                            td { (failures.iter().find(|(name, _)| name.as_ref() == Some(&tool.name)).map_or(0, |(_, n)| *n)) }
+                            (activity_cells(last_hour))
                         }
                     }
                 }
             }
+            (sample_note(activity))
         }
     }
 }
 
-pub fn one(base: &str, viewer: &Viewer, tool: &ServedTool, workers: &[&WorkerInfo]) -> Markup {
+/// A tool's last hour as table cells: dashes when none of its tasks ended.
+fn activity_cells(activity: Option<&ToolActivity>) -> Markup {
+    html! {
+        @match activity {
+            Some(a) => {
+                td.num { (a.completed) }
+                td.num { (a.failed) }
+                td.num { (a.failure_rate().map_or_else(|| "–".to_owned(), |rate| format!("{:.1} %", rate * 100.0))) }
+                td.num { (millis(a.p50_ms)) }
+                td.num { (millis(a.p95_ms)) }
+            },
+            None => { @for _ in 0..5 { td.num { "–" } } },
+        }
+    }
+}
+
+fn sample_note(activity: &Activity) -> Markup {
+    html! {
+        p.note {
+            "Last hour: tasks that ended in the last 60 minutes; times from creation to end (queueing included)."
+            @if activity.sampled { " Only the " (ACTIVITY_SAMPLE) " most recent are counted." }
+        }
+    }
+}
+
+/// A duration in milliseconds, written for people.
+fn millis(ms: u64) -> String {
+    match ms {
+        0..1_000 => format!("{ms} ms"),
+        1_000..60_000 => format!("{:.1} s", ms as f64 / 1_000.0),
+        _ => format!("{:.1} min", ms as f64 / 60_000.0),
+    }
+}
+
+pub fn one(
+    base: &str,
+    viewer: &Viewer,
+    tool: &ServedTool,
+    workers: &[&WorkerInfo],
+    activity: &Activity,
+) -> Markup {
     let description = &tool.description;
     let schema: Value = serde_json::from_str(description.input_schema.as_str()).unwrap_or_default();
     let properties = schema.get("properties").and_then(Value::as_object);
@@ -49,6 +100,17 @@ pub fn one(base: &str, viewer: &Viewer, tool: &ServedTool, workers: &[&WorkerInf
         @if let Some(title) = &description.title { p.lead { (title) } }
         @if let Some(text) = &description.description { p { (text) } }
         p { "Task support: " (description.task_support.as_str()) ". Served by " (tool.workers) " workers, " (tool.busy) " of " (tool.slots) " slots busy." }
+        section aria-labelledby="hour-title" {
+            h2 #hour-title { "Last hour" }
+            table #activity {
+                thead { tr {
+                    th scope="col" { "Completed" } th scope="col" { "Failed" } th scope="col" { "Failure rate" }
+                    th scope="col" { "p50" } th scope="col" { "p95" }
+                } }
+                tbody { tr { (activity_cells(activity.of(&tool.name))) } }
+            }
+            (sample_note(activity))
+        }
         p { a href={ (base) "/tasks?tool=" (query_value(tool.name.as_str())) } { "Its tasks" } }
         @if viewer.may(Operation::CreateTask) {
             section aria-labelledby="run-title" {

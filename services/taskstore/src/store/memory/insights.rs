@@ -12,9 +12,10 @@ use chrono::{DateTime, Utc};
 use super::MemoryTaskStore;
 use super::state::{Record, key};
 use crate::domain::{
-    MAX_WAITING_QUESTIONS, Overview, OverviewCounts, SEARCH_SCAN_LIMIT, SearchPage, SearchPosition,
-    SearchResults, SessionSummary, TaskDetails, TaskId, TaskResult, TaskSearch, TaskStatus,
-    TenantId, TraceContext, WaitingQuestion, epoch_minute, summarise_sessions,
+    Activity, ActivitySample, MAX_WAITING_QUESTIONS, Overview, OverviewCounts, OverviewWindow,
+    SEARCH_SCAN_LIMIT, SearchPage, SearchPosition, SearchResults, SessionSummary, TaskDetails,
+    TaskId, TaskResult, TaskSearch, TaskStatus, TenantId, TraceContext, WaitingQuestion,
+    epoch_minute, summarise_sessions,
 };
 use crate::error::StoreError;
 use crate::store::TaskInsights;
@@ -110,6 +111,34 @@ impl TaskInsights for MemoryTaskStore {
             counts.add_created(epoch_minute(task.created_at), 1);
         }
         Ok(counts.finish())
+    }
+
+    async fn tool_activity(
+        &self,
+        tenant: &TenantId,
+        now: DateTime<Utc>,
+    ) -> Result<Activity, StoreError> {
+        let since = OverviewWindow::at(now).failures_from;
+        let mut state = self.lock().await;
+        let store_now = state.now();
+        let mut sample = ActivitySample::default();
+        let finished = state.tasks.iter().filter(|((owner, _), record)| {
+            owner == tenant.as_str()
+                && record.is_live(store_now)
+                && record.task.status.is_terminal()
+                && record.task.last_updated_at >= since
+        });
+        for (_, record) in finished {
+            let task = &record.task;
+            let took = (task.last_updated_at - task.created_at).num_milliseconds();
+            sample.add(
+                task.last_updated_at,
+                task.tool.clone(),
+                task.status,
+                u64::try_from(took).unwrap_or(0),
+            );
+        }
+        Ok(sample.finish(false))
     }
 
     async fn waiting_questions(

@@ -20,9 +20,10 @@ use super::error::bounded_read_error;
 use super::questions::{QuestionRow, question_columns};
 use super::rows::{TaskRow, stored_json, task_columns};
 use crate::domain::{
-    AttemptHistory, MAX_SESSIONS, MAX_WAITING_QUESTIONS, Overview, OverviewCounts, SearchPage,
-    SearchResults, SessionId, SessionSummary, TaskDetails, TaskId, TaskResult, TaskSearch,
-    TaskStatus, TenantId, ToolName, TraceContext, WaitingQuestion, order_sessions,
+    ACTIVITY_SAMPLE, Activity, ActivitySample, AttemptHistory, MAX_SESSIONS, MAX_WAITING_QUESTIONS,
+    Overview, OverviewCounts, OverviewWindow, SearchPage, SearchResults, SessionId, SessionSummary,
+    TaskDetails, TaskId, TaskResult, TaskSearch, TaskStatus, TenantId, ToolName, TraceContext,
+    WaitingQuestion, order_sessions,
 };
 use crate::error::StoreError;
 use crate::store::TaskInsights;
@@ -192,6 +193,46 @@ impl TaskInsights for PgInsights {
         Ok(counts.finish())
     }
 
+    async fn tool_activity(
+        &self,
+        tenant: &TenantId,
+        now: DateTime<Utc>,
+    ) -> Result<Activity, StoreError> {
+        let since = OverviewWindow::at(now).failures_from;
+        let mut tx = self.begin().await?;
+        // One more than the sample: whether there were more.
+        let rows: Vec<(DateTime<Utc>, Option<String>, String, i64)> = sqlx::query_as(concat!(
+            "SELECT last_updated_at, tool, status,",
+            " greatest(0, floor(extract(epoch FROM last_updated_at - created_at) * 1000))::bigint",
+            " FROM tasks WHERE tenant_id = $1 AND ",
+            live!(),
+            " AND status IN ('completed', 'failed', 'cancelled') AND last_updated_at >= $2",
+            " ORDER BY last_updated_at DESC LIMIT $3"
+        ))
+        .bind(tenant.as_str())
+        .bind(since)
+        .bind(i64::from(ACTIVITY_SAMPLE) + 1)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(bounded_read_error)?;
+        tx.commit().await.map_err(bounded_read_error)?;
+        let more = rows.len() > ACTIVITY_SAMPLE as usize;
+        let mut sample = ActivitySample::default();
+        for (ended_at, tool, status, duration_ms) in rows {
+            let tool = tool
+                .map(|t| ToolName::parse(&t).map_err(|_| corrupt("tool")))
+                .transpose()?;
+            let status: TaskStatus = status.parse().map_err(|_| corrupt("status"))?;
+            sample.add(
+                ended_at,
+                tool,
+                status,
+                u64::try_from(duration_ms).unwrap_or(0),
+            );
+        }
+        Ok(sample.finish(more))
+    }
+
     async fn waiting_questions(
         &self,
         tenant: &TenantId,
@@ -358,6 +399,14 @@ impl TaskInsights for super::PgTaskStore {
         now: DateTime<Utc>,
     ) -> Result<Overview, StoreError> {
         self.insights().overview(tenant, now).await
+    }
+
+    async fn tool_activity(
+        &self,
+        tenant: &TenantId,
+        now: DateTime<Utc>,
+    ) -> Result<Activity, StoreError> {
+        self.insights().tool_activity(tenant, now).await
     }
 
     async fn waiting_questions(
