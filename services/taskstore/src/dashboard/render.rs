@@ -42,6 +42,15 @@ pub struct Frame<'a> {
     pub current: Nav,
 }
 
+/// A page's content that the script reads again when the tenant's tasks
+/// change (and every few seconds), for pages without rows of their own to
+/// update: the overview, needs input, tools, workers, sessions, system.
+pub fn live_region(base: &str, body: Markup) -> Markup {
+    html! {
+        div #live-region data-events={ (base) "/events" } { (body) }
+    }
+}
+
 /// A whole page around `body`.
 pub fn page(frame: &Frame<'_>, body: Markup) -> Markup {
     let base = frame.base;

@@ -14,7 +14,7 @@ use chrono::Utc;
 use super::oidc::CALLBACK_PATH;
 use super::params::{MAX_FORM_BYTES, TaskQuery};
 use super::refused::Refused;
-use super::render::Nav;
+use super::render::{Nav, live_region};
 use super::{Board, account, actions, assets, guard, live, pages, sign_in};
 use crate::domain::{MAX_SESSIONS, MAX_WAITING_QUESTIONS, Operation, TaskId};
 
@@ -72,11 +72,9 @@ async fn overview(State(board): State<Arc<Board>>, headers: HeaderMap) -> Respon
                 } else {
                     None
                 };
-                Ok(pages::overview::body(
+                Ok(live_region(
                     board.base(),
-                    &overview,
-                    &workers,
-                    outbox.as_ref(),
+                    pages::overview::body(board.base(), &overview, &workers, outbox.as_ref()),
                 ))
             },
         )
@@ -150,7 +148,10 @@ async fn questions(State(board): State<Arc<Board>>, headers: HeaderMap) -> Respo
                     .insights
                     .waiting_questions(&viewer.tenant, MAX_WAITING_QUESTIONS)
                     .await?;
-                Ok(pages::questions::body(board.base(), &waiting))
+                Ok(live_region(
+                    board.base(),
+                    pages::questions::body(board.base(), &waiting),
+                ))
             },
         )
         .await
@@ -169,7 +170,10 @@ async fn tools(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response 
                     .insights
                     .tool_activity(&viewer.tenant, Utc::now())
                     .await?;
-                Ok(pages::tools::list(board.base(), &tools, &activity))
+                Ok(live_region(
+                    board.base(),
+                    pages::tools::list(board.base(), &tools, &activity),
+                ))
             },
         )
         .await
@@ -221,7 +225,10 @@ async fn workers(State(board): State<Arc<Board>>, headers: HeaderMap) -> Respons
             Nav::Workers,
             async |_viewer| {
                 let (_, workers) = board.tools().await?;
-                Ok(pages::workers::body(board.base(), &workers))
+                Ok(live_region(
+                    board.base(),
+                    pages::workers::body(board.base(), &workers),
+                ))
             },
         )
         .await
@@ -239,7 +246,10 @@ async fn sessions(State(board): State<Arc<Board>>, headers: HeaderMap) -> Respon
                     .insights
                     .sessions(&viewer.tenant, MAX_SESSIONS)
                     .await?;
-                Ok(pages::sessions::body(board.base(), &sessions))
+                Ok(live_region(
+                    board.base(),
+                    pages::sessions::body(board.base(), &sessions),
+                ))
             },
         )
         .await
@@ -256,7 +266,10 @@ async fn system(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response
                 let by_status = board.operations.tasks_by_status().await?;
                 let outbox = board.operations.outbox_backlog().await?;
                 let (_, workers) = board.tools().await?;
-                Ok(pages::system::body(&by_status, &outbox, &workers))
+                Ok(live_region(
+                    board.base(),
+                    pages::system::body(&by_status, &outbox, &workers),
+                ))
             },
         )
         .await

@@ -1,7 +1,7 @@
 // Live updates: a task created from the CLI appears in the tasks list
 // within 2 s without a reload; a running task's progress message and its
-// end show live, in the list and on its page; live updates can be paused,
-// visibly, and resumed.
+// end show live, in the list and on its page; the overview's counts follow
+// too; live updates can be paused, visibly, and resumed.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { keys, url, launch, newContext, watch, login, createTask, waitForStatus, cli, uid, sleep } from './lib/harness.js';
@@ -140,6 +140,22 @@ describe('live updates', () => {
     if (await page.locator(`#tasks tr[data-task-id="${id}"]`).count() === 0) {
       console.log('# note: the task created while paused did not show after resuming (no catch-up)');
     }
+    await assertNotReloaded();
+    assert.deepEqual(problems, []);
+  });
+  test('the overview\'s counts follow the tenant\'s tasks without a reload', async () => {
+    const { page, problems, assertNotReloaded } = await openLive('');
+    const working = page.locator('#counts tr[data-status="working"] td.count');
+    const before = +(await working.textContent());
+    const id = await createTask(keys.a_client.key, { tool: 'echo', args: { text: 'counted live' }, dispatch: false, id: uid('overview') });
+    cancelLater.push(id);
+    await page.waitForFunction(
+      (before) => +document.querySelector('#counts tr[data-status="working"] td.count')?.textContent > before,
+      before,
+      { timeout: 4000 },
+    ).catch(async () => {
+      throw new Error(`the working count stayed ${await working.textContent()} (was ${before}) 4 s after a task was created`);
+    });
     await assertNotReloaded();
     assert.deepEqual(problems, []);
   });

@@ -67,7 +67,7 @@ async function checkFrame(page, name) {
   // With JavaScript on, a page with live content (the tasks, a task)
   // subscribes to /events: live within seconds. Elsewhere the state is shown
   // as it is.
-  const liveContent = await page.locator('table#tasks, dl#task').count();
+  const liveContent = await page.locator('table#tasks, dl#task, #live-region').count();
   if (liveContent) {
     await page.waitForFunction(() => document.querySelector('#live-state')?.textContent.trim() === 'live', null, { timeout: 5000 })
       .catch(async () => {

@@ -1,6 +1,8 @@
 // The taskstore dashboard's one script: live updates over server-sent
-// events (rows change in place, new tasks appear on the first page), a
-// pause button, and plain polling when the stream cannot be kept. Loaded
+// events (rows change in place, new tasks appear on the first page; pages
+// without rows, such as the overview, are read again when the tenant's
+// tasks change and every few seconds), a pause button, and plain polling
+// when the stream cannot be kept. Loaded
 // from /assets (the Content-Security-Policy allows no inline script);
 // every page works without it.
 (function () {
@@ -9,7 +11,8 @@
   var toggle = document.getElementById('live-toggle');
   var table = document.getElementById('tasks');
   var details = document.getElementById('task');
-  var source = table || details;
+  var region = document.getElementById('live-region');
+  var source = table || details || region;
   if (!state || !source || !source.dataset.events || !window.EventSource) {
     return;
   }
@@ -18,6 +21,16 @@
   var pollTimer = null;
   var failures = 0;
   var POLL_MS = 5000;
+  // A region is read again at most once a second after changes, and every
+  // ten seconds anyway (workers and slots change without a task changing).
+  var REGION_AFTER_MS = 1000;
+  var REGION_EVERY_MS = 10000;
+  var regionTimer = null;
+
+  function refreshSoon() {
+    if (regionTimer) { return; }
+    regionTimer = window.setTimeout(function () { regionTimer = null; refresh(); }, REGION_AFTER_MS);
+  }
 
   function setState(name, text) {
     state.dataset.state = name;
@@ -46,6 +59,7 @@
   }
 
   function apply(data, created) {
+    if (region) { refreshSoon(); return; }
     var task = JSON.parse(data);
     if (table) {
       var existing = document.getElementById('task-' + task.id);
@@ -75,16 +89,19 @@
       if (response.redirected || response.status === 401) { window.location.reload(); return; }
       return response.text().then(function (html) {
         var fresh = new DOMParser().parseFromString(html, 'text/html');
-        var ids = table ? ['tasks'] : ['task', 'questions', 'result'];
+        var ids = table ? ['tasks'] : details ? ['task', 'questions', 'result'] : ['live-region'];
         ids.forEach(function (id) {
           var now = document.getElementById(id);
           var then = fresh.getElementById(id);
           if (!now || !then) { return; }
           if (now.contains(document.activeElement) && id === 'questions') { return; }
+          // Keyboard focus inside the region stays where it is: later.
+          if (id === 'live-region' && now.contains(document.activeElement)) { refreshSoon(); return; }
           if (id === 'tasks') { now.tBodies[0].replaceWith(then.tBodies[0]); } else { now.replaceWith(then); }
         });
         table = document.getElementById('tasks');
         details = document.getElementById('task');
+        region = document.getElementById('live-region');
       });
     }).catch(function () { setState('offline'); });
   }
@@ -137,6 +154,9 @@
       refresh().then(connect);
     }
   });
+  if (region) {
+    window.setInterval(function () { if (events && !paused) { refresh(); } }, REGION_EVERY_MS);
+  }
   setState('offline', 'connecting');
   connect();
 })();
