@@ -110,6 +110,11 @@ pub fn job_held() {
     counter!("taskstore_jobs_held_total").increment(1);
 }
 
+/// A call the database refused for want of a resource (`label`: which).
+pub fn database_refusal(label: &'static str) {
+    counter!("taskstore_database_resource_refusals_total", "condition" => label).increment(1);
+}
+
 /// Whether the relay reaches the job queue.
 pub fn queue_up(up: bool) {
     gauge!("taskstore_queue_up").set(if up { 1.0 } else { 0.0 });

@@ -87,6 +87,13 @@ fn problems(status: &pb::GetStatusResponse, expected: &Expected) -> Vec<String> 
     if let Some(database) = status.database.as_ref().filter(|d| !d.healthy) {
         problems.push(format!("the database is unreachable: {}", database.error));
     }
+    if let Some(database) = status.database.as_ref().filter(|d| !d.condition.is_empty()) {
+        let since = age(time(database.condition_since));
+        problems.push(match since {
+            Some(since) => format!("the database is {} for {since}", database.condition),
+            None => format!("the database is {}", database.condition),
+        });
+    }
     if let Some(queue) = status.queue.as_ref().filter(|q| !q.healthy) {
         problems.push(format!(
             "the job queue is unreachable ({}); new tasks wait in the outbox",
@@ -143,6 +150,11 @@ fn millis(d: Option<prost_types::Duration>) -> f64 {
 
 fn dependency(state: Option<&pb::DependencyStatus>) -> String {
     match state {
+        Some(state) if state.healthy && !state.condition.is_empty() => format!(
+            "DEGRADED for {}: {}",
+            age(time(state.condition_since)).unwrap_or_else(|| "-".to_owned()),
+            state.condition
+        ),
         Some(state) if state.healthy => match &state.latency {
             Some(latency) => format!("ok ({:.1} ms)", millis(Some(*latency))),
             None => format!("ok (since {})", ago(time(state.since))),
@@ -237,6 +249,8 @@ fn as_json(
                 "since": time(state.since),
                 "error": (!state.error.is_empty()).then_some(&state.error),
                 "latencyMs": state.latency.map(|l| millis(Some(l))),
+                "condition": (!state.condition.is_empty()).then_some(&state.condition),
+                "conditionSince": time(state.condition_since),
             })
         })
     };

@@ -11,7 +11,7 @@ use super::convert::{duration, timestamp};
 use super::pb;
 use super::pb::operations_server::{Operations as OperationsRpc, OperationsServer};
 use crate::domain::{FleetPolicy, WorkerInfo, served_tools};
-use crate::health::QueueHealth;
+use crate::health::{DATABASE_SHORTAGES, QueueHealth};
 use crate::store::operations::OperationsStore;
 
 /// A status check waits this long for the database at most.
@@ -67,11 +67,19 @@ impl OperationsService {
                 humantime::format_duration(PING_TIMEOUT)
             )),
         };
+        let shortage = DATABASE_SHORTAGES.current(Instant::now());
         pb::DependencyStatus {
             healthy: error.is_none(),
             since: None,
             error: error.unwrap_or_default(),
             latency,
+            condition: shortage.map_or_else(String::new, |(shortage, _)| {
+                format!(
+                    "{} (calls are refused; clients retry)",
+                    shortage.description
+                )
+            }),
+            condition_since: shortage.map(|(_, since)| timestamp(since)),
         }
     }
 
@@ -85,6 +93,8 @@ impl OperationsService {
                 _ => state.error.unwrap_or_default(),
             },
             latency: None,
+            condition: String::new(),
+            condition_since: None,
         }
     }
 }

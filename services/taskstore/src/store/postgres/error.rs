@@ -2,11 +2,27 @@
 //! the caller's span as context; the error that travels on carries only a
 //! message that is safe to show a client.
 
+use std::time::Instant;
+
 use sqlx::error::DatabaseError;
 
 use crate::error::StoreError;
+use crate::health::{DATABASE_SHORTAGES, Shortage};
 
 pub(crate) fn store_error(err: sqlx::Error) -> StoreError {
+    if let Some(shortage) = shortage_of(&err) {
+        // Refused for want of a resource: transient for the caller, and
+        // logged once per episode, not once per call (a full disk refuses
+        // every write at once).
+        crate::metrics::database_refusal(shortage.label);
+        if DATABASE_SHORTAGES.note(shortage, Instant::now()) {
+            tracing::warn!(condition = shortage.label, error = %err, "database out of resources");
+        }
+        return StoreError::Unavailable(format!(
+            "the database is {}; retry later",
+            shortage.description
+        ));
+    }
     if is_unavailable(&err) {
         tracing::warn!(error = %err, "database unavailable");
         StoreError::Unavailable("the database is unavailable; retry later".to_owned())
@@ -38,14 +54,37 @@ fn is_unavailable_sqlstate(db: &dyn DatabaseError) -> bool {
     let Some(code) = db.code() else {
         return false;
     };
-    // 08: connection exception; 57P01-57P03: admin shutdown, crash shutdown,
-    // cannot connect now; 53300: too many connections; 40001/40P01:
-    // serialization failure and deadlock, which a retry resolves.
+    // 08: connection exception; 53: insufficient resources (see
+    // `shortage`); 57P01-57P03: admin shutdown, crash shutdown, cannot
+    // connect now; 40001/40P01: serialization failure and deadlock, which a
+    // retry resolves.
     code.starts_with("08")
-        || matches!(
-            &*code,
-            "57P01" | "57P02" | "57P03" | "53300" | "40001" | "40P01"
-        )
+        || code.starts_with("53")
+        || matches!(&*code, "57P01" | "57P02" | "57P03" | "40001" | "40P01")
+}
+
+/// The resource PostgreSQL ran out of, for an error of SQLSTATE class 53
+/// (insufficient resources).
+pub(crate) fn shortage_of(err: &sqlx::Error) -> Option<Shortage> {
+    let sqlx::Error::Database(db) = err else {
+        return None;
+    };
+    shortage_of_sqlstate(&db.code()?)
+}
+
+fn shortage_of_sqlstate(code: &str) -> Option<Shortage> {
+    let (label, description) = match code {
+        "53100" => ("disk_full", "out of disk space"),
+        "53200" => ("out_of_memory", "out of memory"),
+        "53300" => ("too_many_connections", "out of connections"),
+        "53400" => (
+            "configuration_limit_exceeded",
+            "at a configured limit (e.g. temp_file_limit)",
+        ),
+        other if other.starts_with("53") => ("insufficient_resources", "out of resources"),
+        _ => return None,
+    };
+    Some(Shortage { label, description })
 }
 
 /// As [`store_error`], for the dashboard's bounded reads (`insights`): a
@@ -66,5 +105,22 @@ pub(crate) fn bounded_read_error(err: sqlx::Error) -> StoreError {
         StoreError::Unavailable("too many dashboard queries at once; retry later".to_owned())
     } else {
         store_error(err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn class_53_names_what_ran_out() {
+        let label = |code| shortage_of_sqlstate(code).map(|s| s.label);
+        assert_eq!(label("53100"), Some("disk_full"));
+        assert_eq!(label("53200"), Some("out_of_memory"));
+        assert_eq!(label("53300"), Some("too_many_connections"));
+        assert_eq!(label("53400"), Some("configuration_limit_exceeded"));
+        assert_eq!(label("53000"), Some("insufficient_resources"));
+        assert_eq!(label("23505"), None);
+        assert_eq!(label("08006"), None);
     }
 }
