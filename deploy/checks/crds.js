@@ -7,12 +7,14 @@ const { ScaledObject } = require("@kubernetes-models/keda/keda.sh/v1alpha1/Scale
 const { TriggerAuthentication } = require("@kubernetes-models/keda/keda.sh/v1alpha1/TriggerAuthentication");
 const { ServiceMonitor } = require("@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor");
 const { PodMonitor } = require("@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PodMonitor");
+const { PrometheusRule } = require("@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule");
 
 const MODELS = {
   "keda.sh/v1alpha1/ScaledObject": ScaledObject,
   "keda.sh/v1alpha1/TriggerAuthentication": TriggerAuthentication,
   "monitoring.coreos.com/v1/ServiceMonitor": ServiceMonitor,
   "monitoring.coreos.com/v1/PodMonitor": PodMonitor,
+  "monitoring.coreos.com/v1/PrometheusRule": PrometheusRule,
 };
 
 const docs = JSON.parse(require("fs").readFileSync(0, "utf8"));
