@@ -162,3 +162,127 @@ async fn tasks_survive_a_postgresql_restart() {
     assert_eq!(done.status(), pb::TaskStatus::Completed);
     env.cleanup(&["echo", "sleep"]).await;
 }
+
+/// The broker's memory high watermark, as `rabbitmqctl` prints it: a
+/// fraction (`0.4`) or `{absolute,Bytes}`.
+fn memory_watermark() -> String {
+    let output = Command::new("rabbitmqctl")
+        .args(["eval", "vm_memory_monitor:get_vm_memory_high_watermark()."])
+        .output()
+        .expect("rabbitmqctl eval");
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .last()
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}
+
+/// Sets the watermark back to what it was when dropped, even after a
+/// failed assertion: the alarm the test raised is cleared.
+struct RestoreWatermark(String);
+
+impl Drop for RestoreWatermark {
+    fn drop(&mut self) {
+        let value = &self.0;
+        let args: Vec<String> = match value
+            .strip_prefix("{absolute,")
+            .and_then(|rest| rest.strip_suffix('}'))
+        {
+            Some(bytes) => vec!["absolute".into(), bytes.trim().into()],
+            None if value.parse::<f64>().is_ok() => vec![value.clone()],
+            None => vec!["0.4".into()],
+        };
+        let _ = Command::new("rabbitmqctl")
+            .arg("set_vm_memory_high_watermark")
+            .args(&args)
+            .status();
+    }
+}
+
+async fn queue_status(env: &Env) -> pb::GetStatusResponse {
+    let mut client = pb::operations_client::OperationsClient::connect(env.endpoint.clone())
+        .await
+        .expect("connect");
+    client
+        .get_status(pb::GetStatusRequest {})
+        .await
+        .expect("status")
+        .into_inner()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broker_memory_alarm_holds_jobs_in_the_outbox_and_loses_nothing() {
+    let mut env = Env::new().await;
+    env.start_service(&[]);
+    let _a = env.start_worker("worker-a", "echo", None, &[]);
+    let mut client = env.client().await;
+    let mut tasks = Vec::new();
+    for i in 0..5 {
+        let text = format!("before {i}");
+        tasks.push((
+            dispatch(&mut client, "echo", json!({"text": text}), None).await,
+            text,
+        ));
+    }
+    assert_all_echoed(&env, &tasks).await;
+
+    let restore = RestoreWatermark(memory_watermark());
+    run("rabbitmqctl", &["set_vm_memory_high_watermark", "0.0001"]);
+    // The broker blocks a connection when it next publishes: creates still
+    // succeed, the relay sees the block, and the jobs wait in the outbox.
+    for i in 0..20 {
+        let text = format!("during {i}");
+        tasks.push((
+            dispatch(&mut client, "echo", json!({"text": text}), None).await,
+            text,
+        ));
+    }
+    common::eventually(
+        "the relay sees the broker block it",
+        Duration::from_secs(30),
+        || {
+            let env = &env;
+            async move {
+                let queue = queue_status(env).await.queue.expect("queue");
+                queue.condition.contains("the broker holds publishes")
+                    && queue.condition_since.is_some()
+            }
+        },
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let during = queue_status(&env).await;
+    let waiting = during.outbox.expect("outbox").jobs;
+    assert!(waiting >= 1, "the jobs wait in the outbox: {waiting}");
+
+    drop(restore);
+    common::eventually(
+        "the relay sees the alarm clear",
+        Duration::from_secs(30),
+        || {
+            let env = &env;
+            async move {
+                queue_status(env)
+                    .await
+                    .queue
+                    .expect("queue")
+                    .condition
+                    .is_empty()
+            }
+        },
+    )
+    .await;
+    assert_all_echoed(&env, &tasks).await;
+    let logged = |what: &str| {
+        env.service_logs
+            .lock()
+            .expect("logs")
+            .iter()
+            .filter(|line| line.contains(what))
+            .count()
+    };
+    assert_eq!(logged("job queue blocked"), 1, "said once");
+    assert_eq!(logged("job queue unblocked"), 1, "and its end once");
+    env.cleanup(&["echo"]).await;
+}

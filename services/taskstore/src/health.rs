@@ -91,6 +91,9 @@ pub struct QueueState {
     pub since: Option<DateTime<Utc>>,
     /// Why it is down.
     pub error: Option<String>,
+    /// Since when the broker blocks publishers (a resource alarm), if it
+    /// does.
+    pub blocked_since: Option<DateTime<Utc>>,
 }
 
 /// A shared, cheap-to-clone handle on the queue's state.
@@ -121,6 +124,7 @@ impl QueueHealth {
             connected: Some(true),
             since: Some(Utc::now()),
             error: None,
+            blocked_since: state.blocked_since,
         };
         crate::metrics::queue_up(true);
         true
@@ -138,6 +142,18 @@ impl QueueHealth {
         }
         state.error = Some(error);
         news
+    }
+
+    /// Records whether the broker blocks publishers; `true` when that is
+    /// news.
+    pub fn blocked(&self, blocked: bool) -> bool {
+        let mut state = self.locked();
+        if state.blocked_since.is_some() == blocked {
+            return false;
+        }
+        state.blocked_since = blocked.then(Utc::now);
+        crate::metrics::queue_blocked(blocked);
+        true
     }
 
     fn locked(&self) -> std::sync::MutexGuard<'_, QueueState> {

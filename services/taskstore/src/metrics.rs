@@ -115,6 +115,11 @@ pub fn database_refusal(label: &'static str) {
     counter!("taskstore_database_resource_refusals_total", "condition" => label).increment(1);
 }
 
+/// Whether the broker blocks the relay's publishes (a resource alarm).
+pub fn queue_blocked(blocked: bool) {
+    gauge!("taskstore_queue_blocked").set(if blocked { 1.0 } else { 0.0 });
+}
+
 /// Whether the relay reaches the job queue.
 pub fn queue_up(up: bool) {
     gauge!("taskstore_queue_up").set(if up { 1.0 } else { 0.0 });

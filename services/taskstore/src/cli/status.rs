@@ -87,12 +87,17 @@ fn problems(status: &pb::GetStatusResponse, expected: &Expected) -> Vec<String> 
     if let Some(database) = status.database.as_ref().filter(|d| !d.healthy) {
         problems.push(format!("the database is unreachable: {}", database.error));
     }
-    if let Some(database) = status.database.as_ref().filter(|d| !d.condition.is_empty()) {
-        let since = age(time(database.condition_since));
-        problems.push(match since {
-            Some(since) => format!("the database is {} for {since}", database.condition),
-            None => format!("the database is {}", database.condition),
-        });
+    for (what, dependency) in [
+        ("the database is", &status.database),
+        ("the job queue is", &status.queue),
+    ] {
+        if let Some(dependency) = dependency.as_ref().filter(|d| !d.condition.is_empty()) {
+            let since = age(time(dependency.condition_since));
+            problems.push(match since {
+                Some(since) => format!("{what} {} for {since}", dependency.condition),
+                None => format!("{what} {}", dependency.condition),
+            });
+        }
     }
     if let Some(queue) = status.queue.as_ref().filter(|q| !q.healthy) {
         problems.push(format!(

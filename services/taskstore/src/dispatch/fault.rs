@@ -44,4 +44,8 @@ impl<P: Publisher> Publisher for FaultyPublisher<P> {
     fn is_connected(&self) -> bool {
         self.publisher.is_connected()
     }
+
+    fn is_blocked(&self) -> bool {
+        self.publisher.is_blocked()
+    }
 }

@@ -5,7 +5,10 @@
 //! delay is over (migration 0008 says why other replicas are not notified).
 //! While the queue is down the outbox keeps every job and the relay
 //! reconnects with backoff; it logs each change of the queue's
-//! state once (not every retry) and records it in [`QueueHealth`].
+//! state once (not every retry) and records it in [`QueueHealth`], as it
+//! does when the broker holds publishes (a memory or disk alarm blocks the
+//! connection): the jobs stay in the outbox and are published when it
+//! clears.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -25,6 +28,12 @@ const MAX_BACKOFF: Duration = Duration::from_secs(10);
 /// A publisher that can tell when it must be replaced.
 pub trait Publisher: JobPublisher {
     fn is_connected(&self) -> bool;
+
+    /// Whether the queue refuses publishes for now (a broker's resource
+    /// alarm), though connected.
+    fn is_blocked(&self) -> bool {
+        false
+    }
 }
 
 /// Makes a new publisher (a new connection) when there is none.
@@ -68,7 +77,9 @@ pub fn spawn<P: Publisher + 'static>(
                     }
                 },
             };
-            match store.relay_due_jobs(&current, BATCH).await {
+            let relayed = store.relay_due_jobs(&current, BATCH).await;
+            note_blocked(&health, current.is_blocked());
+            match relayed {
                 Ok(published) => {
                     crate::metrics::jobs_relayed(published);
                     backoff = Duration::from_millis(100);
@@ -100,6 +111,19 @@ pub fn spawn<P: Publisher + 'static>(
             }
         }
     })
+}
+
+/// Records whether the queue holds publishes, saying so once per change.
+fn note_blocked(health: &QueueHealth, blocked: bool) {
+    if health.blocked(blocked) {
+        if blocked {
+            tracing::warn!(
+                "job queue blocked: the broker holds publishes (a memory or disk alarm, or overload); tasks are still accepted and their jobs wait in the outbox until it clears"
+            );
+        } else {
+            tracing::info!("job queue unblocked; relaying jobs from the outbox");
+        }
+    }
 }
 
 async fn sleep_or_stop(delay: Duration, shutdown: &CancellationToken) {

@@ -93,8 +93,10 @@ impl OperationsService {
                 _ => state.error.unwrap_or_default(),
             },
             latency: None,
-            condition: String::new(),
-            condition_since: None,
+            condition: state.blocked_since.map_or_else(String::new, |_| {
+                "blocked: the broker holds publishes (a memory or disk alarm, or overload); jobs wait in the outbox".to_owned()
+            }),
+            condition_since: state.blocked_since.map(timestamp),
         }
     }
 }
