@@ -2,14 +2,67 @@
 //! `amqp://`, or `amqps://` trusting the given CA (else the public web
 //! roots) and, when the broker verifies peers, presenting a client
 //! certificate. One place, so both ends accept the same settings.
+//!
+//! A cluster is given as several URLs separated by commas (one per node;
+//! a comma inside a password is written `%2C`). Each connection tries them
+//! in turn, starting one further along than the last attempt of this
+//! process, so a reconnect after a node went away goes to the next node
+//! first, and replicas spread over the nodes.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use lapin::tcp::{OwnedIdentity, OwnedTLSConfig};
 use lapin::{Connection, ConnectionProperties};
 
 use crate::endpoint::ClientTls;
 
-/// Connects to the broker at `url` (which carries its credentials).
-pub async fn connect(url: &str, tls: &ClientTls) -> lapin::Result<Connection> {
+/// Where this process's next connection attempt starts in the list.
+static NEXT_ADDRESS: AtomicUsize = AtomicUsize::new(0);
+
+/// The broker addresses in `urls` (comma-separated), in order.
+pub fn addresses(urls: &str) -> Vec<&str> {
+    urls.split(',')
+        .map(str::trim)
+        .filter(|url| !url.is_empty())
+        .collect()
+}
+
+/// Connects to one of the brokers in `urls` (each URL carries its
+/// credentials), naming the connection `name` (shown by `rabbitmqctl
+/// list_connections client_properties` and the management UI).
+pub async fn connect(urls: &str, tls: &ClientTls, name: &str) -> lapin::Result<Connection> {
+    let all = addresses(urls);
+    let first = NEXT_ADDRESS.fetch_add(1, Ordering::Relaxed);
+    let mut last_error = None;
+    for turn in 0..all.len() {
+        let index = (first + turn) % all.len();
+        match connect_one(all[index], tls, name).await {
+            Ok(connection) => {
+                if all.len() > 1 {
+                    tracing::info!(
+                        node = index + 1,
+                        of = all.len(),
+                        "connected to a broker node"
+                    );
+                }
+                return Ok(connection);
+            }
+            Err(err) => {
+                if all.len() > 1 {
+                    tracing::warn!(node = index + 1, of = all.len(), error = %err, "broker node unreachable; trying the next");
+                }
+                last_error = Some(err);
+            }
+        }
+    }
+    // An empty list is one empty URL: lapin says what is wrong with it.
+    match last_error {
+        Some(err) => Err(err),
+        None => connect_one(urls, tls, name).await,
+    }
+}
+
+async fn connect_one(url: &str, tls: &ClientTls, name: &str) -> lapin::Result<Connection> {
     let config = OwnedTLSConfig {
         identity: tls
             .identity
@@ -24,7 +77,8 @@ pub async fn connect(url: &str, tls: &ClientTls) -> lapin::Result<Connection> {
             .map(|pem| String::from_utf8_lossy(pem).into_owned()),
     };
     let runtime = lapin::runtime::default_runtime()?;
-    Connection::connect_with_config(url, ConnectionProperties::default(), config, runtime).await
+    let properties = ConnectionProperties::default().with_connection_name(name.into());
+    Connection::connect_with_config(url, properties, config, runtime).await
 }
 
 /// A broker failure in the words an operator acts on: a refused login or
@@ -49,6 +103,18 @@ pub fn describe(err: &lapin::Error) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn several_urls_are_several_nodes() {
+        assert_eq!(
+            super::addresses("amqp://a:1/%2f, amqp://b:2/%2f,,amqp://c:3/%2f "),
+            vec!["amqp://a:1/%2f", "amqp://b:2/%2f", "amqp://c:3/%2f"]
+        );
+        assert_eq!(
+            super::addresses("amqp://u:p%2Cq@a/%2f"),
+            vec!["amqp://u:p%2Cq@a/%2f"]
+        );
+    }
+
     use lapin::protocol::{AMQPError, AMQPErrorKind, AMQPHardError, AMQPSoftError};
 
     use super::describe;

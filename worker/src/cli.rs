@@ -58,7 +58,9 @@ pub struct Args {
         default_value = "http://127.0.0.1:50051"
     )]
     endpoint: String,
-    /// RabbitMQ URL the jobs come from.
+    /// RabbitMQ URL the jobs come from. For a cluster, one URL per node,
+    /// comma-separated: the worker consumes from one and moves to the next
+    /// when it goes away.
     #[arg(
         long,
         env = "TASKWORKER_AMQP_URL",

@@ -76,7 +76,8 @@ impl Feed {
         let (deliveries, incoming) = mpsc::channel::<Incoming>(prefetch.max(1));
         let broker = match source {
             JobSource::RabbitMq { url, tls, topology } => {
-                let connection = broker::connect(url, tls).await?;
+                let connection =
+                    broker::connect(url, tls, &format!("taskworker {worker_id}")).await?;
                 let prefetch = u16::try_from(prefetch).unwrap_or(u16::MAX).max(1);
                 let mut channels = Vec::new();
                 for tool in tools {

@@ -121,7 +121,9 @@ pub struct ServeArgs {
     #[arg(long, env = "TASKSTORE_MAX_MESSAGE_BYTES", default_value_t = 4 * 1024 * 1024)]
     pub max_message_bytes: usize,
     /// RabbitMQ URL that dispatched jobs are published to, or `none` for the
-    /// in-process queue with embedded workers.
+    /// in-process queue with embedded workers. For a cluster, one URL per
+    /// node, comma-separated: the relay connects to one and moves to the
+    /// next when it goes away.
     ///
     /// Default for `serve`: amqp://guest:guest@127.0.0.1:5672/%2f; for `dev`:
     /// none.

@@ -39,6 +39,11 @@ pub struct RabbitPublisher {
     /// up: the broker holds our publishes (a resource alarm blocks the
     /// connection, or it is overloaded). Cleared by the next confirmation.
     stalled: AtomicBool,
+    /// The broker refused a job (nack). Seen after a cluster node was lost:
+    /// a channel opened while the queue's leader moved kept refusing every
+    /// publish, where a new channel did not; the relay then replaces this
+    /// publisher (a new connection, a new channel).
+    refused: AtomicBool,
 }
 
 impl std::fmt::Debug for RabbitPublisher {
@@ -53,7 +58,9 @@ impl RabbitPublisher {
         tls: &ClientTls,
         topology: &Topology,
     ) -> Result<Self, PublishError> {
-        let connection = broker::connect(url, tls).await.map_err(unavailable)?;
+        let connection = broker::connect(url, tls, "taskstore relay")
+            .await
+            .map_err(unavailable)?;
         let channel = connection.create_channel().await.map_err(unavailable)?;
         declare_exchange(&channel, topology)
             .await
@@ -67,6 +74,7 @@ impl RabbitPublisher {
             channel,
             exchange: topology.exchange(),
             stalled: AtomicBool::new(false),
+            refused: AtomicBool::new(false),
         })
     }
 
@@ -90,7 +98,9 @@ impl RabbitPublisher {
     /// Whether the connection and channel still work; a broken publisher is
     /// replaced by a new connection.
     pub fn is_connected(&self) -> bool {
-        self.connection.status().connected() && self.channel.status().connected()
+        self.connection.status().connected()
+            && self.channel.status().connected()
+            && !self.refused.load(Ordering::Relaxed)
     }
 }
 
@@ -154,6 +164,18 @@ impl RabbitPublisher {
 }
 
 /// What a confirmation says about one job.
+impl RabbitPublisher {
+    /// What a confirmation says about one job; a refusal marks this
+    /// publisher for replacement (see `refused`).
+    fn outcome(&self, confirmation: lapin::Confirmation) -> Result<Published, PublishError> {
+        self.stalled.store(false, Ordering::Relaxed);
+        if confirmation.is_nack() {
+            self.refused.store(true, Ordering::Relaxed);
+        }
+        outcome(confirmation)
+    }
+}
+
 fn outcome(confirmation: lapin::Confirmation) -> Result<Published, PublishError> {
     if confirmation.is_nack() {
         return Err(PublishError("the broker refused the job (nack)".into()));
@@ -174,8 +196,7 @@ impl JobPublisher for RabbitPublisher {
                 .map_err(unavailable)?,
             () = self.until_blocked() => return Err(blocked()),
         };
-        self.stalled.store(false, Ordering::Relaxed);
-        outcome(confirmation)
+        self.outcome(confirmation)
     }
 
     async fn publish_all(&self, jobs: &[JobMessage]) -> Vec<Result<Published, PublishError>> {
@@ -191,10 +212,7 @@ impl JobPublisher for RabbitPublisher {
             for sent in pending {
                 outcomes.push(match sent {
                     Ok(confirm) => match tokio::time::timeout_at(deadline, confirm).await {
-                        Ok(Ok(confirmation)) => {
-                            self.stalled.store(false, Ordering::Relaxed);
-                            outcome(confirmation)
-                        }
+                        Ok(Ok(confirmation)) => self.outcome(confirmation),
                         Ok(Err(err)) => Err(unavailable(err)),
                         Err(_) => Err(self.no_confirmation()),
                     },
