@@ -157,6 +157,9 @@ pub struct Env {
     pub vars: Vec<(String, String)>,
     /// Every line the services started so far wrote to stderr.
     pub service_logs: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// A directory holding another build's `taskstore` and `taskworker`
+    /// (the upgrade test's previous release), run instead of this build's.
+    pub binaries: Option<PathBuf>,
 }
 
 impl Env {
@@ -170,6 +173,22 @@ impl Env {
             metrics_endpoint: None,
             vars: Vec::new(),
             service_logs: std::sync::Arc::default(),
+            binaries: None,
+        }
+    }
+
+    /// Another world on the same database schema and queue prefix, with no
+    /// process started yet and this build's binaries.
+    pub fn sibling(&self) -> Self {
+        Self {
+            database_url: self.database_url.clone(),
+            prefix: self.prefix.clone(),
+            endpoint: String::new(),
+            service: None,
+            metrics_endpoint: None,
+            vars: self.vars.clone(),
+            service_logs: std::sync::Arc::default(),
+            binaries: None,
         }
     }
 
@@ -194,7 +213,11 @@ impl Env {
             }
         }
         args.extend_from_slice(extra);
-        let mut command = Command::new(taskstore_binary());
+        let binary = self
+            .binaries
+            .as_ref()
+            .map_or_else(taskstore_binary, |dir| dir.join("taskstore"));
+        let mut command = Command::new(binary);
         // A test that passes the URL in a file must not also pass it so.
         if !extra.contains(&"--database-url-file") {
             command.env("TASKSTORE_DATABASE_URL", &self.database_url);
@@ -251,7 +274,11 @@ impl Env {
         command_tools: Option<&std::path::Path>,
         extra: &[&str],
     ) -> Process {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_taskworker"));
+        let binary = self.binaries.as_ref().map_or_else(
+            || PathBuf::from(env!("CARGO_BIN_EXE_taskworker")),
+            |dir| dir.join("taskworker"),
+        );
+        let mut command = Command::new(binary);
         command
             .args([
                 "--endpoint",
