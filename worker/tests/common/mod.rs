@@ -5,15 +5,17 @@
 #![allow(dead_code)] // each test binary uses a different part
 
 mod logs;
+mod process;
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use serde_json::Value;
 
 pub use self::logs::Logs;
+pub use self::process::Process;
 use sqlx::postgres::PgPoolOptions;
 use taskstore_proto::v1 as pb;
 use tonic::transport::Channel;
@@ -88,59 +90,6 @@ async fn check_rabbitmq() {
         Err(err) => panic!(
             "RabbitMQ is not reachable at {url} (set AMQP_URL, or start it with `rabbitmq-server -detached`): {err}"
         ),
-    }
-}
-
-/// A child process killed (and reaped) when dropped.
-pub struct Process {
-    pub child: Child,
-    pub name: String,
-}
-
-impl Process {
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// SIGKILL, as a crash would.
-    pub fn kill_9(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    pub fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .args([signal, &self.pid().to_string()])
-            .status()
-            .expect("kill");
-        assert!(status.success(), "kill {signal} {}", self.name);
-    }
-
-    /// Waits for the process to exit by itself.
-    pub fn wait_exit(&mut self, timeout: Duration) -> std::process::ExitStatus {
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.child.try_wait().expect("try_wait") {
-                return status;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{} did not exit in time",
-                self.name
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    pub fn has_exited(&mut self) -> bool {
-        matches!(self.child.try_wait(), Ok(Some(_)))
-    }
-}
-
-impl Drop for Process {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
