@@ -200,17 +200,6 @@ impl Drop for RestoreWatermark {
     }
 }
 
-async fn queue_status(env: &Env) -> pb::GetStatusResponse {
-    let mut client = pb::operations_client::OperationsClient::connect(env.endpoint.clone())
-        .await
-        .expect("connect");
-    client
-        .get_status(pb::GetStatusRequest {})
-        .await
-        .expect("status")
-        .into_inner()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_broker_memory_alarm_holds_jobs_in_the_outbox_and_loses_nothing() {
     let mut env = Env::new().await;
@@ -244,7 +233,10 @@ async fn a_broker_memory_alarm_holds_jobs_in_the_outbox_and_loses_nothing() {
         || {
             let env = &env;
             async move {
-                let queue = queue_status(env).await.queue.expect("queue");
+                let queue = common::load::status(&env.endpoint)
+                    .await
+                    .queue
+                    .expect("queue");
                 queue.condition.contains("the broker holds publishes")
                     && queue.condition_since.is_some()
             }
@@ -252,7 +244,7 @@ async fn a_broker_memory_alarm_holds_jobs_in_the_outbox_and_loses_nothing() {
     )
     .await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let during = queue_status(&env).await;
+    let during = common::load::status(&env.endpoint).await;
     let waiting = during.outbox.expect("outbox").jobs;
     assert!(waiting >= 1, "the jobs wait in the outbox: {waiting}");
 
@@ -263,7 +255,7 @@ async fn a_broker_memory_alarm_holds_jobs_in_the_outbox_and_loses_nothing() {
         || {
             let env = &env;
             async move {
-                queue_status(env)
+                common::load::status(&env.endpoint)
                     .await
                     .queue
                     .expect("queue")

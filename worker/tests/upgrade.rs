@@ -13,44 +13,11 @@
 mod common;
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use common::{Env, result, text_of};
-use serde_json::json;
-use taskstore_proto::v1 as pb;
+use common::Env;
+use common::load::{Ledger, assert_all_echoed, create_echo_tasks};
 use tokio_util::sync::CancellationToken;
-
-type Created = Arc<Mutex<Vec<(String, String)>>>;
-
-/// Creates echo tasks through `endpoint` until `stop`, labelled `label`.
-fn load(
-    endpoint: String,
-    label: &'static str,
-    created: Created,
-    stop: CancellationToken,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let mut client = pb::task_store_client::TaskStoreClient::connect(endpoint)
-            .await
-            .expect("connect");
-        let mut n = 0u64;
-        while !stop.is_cancelled() {
-            n += 1;
-            let text = format!("{label}-{n}");
-            let create = common::dispatch_request("echo", json!({ "text": text }), None);
-            let task = client
-                .create_task(create)
-                .await
-                .unwrap_or_else(|status| panic!("{label} create: {status:?}"));
-            created
-                .lock()
-                .expect("created")
-                .push((task.into_inner().task_id, text));
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rolling_upgrade_under_load_completes_every_task_once() {
@@ -61,12 +28,12 @@ async fn a_rolling_upgrade_under_load_completes_every_task_once() {
     old.binaries = Some(previous);
     old.start_service(&[]);
     let mut old_worker = old.start_worker("old-worker", "echo", None, &[]);
-    let created: Created = Arc::default();
+    let ledger = Ledger::default();
     let stop_old = CancellationToken::new();
-    let old_load = load(
+    let old_load = create_echo_tasks(
         old.endpoint.clone(),
         "old",
-        created.clone(),
+        ledger.clone(),
         stop_old.clone(),
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -84,10 +51,10 @@ async fn a_rolling_upgrade_under_load_completes_every_task_once() {
     new.start_service(&[]);
     let mut new_worker = new.start_worker("new-worker", "echo", None, &[]);
     let stop_new = CancellationToken::new();
-    let new_load = load(
+    let new_load = create_echo_tasks(
         new.endpoint.clone(),
         "new",
-        created.clone(),
+        ledger.clone(),
         stop_new.clone(),
     );
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -112,9 +79,14 @@ async fn a_rolling_upgrade_under_load_completes_every_task_once() {
     stop_new.cancel();
     new_load.await.expect("new load");
 
-    let created = std::mem::take(&mut *created.lock().expect("created"));
+    let seen = std::mem::take(&mut *ledger.lock().expect("ledger"));
+    assert!(
+        seen.refused.is_empty(),
+        "no create was refused: {:?}",
+        seen.refused.first()
+    );
     let through = |label: &str| {
-        created
+        seen.created
             .iter()
             .filter(|(_, text)| text.starts_with(label))
             .count()
@@ -125,12 +97,7 @@ async fn a_rolling_upgrade_under_load_completes_every_task_once() {
         through("old-"),
         through("new-")
     );
-    let mut client = new.client().await;
-    for (id, text) in &created {
-        let done = result(&mut client, id, Duration::from_secs(120)).await;
-        assert_eq!(done.status(), pb::TaskStatus::Completed, "task {id}");
-        assert_eq!(&text_of(&done.result_json), text, "task {id}'s own result");
-    }
+    assert_all_echoed(&new.endpoint, &seen.created).await;
     assert!(!new_worker.has_exited());
     new.cleanup(&["echo"]).await;
 }

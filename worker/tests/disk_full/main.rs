@@ -8,48 +8,12 @@ mod cluster;
 #[path = "../common/mod.rs"]
 mod common;
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cluster::SmallDiskPostgres;
-use common::{Env, result, text_of};
-use serde_json::json;
-use taskstore_proto::v1 as pb;
+use common::Env;
+use common::load::{Ledger, assert_all_echoed, create_echo_tasks, status};
 use tokio_util::sync::CancellationToken;
-
-/// What the load saw: acknowledged tasks (id, text) and refusals.
-#[derive(Default)]
-struct Seen {
-    created: Vec<(String, String)>,
-    refused: Vec<(tonic::Code, String)>,
-}
-
-/// Creates echo tasks one after another until `stop`.
-fn load(env: &Env, seen: Arc<Mutex<Seen>>, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
-    let endpoint = env.endpoint.clone();
-    tokio::spawn(async move {
-        let mut client = pb::task_store_client::TaskStoreClient::connect(endpoint)
-            .await
-            .expect("connect");
-        let mut n = 0u64;
-        while !stop.is_cancelled() {
-            n += 1;
-            let text = format!("disk-{n}");
-            let create = common::dispatch_request("echo", json!({ "text": text }), None);
-            let outcome = client.create_task(create).await;
-            {
-                let mut seen = seen.lock().expect("seen");
-                match outcome {
-                    Ok(task) => seen.created.push((task.into_inner().task_id, text)),
-                    Err(status) => seen
-                        .refused
-                        .push((status.code(), status.message().to_owned())),
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-}
 
 /// The `/metrics` text of `addr`.
 async fn scrape(addr: &str) -> String {
@@ -60,17 +24,6 @@ async fn scrape(addr: &str) -> String {
     let mut response = String::new();
     stream.read_to_string(&mut response).await.expect("read");
     response
-}
-
-async fn status(env: &Env) -> pb::GetStatusResponse {
-    let mut client = pb::operations_client::OperationsClient::connect(env.endpoint.clone())
-        .await
-        .expect("connect");
-    client
-        .get_status(pb::GetStatusRequest {})
-        .await
-        .expect("status")
-        .into_inner()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -86,9 +39,9 @@ async fn a_full_disk_refuses_with_unavailable_loses_nothing_and_recovers() {
     env.start_service(&["--metrics-listen", "127.0.0.1:0"]);
     let mut worker = env.start_worker("disk-worker", "echo", None, &[]);
 
-    let seen = Arc::new(Mutex::new(Seen::default()));
+    let seen = Ledger::default();
     let stop = CancellationToken::new();
-    let loader = load(&env, seen.clone(), stop.clone());
+    let loader = create_echo_tasks(env.endpoint.clone(), "disk", seen.clone(), stop.clone());
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(
         !seen.lock().expect("seen").created.is_empty(),
@@ -105,7 +58,7 @@ async fn a_full_disk_refuses_with_unavailable_loses_nothing_and_recovers() {
         },
     )
     .await;
-    let in_episode = status(&env).await;
+    let in_episode = status(&env.endpoint).await;
     let database = in_episode.database.expect("database status");
     let metrics = scrape(&env.metrics_endpoint.clone().expect("metrics")).await;
 
@@ -164,12 +117,7 @@ async fn a_full_disk_refuses_with_unavailable_loses_nothing_and_recovers() {
 
     // Every acknowledged create runs, once, with its own result; the
     // service and the worker were never restarted.
-    let mut client = env.client().await;
-    for (id, text) in &seen.created {
-        let done = result(&mut client, id, Duration::from_secs(120)).await;
-        assert_eq!(done.status(), pb::TaskStatus::Completed, "task {id}");
-        assert_eq!(&text_of(&done.result_json), text, "task {id}'s own result");
-    }
+    assert_all_echoed(&env.endpoint, &seen.created).await;
     assert!(!worker.has_exited(), "the worker carried on");
     assert!(
         !env.service.as_mut().expect("service").has_exited(),

@@ -9,44 +9,12 @@ mod cluster;
 #[path = "../common/mod.rs"]
 mod common;
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cluster::Cluster;
-use common::{Env, result, text_of};
-use serde_json::json;
-use taskstore_proto::v1 as pb;
+use common::Env;
+use common::load::{Ledger, assert_all_echoed, create_echo_tasks};
 use tokio_util::sync::CancellationToken;
-
-/// Creates echo tasks one after another until `stop`; the acknowledged
-/// ones (id, text) land in `created`.
-fn load(
-    env: &Env,
-    created: Arc<Mutex<Vec<(String, String)>>>,
-    stop: CancellationToken,
-) -> tokio::task::JoinHandle<()> {
-    let endpoint = env.endpoint.clone();
-    tokio::spawn(async move {
-        let mut client = pb::task_store_client::TaskStoreClient::connect(endpoint)
-            .await
-            .expect("connect");
-        let mut n = 0u64;
-        while !stop.is_cancelled() {
-            n += 1;
-            let text = format!("cluster-{n}");
-            let create = common::dispatch_request("echo", json!({ "text": text }), None);
-            let task = client
-                .create_task(create)
-                .await
-                .expect("creates never need the broker");
-            created
-                .lock()
-                .expect("created")
-                .push((task.into_inner().task_id, text));
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn losing_a_broker_node_under_load_loses_no_task() {
@@ -58,9 +26,14 @@ async fn losing_a_broker_node_under_load_loses_no_task() {
         env.start_worker("cluster-a", "echo", None, &["--amqp-url", &urls]),
         env.start_worker("cluster-b", "echo", None, &["--amqp-url", &urls]),
     ];
-    let created = Arc::new(Mutex::new(Vec::new()));
+    let ledger = Ledger::default();
     let stop = CancellationToken::new();
-    let loader = load(&env, created.clone(), stop.clone());
+    let loader = create_echo_tasks(
+        env.endpoint.clone(),
+        "cluster",
+        ledger.clone(),
+        stop.clone(),
+    );
     tokio::time::sleep(Duration::from_secs(3)).await;
 
     // The node the relay publishes to; every process starts with the first
@@ -89,14 +62,18 @@ async fn losing_a_broker_node_under_load_loses_no_task() {
     stop.cancel();
     loader.await.expect("load");
 
-    let created = std::mem::take(&mut *created.lock().expect("created"));
-    assert!(created.len() > 100, "tasks flowed: {}", created.len());
-    let mut client = env.client().await;
-    for (id, text) in &created {
-        let done = result(&mut client, id, Duration::from_secs(120)).await;
-        assert_eq!(done.status(), pb::TaskStatus::Completed, "task {id}");
-        assert_eq!(&text_of(&done.result_json), text, "task {id}'s own result");
-    }
+    let seen = std::mem::take(&mut *ledger.lock().expect("ledger"));
+    assert!(
+        seen.refused.is_empty(),
+        "creates never need the broker: {:?}",
+        seen.refused.first()
+    );
+    assert!(
+        seen.created.len() > 100,
+        "tasks flowed: {}",
+        seen.created.len()
+    );
+    assert_all_echoed(&env.endpoint, &seen.created).await;
     let survivor = cluster
         .nodes
         .iter()
