@@ -37,16 +37,20 @@ class GetStatusResponse(_message.Message):
     def __init__(self, version: _Optional[str] = ..., backend: _Optional[str] = ..., database: _Optional[_Union[DependencyStatus, _Mapping]] = ..., queue_kind: _Optional[str] = ..., queue: _Optional[_Union[DependencyStatus, _Mapping]] = ..., outbox: _Optional[_Union[OutboxStatus, _Mapping]] = ..., workers: _Optional[_Iterable[_Union[WorkerStatus, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[_task_store_pb2.ServedTool, _Mapping]]] = ...) -> None: ...
 
 class DependencyStatus(_message.Message):
-    __slots__ = ("healthy", "since", "error", "latency")
+    __slots__ = ("healthy", "since", "error", "latency", "condition", "condition_since")
     HEALTHY_FIELD_NUMBER: _ClassVar[int]
     SINCE_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     LATENCY_FIELD_NUMBER: _ClassVar[int]
+    CONDITION_FIELD_NUMBER: _ClassVar[int]
+    CONDITION_SINCE_FIELD_NUMBER: _ClassVar[int]
     healthy: bool
     since: _timestamp_pb2.Timestamp
     error: str
     latency: _duration_pb2.Duration
-    def __init__(self, healthy: bool = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    condition: str
+    condition_since: _timestamp_pb2.Timestamp
+    def __init__(self, healthy: bool = ..., since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., error: _Optional[str] = ..., latency: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., condition: _Optional[str] = ..., condition_since: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class OutboxStatus(_message.Message):
     __slots__ = ("jobs", "due", "oldest_due_age")
