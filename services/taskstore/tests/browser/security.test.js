@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import http from 'node:http';
 import {
   env, keys, url, rel, launch, newContext, watch, login, submit, postForms, postFromPage, cookieHeader,
-  createTask, getTask, waitForStatus, cli, cliOk, uid, sleep,
+  createTask, getTask, waitForStatus, cli, cliOk, uid, sleep, storedTask,
 } from './lib/harness.js';
 
 const A = keys.a_client.key;
@@ -24,13 +24,6 @@ after(async () => {
   await browser?.close();
 });
 
-/** A stored task nobody runs (working until cancelled), of `key`'s tenant. */
-async function storedTask(key, prefix) {
-  const id = await createTask(key, { tool: 'echo', args: { text: prefix }, dispatch: false, id: uid(prefix) });
-  cancelLater.push([id, key]);
-  return id;
-}
-
 /** The visible text of the page's main content, with `id` written ID. */
 async function mainText(page, id) {
   const main = (await page.locator('main').count()) ? page.locator('main') : page.locator('body');
@@ -39,8 +32,8 @@ async function mainText(page, id) {
 
 describe('tenants', () => {
   test('tenant B\'s tasks are not in tenant A\'s list, nor found by id', async () => {
-    const theirs = await storedTask(B, 'tenant-b');
-    const ours = await storedTask(A, 'tenant-a');
+    const theirs = await storedTask(B, 'tenant-b', cancelLater);
+    const ours = await storedTask(A, 'tenant-a', cancelLater);
     const context = await newContext(browser);
     try {
       const page = await login(context, A);
@@ -56,7 +49,7 @@ describe('tenants', () => {
   });
 
   test('tenant B\'s task URL is the same 404 as a missing task, and cannot be acted on', async () => {
-    const theirs = await storedTask(B, 'tenant-b-url');
+    const theirs = await storedTask(B, 'tenant-b-url', cancelLater);
     const missing = uid('tenant-b-url');
     const context = await newContext(browser);
     try {
@@ -103,7 +96,7 @@ describe('tenants', () => {
       })();
 
       const theirs = await createTask(B, { tool: 'sleep', args: { ms: 1500 }, id: uid('live-b') });
-      const theirsStored = await storedTask(B, 'live-b-stored');
+      const theirsStored = await storedTask(B, 'live-b-stored', cancelLater);
       await cli(['update', theirsStored, '--status', 'working', '--message', 'progress of tenant b'], B);
       const ours = await createTask(A, { tool: 'sleep', args: { ms: 1500 }, id: uid('live-a') });
       await page.locator(`#tasks tr[data-task-id="${ours}"]`).waitFor({ timeout: 3000 });
@@ -152,7 +145,7 @@ async function adminForms(ids) {
 
 describe('roles', () => {
   test('a client sees no delete button, and a forged delete answers 403', async () => {
-    const id = await storedTask(A, 'client-delete');
+    const id = await storedTask(A, 'client-delete', cancelLater);
     const forms = await adminForms({ stored: id, question: id });
     const del = forms['Delete task'];
     assert.ok(del, `an admin sees a "Delete task" button (buttons seen: ${Object.keys(forms).join(', ')})`);
@@ -172,7 +165,7 @@ describe('roles', () => {
   });
 
   test('a viewer sees no action forms, and its POSTs answer 403', async () => {
-    const stored = await storedTask(A, 'viewer');
+    const stored = await storedTask(A, 'viewer', cancelLater);
     const question = await createTask(A, { tool: 'sleep', args: { ms: 100, ask: 'Will the viewer answer?' }, id: uid('viewer-ask') });
     cancelLater.push([question, A]);
     await waitForStatus(question, A, 'input_required');
@@ -289,7 +282,7 @@ describe('cross-site requests', () => {
     try {
       const page = await login(context, A);
       const cookie = await cookieHeader(context);
-      const target = await storedTask(A, 'cross-site');
+      const target = await storedTask(A, 'cross-site', cancelLater);
       await page.goto(url(`tasks/${target}`));
       const cancel = (await postForms(page)).find((f) => f.buttons.includes('Cancel task'));
       assert.ok(cancel, 'the task page has a Cancel task form');
@@ -333,7 +326,7 @@ describe('cross-site requests', () => {
     const context = await newContext(browser);
     try {
       const page = await login(context, A);
-      const target = await storedTask(A, 'cross-origin');
+      const target = await storedTask(A, 'cross-origin', cancelLater);
       await page.goto(url(`tasks/${target}`));
       const cancel = (await postForms(page)).find((f) => f.buttons.includes('Cancel task'));
       assert.ok(cancel, 'the task page has a Cancel task form');

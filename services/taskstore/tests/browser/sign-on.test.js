@@ -5,7 +5,7 @@
 // cookie (SameSite=Strict) is sent on the way into the dashboard.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { env, keys, url, rel, launch, newContext, watch, createTask, cli, uid } from './lib/harness.js';
+import { env, keys, url, rel, launch, newContext, watch, cli, storedTask } from './lib/harness.js';
 
 let browser;
 const cancelLater = []; // [id, key]
@@ -18,12 +18,6 @@ after(async () => {
   for (const [id, key] of cancelLater) await cli(['cancel', id], key);
   await browser?.close();
 });
-
-async function storedTask(key, prefix) {
-  const id = await createTask(key, { tool: 'echo', args: { text: prefix }, dispatch: false, id: uid(prefix) });
-  cancelLater.push([id, key]);
-  return id;
-}
 
 /** Logs in through the provider as `identity`, naming `tenant` when given; resolves the page. */
 async function signOn(context, identity, { tenant } = {}) {
@@ -42,8 +36,8 @@ async function signOn(context, identity, { tenant } = {}) {
 
 describe('single sign-on', () => {
   test('the provider\'s identity lands on the overview, in its own tenant', async () => {
-    const ours = await storedTask(keys.a_client.key, 'sso-a');
-    const theirs = await storedTask(keys.b_client.key, 'sso-b');
+    const ours = await storedTask(keys.a_client.key, 'sso-a', cancelLater);
+    const theirs = await storedTask(keys.b_client.key, 'sso-b', cancelLater);
     const context = await newContext(browser);
     try {
       const { page, problems } = await signOn(context, 'a client');
@@ -62,7 +56,7 @@ describe('single sign-on', () => {
   });
 
   test('an identity of every tenant names the tenant on the login page', async () => {
-    const theirs = await storedTask(keys.b_client.key, 'sso-operator');
+    const theirs = await storedTask(keys.b_client.key, 'sso-operator', cancelLater);
     const context = await newContext(browser);
     try {
       const { page, problems } = await signOn(context, 'operator', { tenant: 'b' });

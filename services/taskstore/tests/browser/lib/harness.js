@@ -72,6 +72,17 @@ export async function cliOk(args, key, options) {
  * Creates a task from the CLI; `dispatch` runs it on the embedded workers.
  * Returns its id (`id` chooses it; `session` creates it in that session).
  */
+/**
+ * A stored task nobody runs (working until cancelled) of `key`'s tenant,
+ * its id prefixed `prefix`; [id, key] is added to `cancelLater` for the
+ * test file's `after` to cancel.
+ */
+export async function storedTask(key, prefix, cancelLater) {
+  const id = await createTask(key, { tool: 'echo', args: { text: prefix }, dispatch: false, id: uid(prefix) });
+  cancelLater.push([id, key]);
+  return id;
+}
+
 export async function createTask(key, { tool = 'sleep', args = { ms: 60_000 }, dispatch = true, id, ttl, session } = {}) {
   const argv = ['create', '--tool', tool, '--arguments', JSON.stringify(args), '--json'];
   if (session) argv.push('--session', session);
