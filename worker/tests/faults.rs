@@ -262,3 +262,38 @@ async fn sigterm_lets_running_tasks_finish_and_gives_back_the_rest() {
     );
     env.cleanup(&["sleep"]).await;
 }
+
+/// A worker told to stop after its service has gone (a pod rolled away
+/// from under a worker pinned to it) still exits soon after its grace
+/// period: giving its running task back cannot reach the service, and the
+/// task's lease lapses instead (the reaper dispatches it again). The same
+/// holds with the service killed (checked by hand; not kept as a second
+/// test).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_stops_soon_after_its_grace_even_with_its_service_gone() {
+    let mut env = Env::new().await;
+    env.start_service(&[]);
+    let mut worker = env.start_worker("orphan", "sleep", None, &[]);
+    let mut client = env.client().await;
+    let id = dispatch(&mut client, "sleep", json!({ "ms": 30_000 }), None).await;
+    eventually("the task runs", Duration::from_secs(30), || {
+        let (mut client, id) = (client.clone(), id.clone());
+        async move { is_running(&mut client, &id).await }
+    })
+    .await;
+    let mut service = env.service.take().expect("service");
+    service.signal("-TERM");
+    service.wait_exit(Duration::from_secs(30));
+
+    let asked = std::time::Instant::now();
+    worker.signal("-TERM");
+    // The harness's grace is 3 s; giving back and saying goodbye get a few
+    // seconds more between them before the worker gives up on the service.
+    let status = worker.wait_exit(Duration::from_secs(30));
+    let took = asked.elapsed();
+    assert!(
+        took < Duration::from_secs(15),
+        "the worker took {took:?} to stop without its service ({status:?})"
+    );
+    env.cleanup(&["sleep"]).await;
+}
