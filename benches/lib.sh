@@ -2,15 +2,17 @@
 # and how figures are read. Source it from the repository root.
 
 db=${BENCH_DATABASE:-taskstore_bench}
-url="postgres://postgres@127.0.0.1:5432/$db"
+# BENCH_PG_PORT: another PostgreSQL on this machine (soak.sh's own cluster).
+pg_port=${BENCH_PG_PORT:-5432}
+url="postgres://postgres@127.0.0.1:$pg_port/$db"
 port=50151
 endpoint="http://127.0.0.1:$port"
 bin=./target/release
 
 # BENCH_NO_BUILD=1: use the release binaries already in target/release.
 [ -n "${BENCH_NO_BUILD:-}" ] || cargo build --release --bin taskstore --bin taskworker
-psql -h 127.0.0.1 -U postgres -d postgres -qAtc "SELECT 1 FROM pg_database WHERE datname = '$db'" | grep -q 1 \
-  || createdb -h 127.0.0.1 -U postgres "$db"
+psql -h 127.0.0.1 -p "$pg_port" -U postgres -d postgres -qAtc "SELECT 1 FROM pg_database WHERE datname = '$db'" | grep -q 1 \
+  || createdb -h 127.0.0.1 -p "$pg_port" -U postgres "$db"
 "$bin/taskstore" migrate --database-url "$url" >/dev/null
 
 pids=()
@@ -33,7 +35,7 @@ seed() { # rows: tasks bench-1 .. bench-<rows>, as benches/pgbench/get.sql reads
 }
 pgbench_tps() { # script [pgbench options...]
   local script=$1; shift
-  pgbench -h 127.0.0.1 -U postgres -n -c "$clients" -j 2 -T "$seconds" "$@" -f "benches/pgbench/$script.sql" "$db" 2>/dev/null | tps
+  pgbench -h 127.0.0.1 -p "$pg_port" -U postgres -n -c "$clients" -j 2 -T "$seconds" "$@" -f "benches/pgbench/$script.sql" "$db" 2>/dev/null | tps
 }
 figure() { # report-json operation field: rates as whole numbers, latencies to 0.01 ms
   python3 -c "import json,sys; v=json.load(open(sys.argv[1]))['operations'][sys.argv[2]][sys.argv[3]]; print(round(v) if v >= 100 else round(v, 2))" "$@"

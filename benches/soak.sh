@@ -3,12 +3,16 @@
 # interval, to see whether the rate and the latency hold and what the tables,
 # the processes and the queue do meanwhile.
 #
-#   benches/soak.sh RATE MINUTES [vacuum|novacuum] [INTERVAL_SECONDS]
+#   benches/soak.sh RATE MINUTES [vacuum|novacuum|production] [INTERVAL_SECONDS]
 #       (defaults: 400 tasks/s, 10 minutes, vacuum, 60 s intervals)
 #
 # `vacuum` runs VACUUM on the hot tables every 30 s, as autovacuum does on a
 # production database (this machine's PostgreSQL runs with autovacuum off);
-# `novacuum` leaves them alone, to measure what happens when nobody vacuums.
+# `novacuum` leaves them alone, to measure what happens when nobody vacuums;
+# `production` runs on a PostgreSQL cluster of its own (initdb in a scratch
+# directory, its own port, stopped by PID at the end) configured as
+# production ones are: autovacuum on with its defaults, fsync and
+# synchronous commit on, shared_buffers 25% of a 4 GiB budget, checksums.
 # Tasks have a 5-minute ttl and the service's cleanup runs every minute, so
 # the tables reach a steady size. Same database and binaries as run.sh.
 set -euo pipefail
@@ -18,8 +22,14 @@ rate=${1:-400}
 minutes=${2:-10}
 mode=${3:-vacuum}
 interval=${4:-60}
-case $mode in vacuum | novacuum) ;; *) echo "mode is vacuum or novacuum" >&2; exit 2 ;; esac
+case $mode in vacuum | novacuum | production) ;; *) echo "mode is vacuum, novacuum or production" >&2; exit 2 ;; esac
+if [[ $mode == production ]]; then
+  . benches/own-postgres.sh
+  own_postgres_start
+fi
 . benches/lib.sh
+# lib.sh's exit trap stops the processes; the cluster's stops them first.
+if [[ $mode == production ]]; then trap own_postgres_stop EXIT; fi
 empty_tables
 psql "$url" -qc "VACUUM FULL tasks, dispatch_outbox" -c "SELECT pg_stat_reset()" >/dev/null
 prefix="soak$$"
@@ -40,6 +50,13 @@ if [[ $mode == vacuum ]]; then
 fi
 sleep 2
 
+postgres_pids() { # the processes of the PostgreSQL under test
+  if [[ -n "${own_postgres_pid:-}" ]]; then
+    echo "$own_postgres_pid" $(pgrep -P "$own_postgres_pid" || true)
+  else
+    pgrep -u postgres -x postgres || true
+  fi
+}
 rss_mib() { # pids...: their summed resident set, MiB
   local kib=0 pid
   for pid in "$@"; do
@@ -68,7 +85,7 @@ for round in $(seq 1 "$rounds"); do
     --rate "$rate" 2>/dev/null > "$out/soak-$round.json"
   read -r _ outbox_mib outbox_idx outbox_dead _ < <(tables | grep '^dispatch_outbox')
   read -r _ tasks_mib tasks_idx tasks_dead tasks_hot < <(tables | grep '^tasks')
-  pg=$(rss_mib $(pgrep -u postgres -x postgres || true))
+  pg=$(rss_mib $(postgres_pids))
   printf 'interval %d/%d: %s tasks/s, create→worker-start p99 %s ms, create→result p99 %s ms | RSS MiB service %s, workers %s, postgres %s | tasks %s MiB + idx %s MiB, dead %s, HOT %s%% | outbox %s MiB + idx %s MiB, dead %s | queued %s\n' \
     "$round" "$rounds" \
     "$(figure "$out/soak-$round.json" create_to_result per_second)" \
