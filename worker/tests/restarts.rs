@@ -52,6 +52,23 @@ fn start_postgres() {
         .status();
 }
 
+/// Dispatches `count` echo tasks whose texts are `label 0`, `label 1`, …,
+/// adding each (id, text) to `tasks`.
+async fn dispatch_echoes(
+    client: &mut pb::task_store_client::TaskStoreClient<tonic::transport::Channel>,
+    tasks: &mut Vec<(String, String)>,
+    label: &str,
+    count: usize,
+) {
+    for i in 0..count {
+        let text = format!("{label} {i}");
+        tasks.push((
+            dispatch(client, "echo", json!({"text": text}), None).await,
+            text,
+        ));
+    }
+}
+
 /// Creates a task, retrying while the service answers UNAVAILABLE.
 async fn dispatch_retrying(env: &Env, text: &str) -> String {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
@@ -92,35 +109,17 @@ async fn tasks_survive_a_rabbitmq_restart() {
     let _b = env.start_worker("worker-b", "echo,sleep", None, &[]);
     let mut client = env.client().await;
     let mut tasks = Vec::new();
-    for i in 0..5 {
-        let text = format!("before {i}");
-        tasks.push((
-            dispatch(&mut client, "echo", json!({"text": text}), None).await,
-            text,
-        ));
-    }
+    dispatch_echoes(&mut client, &mut tasks, "before", 5).await;
     let slow = dispatch(&mut client, "sleep", json!({"ms": 4000}), None).await;
 
     let restore = Restore(start_rabbitmq);
     run("rabbitmqctl", &["stop_app"]);
     // The broker is down: creates still succeed, the outbox holds the jobs.
-    for i in 0..5 {
-        let text = format!("during {i}");
-        tasks.push((
-            dispatch(&mut client, "echo", json!({"text": text}), None).await,
-            text,
-        ));
-    }
+    dispatch_echoes(&mut client, &mut tasks, "during", 5).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     drop(restore);
 
-    for i in 0..5 {
-        let text = format!("after {i}");
-        tasks.push((
-            dispatch(&mut client, "echo", json!({"text": text}), None).await,
-            text,
-        ));
-    }
+    dispatch_echoes(&mut client, &mut tasks, "after", 5).await;
     assert_all_echoed(&env, &tasks).await;
     let done = result(&mut client, &slow, Duration::from_secs(120)).await;
     assert_eq!(
@@ -207,26 +206,14 @@ async fn a_broker_memory_alarm_holds_jobs_in_the_outbox_and_loses_nothing() {
     let _a = env.start_worker("worker-a", "echo", None, &[]);
     let mut client = env.client().await;
     let mut tasks = Vec::new();
-    for i in 0..5 {
-        let text = format!("before {i}");
-        tasks.push((
-            dispatch(&mut client, "echo", json!({"text": text}), None).await,
-            text,
-        ));
-    }
+    dispatch_echoes(&mut client, &mut tasks, "before", 5).await;
     assert_all_echoed(&env, &tasks).await;
 
     let restore = RestoreWatermark(memory_watermark());
     run("rabbitmqctl", &["set_vm_memory_high_watermark", "0.0001"]);
     // The broker blocks a connection when it next publishes: creates still
     // succeed, the relay sees the block, and the jobs wait in the outbox.
-    for i in 0..20 {
-        let text = format!("during {i}");
-        tasks.push((
-            dispatch(&mut client, "echo", json!({"text": text}), None).await,
-            text,
-        ));
-    }
+    dispatch_echoes(&mut client, &mut tasks, "during", 20).await;
     common::eventually(
         "the relay sees the broker block it",
         Duration::from_secs(30),
