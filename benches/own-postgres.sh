@@ -46,5 +46,9 @@ own_postgres_stop() {
     for _ in $(seq 1 100); do kill -0 "$own_postgres_pid" 2>/dev/null || break; sleep 0.1; done
     kill -KILL "$own_postgres_pid" 2>/dev/null || true
   fi
+  # The server's log (every autovacuum run is in it) outlives the cluster.
+  if [[ -n "${out:-}" && -f "$own_postgres_dir/postgres.log" ]]; then
+    cp "$own_postgres_dir/postgres.log" "$out/postgres.log" && echo "PostgreSQL's log: $out/postgres.log"
+  fi
   if [[ "${KEEP_SOAK_PG:-}" == 1 ]]; then echo "kept $own_postgres_dir"; else rm -rf "$own_postgres_dir"; fi
 }
