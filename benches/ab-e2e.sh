@@ -2,8 +2,12 @@
 # Alternating A/B of the e2e benchmark between two builds: the cost of a
 # change on the dispatch path, measured in one sequence on one machine.
 #
-#   benches/ab-e2e.sh A_BIN_DIR B_BIN_DIR [rounds] [seconds] [clients]
-#   (defaults: 10 rounds of 10 s, 64 clients)
+#   benches/ab-e2e.sh A_BIN_DIR B_BIN_DIR [rounds] [seconds] [clients] [rate]
+#   (defaults: 10 rounds of 10 s, 64 clients, full speed)
+#
+# With a rate (tasks/s in all), the clients pace themselves to it, and the
+# figure to compare is latency (create→worker-start p99) rather than rate.
+# Every run also reports the machine's CPU time per task (all processes).
 #
 # Each side has a database of its own (taskstore_bench_a, _b: each build
 # migrates its own schema) emptied and vacuumed before every run, the same
@@ -18,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 a=${1:?A_BIN_DIR}; b=${2:?B_BIN_DIR}
-rounds=${3:-10}; seconds=${4:-10}; clients=${5:-64}
+rounds=${3:-10}; seconds=${4:-10}; clients=${5:-64}; rate=${6:-}
 port=50161
 endpoint="http://127.0.0.1:$port"
 out=$(mktemp -d)
@@ -48,13 +52,19 @@ run() { # side bin round
     pids+=($!)
   done
   sleep 2
+  python3 benches/cpu.py snapshot "$out/cpu-$side-$round.json"
   "$b/taskstore" bench --endpoint "$endpoint" --scenario e2e --clients "$clients" --duration "${seconds}s" \
-    > "$out/$side-$round.json"
+    ${rate:+--rate "$rate"} > "$out/$side-$round.json"
+  python3 benches/cpu.py report "$out/cpu-$side-$round.json" \
+    "$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['operations']['create_to_result']['count'])" "$out/$side-$round.json")" \
+    > "$out/cpu-$side-$round.txt"
   cleanup
   sleep 1
-  python3 -c "import json,sys; o=json.load(open(sys.argv[1]))['operations']['create_to_result']
-print(f\"round {sys.argv[2]} {sys.argv[3]}: {o['per_second']:.0f} tasks/s, create→result p50 {o['p50_ms']:.1f} ms\")" \
-    "$out/$side-$round.json" "$round" "$side"
+  python3 -c "import json,re,sys; o=json.load(open(sys.argv[1]))['operations']
+r, s = o['create_to_result'], o.get('create_to_worker_start', {'p99_ms': 0})
+cpu = re.search(r'total ([0-9.]+) ms', open(sys.argv[4]).read()).group(1)
+print(f\"round {sys.argv[2]} {sys.argv[3]}: {r['per_second']:.0f} tasks/s, create→result p50 {r['p50_ms']:.1f} ms, create→worker-start p99 {s['p99_ms']:.1f} ms, cpu {cpu} ms/task\")" \
+    "$out/$side-$round.json" "$round" "$side" "$out/cpu-$side-$round.txt"
 }
 
 prepare a "$a"; prepare b "$b"
@@ -64,11 +74,21 @@ done
 python3 - "$out" "$rounds" <<'PY'
 import json, statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])
-rate = lambda side, r: json.load(open(f"{out}/{side}-{r}.json"))["operations"]["create_to_result"]["per_second"]
-a = [rate("a", r) for r in range(1, rounds + 1)]
-b = [rate("b", r) for r in range(1, rounds + 1)]
+import re
+ops = lambda side, r: json.load(open(f"{out}/{side}-{r}.json"))["operations"]
+rate = lambda side, r: ops(side, r)["create_to_result"]["per_second"]
+p50 = lambda side, r: ops(side, r)["create_to_result"]["p50_ms"]
+p99_start = lambda side, r: ops(side, r).get("create_to_worker_start", {"p99_ms": 0})["p99_ms"]
+cpu = lambda side, r: float(re.search(r"total ([0-9.]+) ms", open(f"{out}/cpu-{side}-{r}.txt").read()).group(1))
+runs = range(1, rounds + 1)
+a = [rate("a", r) for r in runs]
+b = [rate("b", r) for r in runs]
 paired = [y / x for x, y in zip(a, b)]
-print(f"A mean {statistics.mean(a):.0f}/s median {statistics.median(a):.0f}/s; B mean {statistics.mean(b):.0f}/s median {statistics.median(b):.0f}/s")
-print(f"B/A by mean {statistics.mean(b) / statistics.mean(a):.3f}, by median {statistics.median(b) / statistics.median(a):.3f}; paired {min(paired):.2f}–{max(paired):.2f}")
+med = statistics.median
+print(f"A mean {statistics.mean(a):.0f}/s median {med(a):.0f}/s; B mean {statistics.mean(b):.0f}/s median {med(b):.0f}/s")
+print(f"B/A by mean {statistics.mean(b) / statistics.mean(a):.3f}, by median {med(b) / med(a):.3f}; paired {min(paired):.2f}–{max(paired):.2f}")
+for name, f in (("create→result p50 ms", p50), ("create→worker-start p99 ms", p99_start), ("cpu ms/task", cpu)):
+    xa, xb = med([f("a", r) for r in runs]), med([f("b", r) for r in runs])
+    print(f"median {name}: A {xa:.2f}, B {xb:.2f}, B/A {xb / xa if xa else 0:.2f}")
 PY
 echo "reports: $out"

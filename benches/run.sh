@@ -77,4 +77,24 @@ slow_clients=128   # twice the 64 worker slots, so that a slot never waits for a
 utilisation=$(python3 -c "import json,sys; r=json.load(open(sys.argv[1])); t=r['operations']['tool_run']
 print(f\"{100 * t['count'] * t['mean_ms'] / (r['elapsed_s'] * 1000 * 64):.1f}\")" "$out/e2e-slow.json")
 echo "slow tools (50–500 ms), $slow_clients clients: $(figure "$out/e2e-slow.json" create_to_result per_second) tasks/s, worker slot utilisation $utilisation% of 64 slots"
+stop_service
+
+echo "== graphile-worker baseline: the same e2e load, two worker processes of 32, no broker, no stored result"
+graphile_url="postgres://postgres@127.0.0.1:$pg_port/${db}_graphile"
+psql "$graphile_url" -qAtc "SELECT 1" >/dev/null 2>&1 || createdb -h 127.0.0.1 -p "$pg_port" -U postgres "${db}_graphile"
+[ -d benches/graphile/node_modules ] || npm ci --prefix benches/graphile --no-audit --no-fund --silent
+node benches/graphile/bench.mjs migrate "$graphile_url"
+graphile_workers=()
+for n in 1 2; do
+  node benches/graphile/bench.mjs worker "$graphile_url" 32 &
+  pids+=($!)
+  graphile_workers+=($!)
+done
+sleep 2
+python3 benches/cpu.py snapshot "$out/cpu-graphile.json"
+node benches/graphile/bench.mjs load "$graphile_url" "$clients" "$seconds" > "$out/graphile.json"
+theirs=$(python3 -c "import json,sys; print(round(json.load(open(sys.argv[1]))['per_second']))" "$out/graphile.json")
+echo "graphile-worker $theirs jobs/s (p50 $(python3 -c "import json,sys; print(round(json.load(open(sys.argv[1]))['p50_ms'], 2))" "$out/graphile.json") ms)  taskstore e2e $full/s  ratio $(ratio "$full" "$theirs")"
+python3 benches/cpu.py report "$out/cpu-graphile.json" "$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['count'])" "$out/graphile.json")" \
+  graphile-workers="$(IFS=,; echo "${graphile_workers[*]}")"
 echo "reports: $out"

@@ -223,15 +223,33 @@ async fn a_result_stored_on_one_replica_wakes_a_waiter_on_another() {
     );
 }
 
+/// The jobs of a replica that crashed before publishing them fall due at the
+/// end of their grace; the replicas still running then publish each once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn replicas_relaying_at_once_publish_each_job_once() {
     let pool = common::migrated_pool().await;
+    let crashed = PgTaskStore::open(pool.clone(), StoreConfig::default())
+        .await
+        .expect("open");
+    for _ in 0..60 {
+        dispatched(&crashed).await;
+    }
+    drop(crashed);
     let replicas: Vec<_> =
         open_all((0..3).map(|_| PgTaskStore::open(pool.clone(), StoreConfig::default()))).await;
-    let mut ids = Vec::new();
-    for _ in 0..60 {
-        ids.push(dispatched(&replicas[0]).await);
-    }
+    assert_eq!(
+        replicas[0]
+            .relay_due_jobs(&SharedRecorder::routable(), 100)
+            .await
+            .expect("relay"),
+        0,
+        "within their grace, the jobs are their replica's"
+    );
+    // The grace is over.
+    sqlx::query("UPDATE dispatch_outbox SET available_at = now()")
+        .execute(&pool)
+        .await
+        .expect("due");
     let queue = SharedRecorder::routable();
     let mut relays = tokio::task::JoinSet::new();
     for replica in replicas {
@@ -273,9 +291,9 @@ async fn open_all<F: std::future::Future<Output = Result<PgTaskStore, StoreError
 }
 
 /// Migration 0008: a replica's relay is not woken by another replica's jobs
-/// (no notification); it takes them when it polls. That is how the jobs of a
-/// replica that crashed after its commit, or cannot reach the broker, still
-/// reach the queue.
+/// (no notification); it takes them when it polls after their grace. That
+/// is how the jobs of a replica that crashed after its commit, or cannot
+/// reach the broker, still reach the queue.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn another_replicas_jobs_are_relayed_when_this_replica_polls() {
     let pool = common::migrated_pool().await;
@@ -287,7 +305,7 @@ async fn another_replicas_jobs_are_relayed_when_this_replica_polls() {
         .expect("open");
     let queue = SharedRecorder::routable();
     let shutdown = tokio_util::sync::CancellationToken::new();
-    let poll = Duration::from_secs(3);
+    let poll = Duration::from_secs(1);
     let relay = taskstore::dispatch::relay::spawn(
         Arc::new(relaying),
         queue.connect(),
@@ -301,13 +319,18 @@ async fn another_replicas_jobs_are_relayed_when_this_replica_polls() {
     let id = dispatched(&writer).await;
     let published = || queue.0.jobs.lock().expect("lock").len();
 
-    tokio::time::sleep(Duration::from_millis(800)).await;
-    assert_eq!(published(), 0, "woken by another replica's job");
-    let deadline = tokio::time::Instant::now() + poll * 2;
+    let created = tokio::time::Instant::now();
+    tokio::time::sleep(taskstore::store::postgres::HANDOFF_GRACE - poll * 2).await;
+    assert_eq!(
+        published(),
+        0,
+        "published within its grace (woken by another replica's job, or polled early)"
+    );
+    let deadline = created + taskstore::store::postgres::HANDOFF_GRACE + poll * 2;
     while published() == 0 {
         assert!(
             tokio::time::Instant::now() < deadline,
-            "another replica's job was not relayed at the next poll"
+            "another replica's job was not relayed at the first poll after its grace"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

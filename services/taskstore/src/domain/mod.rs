@@ -32,8 +32,8 @@ pub use execution::{
     AttemptEnd, AttemptHistory, AttemptOutcome, AttemptRecord, AttemptState, Claim, ClaimRefusal,
     DispatchRequest, ExecutionPolicy, FenceRefusal, HoldOutcome, HoldRefusal, HoldState, HoldStep,
     Holder, LeaseToken, MAX_ATTEMPT_RECORDS, MAX_END_MESSAGE_CHARS, MAX_HOLDER_BYTES, NextStep,
-    ReleaseOutcome, ReleaseReason, Renewal, StopReason, ToolName, after_attempt, decide_hold,
-    error_result, running_message, waiting_for_worker_message,
+    RUNNING_MESSAGE_FORMAT, ReleaseOutcome, ReleaseReason, Renewal, StopReason, ToolName,
+    after_attempt, decide_hold, error_result, running_message, waiting_for_worker_message,
 };
 pub use fleet::{
     FleetPolicy, OutboxBacklog, ServedTool, WorkerHeartbeat, WorkerId, WorkerInfo, served_tools,

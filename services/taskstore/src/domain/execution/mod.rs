@@ -16,7 +16,8 @@ pub use hold::{
     HoldOutcome, HoldRefusal, HoldState, HoldStep, Holder, MAX_HOLDER_BYTES, decide_hold,
 };
 pub use refusals::{
-    ClaimRefusal, FenceRefusal, error_result, running_message, waiting_for_worker_message,
+    ClaimRefusal, FenceRefusal, RUNNING_MESSAGE_FORMAT, error_result, running_message,
+    waiting_for_worker_message,
 };
 
 use std::fmt;

@@ -20,26 +20,38 @@ pub enum ClaimRefusal {
 }
 
 impl ClaimRefusal {
-    /// Why a claim that did not apply was refused, from the task as it is.
-    /// (PostgreSQL decides the claim itself in one statement; this names
-    /// the reason afterwards, the same way for every backend.)
+    /// Whether a job of the given generation may claim the task: `None` when
+    /// it may (the task is open, dispatched, of that generation and under no
+    /// lease), else why not. The in-memory engine decides with this;
+    /// PostgreSQL's claim statement is the same condition (`claimable!`).
+    pub fn check(
+        status: TaskStatus,
+        dispatched: bool,
+        current_generation: bool,
+        claimed: bool,
+    ) -> Option<Self> {
+        if status.is_terminal() {
+            Some(ClaimRefusal::Terminal(status))
+        } else if !dispatched {
+            Some(ClaimRefusal::NotDispatched)
+        } else if !current_generation {
+            Some(ClaimRefusal::StaleJob)
+        } else if claimed {
+            Some(ClaimRefusal::AlreadyClaimed)
+        } else {
+            None
+        }
+    }
+
+    /// Why a claim that did not apply was refused, from the task as it is
+    /// now: a task that looks claimable again raced another change.
     pub fn explain(
         status: TaskStatus,
         dispatched: bool,
         current_generation: bool,
         claimed: bool,
     ) -> Self {
-        if status.is_terminal() {
-            ClaimRefusal::Terminal(status)
-        } else if !dispatched {
-            ClaimRefusal::NotDispatched
-        } else if !current_generation {
-            ClaimRefusal::StaleJob
-        } else if claimed {
-            ClaimRefusal::AlreadyClaimed
-        } else {
-            ClaimRefusal::NotNow
-        }
+        Self::check(status, dispatched, current_generation, claimed).unwrap_or(ClaimRefusal::NotNow)
     }
 }
 
@@ -89,10 +101,25 @@ impl fmt::Display for FenceRefusal {
     }
 }
 
-/// The status message of a claimed task. (PostgreSQL writes the same words
-/// in its claim statement, where the attempt number is known.)
+/// The words of a claimed task's status message, with `%s` for the worker,
+/// the attempt and the number of attempts: PostgreSQL fills it with its
+/// `format()` in the claim statement, where the attempt number is known.
+pub const RUNNING_MESSAGE_FORMAT: &str = "running on %s (attempt %s of %s)";
+
+/// The status message of a claimed task.
 pub fn running_message(worker: &str, attempt: u32, max_attempts: u32) -> String {
-    format!("running on {worker} (attempt {attempt} of {max_attempts})")
+    let values = [
+        worker.to_owned(),
+        attempt.to_string(),
+        max_attempts.to_string(),
+    ];
+    let mut parts = RUNNING_MESSAGE_FORMAT.split("%s");
+    let mut message = parts.next().unwrap_or_default().to_owned();
+    for (value, part) in values.iter().zip(parts) {
+        message.push_str(value);
+        message.push_str(part);
+    }
+    message
 }
 
 /// The status message of a task whose job no worker takes yet.
@@ -103,4 +130,51 @@ pub fn waiting_for_worker_message(tool: &str) -> String {
 /// The `CallToolResult` of a task that failed outside its tool's control.
 pub fn error_result(message: &str) -> String {
     taskstore_proto::protocol::error_result(message).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_running_message_fills_its_format() {
+        assert_eq!(
+            running_message("w-1", 2, 3),
+            "running on w-1 (attempt 2 of 3)"
+        );
+        // A worker id is a value, never read as a format.
+        assert_eq!(
+            running_message("w %s", 1, 1),
+            "running on w %s (attempt 1 of 1)"
+        );
+    }
+
+    #[test]
+    fn a_claim_is_refused_for_exactly_the_unclaimable() {
+        use TaskStatus::*;
+        assert_eq!(ClaimRefusal::check(Working, true, true, false), None);
+        assert_eq!(ClaimRefusal::check(InputRequired, true, true, false), None);
+        assert_eq!(
+            ClaimRefusal::check(Completed, true, true, false),
+            Some(ClaimRefusal::Terminal(Completed))
+        );
+        assert_eq!(
+            ClaimRefusal::check(Working, false, true, false),
+            Some(ClaimRefusal::NotDispatched)
+        );
+        assert_eq!(
+            ClaimRefusal::check(Working, true, false, false),
+            Some(ClaimRefusal::StaleJob)
+        );
+        assert_eq!(
+            ClaimRefusal::check(Working, true, true, true),
+            Some(ClaimRefusal::AlreadyClaimed)
+        );
+        // A claim the database refused though the row looks claimable
+        // raced another change.
+        assert_eq!(
+            ClaimRefusal::explain(Working, true, true, false),
+            ClaimRefusal::NotNow
+        );
+    }
 }

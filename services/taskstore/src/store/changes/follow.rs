@@ -59,7 +59,8 @@ async fn next_item<S: TaskStore>(
                 return Some(Followed::Changed(changed));
             }
             News::Task(_) => {}
-            News::Status(_) | News::Unknown => {
+            // (A result handed over goes to one task's subscribers only.)
+            News::Status(_) | News::Unknown | News::Finished(_) => {
                 if let Some(changed) = read(store, scope, &task_id).await {
                     return Some(Followed::Changed(changed));
                 }

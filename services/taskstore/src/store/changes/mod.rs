@@ -22,7 +22,7 @@ use tokio::sync::{broadcast, watch as latest};
 pub use follow::{Followed, TaskFollow, follow};
 pub use watch::{wait_for_result, watch};
 
-use crate::domain::{ProgressToken, Scope, Task, TaskId, TaskStatus};
+use crate::domain::{ProgressToken, Scope, Task, TaskId, TaskResult, TaskStatus};
 
 /// Nothing notifies when a task expires, so watchers also re-read this often.
 const RECHECK_EVERY: Duration = Duration::from_secs(5);
@@ -49,6 +49,11 @@ pub enum News {
     Status(TaskStatus),
     /// Nothing: read the task (it may be gone).
     Unknown,
+    /// The task ended with this result, handed over in process by the
+    /// replica that stored it ([`ChangeFeed::hand_over`]): a waiting call
+    /// answers with it without reading the row back. Only one task's
+    /// subscribers get it; the notification of the same change follows.
+    Finished(Arc<TaskResult>),
 }
 
 /// One event of the feed.
@@ -93,6 +98,19 @@ pub struct ChangeFeed {
     subscribers: Arc<Mutex<Subscribers>>,
 }
 
+/// Gives one task's subscriber the latest news, except that a result handed
+/// over is kept until taken: the task is terminal, so nothing later can say
+/// more, and the notification of the same change would cost a read.
+fn tell(sender: &latest::Sender<Wake>, news: News) {
+    sender.send_if_modified(|current| {
+        if matches!(current, Wake::News(News::Finished(_))) {
+            return false;
+        }
+        *current = Wake::News(news);
+        true
+    });
+}
+
 fn locked(subscribers: &Mutex<Subscribers>) -> MutexGuard<'_, Subscribers> {
     // The lock guards plain map updates that cannot leave it half-done.
     subscribers.lock().unwrap_or_else(PoisonError::into_inner)
@@ -109,7 +127,7 @@ impl ChangeFeed {
             } => {
                 let key = (tenant.clone(), task_id.clone());
                 for (_, sender) in subscribers.by_task.get(&key).into_iter().flatten() {
-                    sender.send_replace(Wake::News(news.clone()));
+                    tell(sender, news.clone());
                 }
                 if let Some(sender) = subscribers.by_tenant.get(tenant) {
                     // No receiver left is fine: it is being dropped.
@@ -124,6 +142,21 @@ impl ChangeFeed {
                     let _ = sender.send(TaskChange::Resync);
                 }
             }
+        }
+    }
+
+    /// Tells the subscribers of one task (watchers and waiting calls, not
+    /// tenants' followers, who learn of the change from the feed as usual)
+    /// that it ended with `result`, stored by this process just now.
+    pub fn hand_over(&self, tenant: &str, task_id: &str, result: TaskResult) {
+        let key = (tenant.to_owned(), task_id.to_owned());
+        let subscribers = locked(&self.subscribers);
+        let Some(list) = subscribers.by_task.get(&key) else {
+            return;
+        };
+        let news = News::Finished(Arc::new(result));
+        for (_, sender) in list {
+            tell(sender, news.clone());
         }
     }
 
@@ -315,6 +348,60 @@ mod tests {
         assert_eq!(woke(&mut b).await, None);
         feed.publish(changed("b", News::Unknown));
         assert_eq!(woke(&mut b).await, Some(Wake::News(News::Unknown)));
+    }
+
+    fn finished(task_id: &str) -> TaskResult {
+        let now = chrono::Utc::now();
+        TaskResult {
+            task: Task {
+                task_id: id(task_id),
+                status: TaskStatus::Completed,
+                status_message: None,
+                created_at: now,
+                last_updated_at: now,
+                ttl: None,
+                poll_interval: Duration::from_secs(1),
+                session_id: None,
+                tool: None,
+            },
+            result: crate::domain::JsonObject::parse(r#"{"content":[]}"#).expect("json"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_result_handed_over_reaches_its_tasks_subscribers_and_outlives_later_news() {
+        let feed = ChangeFeed::default();
+        let scope = Scope::tenant_wide();
+        let (mut a, mut b) = (
+            feed.subscribe(&scope, &id("a")),
+            feed.subscribe(&scope, &id("b")),
+        );
+        let mut tenant_wide = feed.subscribe_tenant(&tenant());
+        feed.hand_over(&tenant(), "a", finished("a"));
+        // The notification of the same change arrives after it.
+        feed.publish(changed("a", News::Status(TaskStatus::Completed)));
+        let woken = woke(&mut a).await;
+        let Some(Wake::News(News::Finished(result))) = woken else {
+            panic!("the result was replaced: {woken:?}");
+        };
+        assert_eq!(*result, finished_at(&result, "a"));
+        assert_eq!(woke(&mut b).await, None);
+        assert!(
+            matches!(
+                heard(&mut tenant_wide).await,
+                Some(TenantEvent::Changed { .. })
+            ),
+            "tenants hear the change once, from the feed"
+        );
+        assert_eq!(heard(&mut tenant_wide).await, None);
+    }
+
+    /// `finished(task_id)` with the timestamps of `seen`.
+    fn finished_at(seen: &TaskResult, task_id: &str) -> TaskResult {
+        let mut expected = finished(task_id);
+        expected.task.created_at = seen.task.created_at;
+        expected.task.last_updated_at = seen.task.last_updated_at;
+        expected
     }
 
     #[tokio::test]

@@ -1,6 +1,7 @@
 //! One task followed over the feed: [`watch`] (every change until the task
 //! ends) and [`wait_for_result`] (until it ends). An event that carries the
-//! task is used as it is; only events without it, a resync and the periodic
+//! task is used as it is, and a result handed over in process answers a
+//! waiting call; only events without them, a resync and the periodic
 //! re-check read the store.
 
 use std::time::Duration;
@@ -43,6 +44,9 @@ where
                 // feed is keyed by tenant and the session never changes.
                 Wake::News(News::Task(changed)) if in_scope(&scope, &changed.task) => {
                     Ok(changed.task.clone())
+                }
+                Wake::News(News::Finished(ended)) if in_scope(&scope, &ended.task) => {
+                    Ok(ended.task.clone())
                 }
                 // A watcher shows every change (message, progress), so any
                 // other wake means a read.
@@ -106,8 +110,15 @@ where
             () = tokio::time::sleep_until(deadline) => Wake::Closed,
             woke = changes.next() => woke,
         };
+        // Handed over by this process as it stored it: the answer itself.
+        if let Wake::News(News::Finished(ended)) = &woke
+            && in_scope(scope, &ended.task)
+        {
+            return Ok(TaskResult::clone(ended));
+        }
         let status = match &woke {
             Wake::News(News::Task(changed)) => Some(changed.task.status),
+            Wake::News(News::Finished(ended)) => Some(ended.task.status),
             Wake::News(News::Status(status)) => Some(*status),
             Wake::News(News::Unknown) | Wake::ReadAgain | Wake::Closed => None,
         };

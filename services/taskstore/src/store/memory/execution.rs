@@ -114,15 +114,15 @@ impl ExecutionStore for MemoryTaskStore {
                 .filter(|r| r.is_live(now))
                 .ok_or(StoreError::NotFound)?;
             let status = record.task.status;
-            let claimable = record
+            let dispatch = record
                 .dispatch
                 .as_ref()
                 .map(|d| (d.generation == generation, d.lease.is_some()));
-            let (Some((true, false)), false) = (claimable, status.is_terminal()) else {
-                let (current, claimed) = claimable.unwrap_or((false, false));
-                let refusal = ClaimRefusal::explain(status, claimable.is_some(), current, claimed);
+            let (current, claimed) = dispatch.unwrap_or((false, false));
+            if let Some(refusal) = ClaimRefusal::check(status, dispatch.is_some(), current, claimed)
+            {
                 return Err(refusal.into());
-            };
+            }
             let request = record.request.clone();
             let Some(dispatch) = record.dispatch.as_mut() else {
                 return Err(StoreError::Internal(

@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 
 use super::batch_writer;
 use super::history::history_started;
+use crate::domain::RUNNING_MESSAGE_FORMAT;
 
 /// Most claims per statement.
 const MAX_BATCH: usize = 256;
@@ -60,8 +61,7 @@ macro_rules! claim_sql {
             "UPDATE tasks t SET attempt = t.attempt + 1, lease_token = c.lease_token,",
             " lease_owner = c.worker,",
             " lease_expires_at = now() + $6 * interval '1 millisecond',",
-            " status_message = 'running on ' || c.worker || ' (attempt ' || (t.attempt + 1)",
-            "   || ' of ' || t.max_attempts || ')',",
+            " status_message = format($7, c.worker, t.attempt + 1, t.max_attempts),",
             " last_updated_at = GREATEST(now(), t.last_updated_at + interval '1 microsecond'),",
             " attempt_history = ",
             history_started!("t.attempt_history", "(t.attempt + 1)", "c.worker"),
@@ -69,9 +69,8 @@ macro_rules! claim_sql {
             $source,
             "   AS c(tenant_id, task_id, generation, lease_token, worker)",
             " WHERE t.tenant_id = c.tenant_id AND t.task_id = c.task_id",
-            " AND t.dispatch_generation = c.generation",
-            " AND t.status IN ('working', 'input_required') AND t.max_attempts IS NOT NULL",
-            " AND t.lease_token IS NULL AND (t.expires_at IS NULL OR t.expires_at > now())",
+            " AND t.dispatch_generation = c.generation AND ",
+            claimable!("t."),
             " RETURNING c.lease_token, t.attempt, t.max_attempts, t.tool, t.request_json,",
             " (extract(epoch FROM now() - t.created_at) * 1000)::float8 AS waited_ms"
         )
@@ -80,9 +79,9 @@ macro_rules! claim_sql {
 
 /// Claims what can be claimed in one statement; the claims that won, by
 /// their lease token. Each claim starts a record in the task's attempt
-/// history in the same UPDATE. The status message is the words of
-/// `domain::running_message`, written here because only this statement
-/// knows the attempt number. A batch of one binds plain values (planned
+/// history in the same UPDATE. The status message is
+/// `domain::RUNNING_MESSAGE_FORMAT` filled here, where the attempt number is
+/// known. A batch of one binds plain values (planned
 /// several times faster than a join over arrays).
 async fn claim_rows(
     pool: &PgPool,
@@ -99,6 +98,7 @@ async fn claim_rows(
         .bind(&one.lease_token)
         .bind(&one.worker)
         .bind(lease_ms)
+        .bind(RUNNING_MESSAGE_FORMAT)
         .fetch_all(pool)
         .await?
     } else {
@@ -113,6 +113,7 @@ async fn claim_rows(
         .bind(column(|r| r.lease_token.clone()))
         .bind(column(|r| r.worker.clone()))
         .bind(lease_ms)
+        .bind(RUNNING_MESSAGE_FORMAT)
         .fetch_all(pool)
         .await?
     };

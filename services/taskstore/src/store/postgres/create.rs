@@ -1,7 +1,8 @@
 //! CreateTask on PostgreSQL: the row (and the outbox job of a dispatched
-//! task) in one statement, through the group-commit writer, or, when a quota
-//! applies, counted and inserted under an advisory lock so the count and the
-//! insert cannot interleave with another create's.
+//! task, handed to this replica's relay once committed) in one statement,
+//! through the group-commit writer, or, when a quota applies, counted and
+//! inserted under an advisory lock so the count and the insert cannot
+//! interleave with another create's.
 
 use sqlx::Postgres;
 
@@ -55,7 +56,8 @@ impl PgTaskStore {
                 .await
                 .map_err(store_error)?;
             tx.commit().await.map_err(store_error)?;
-            created.into_values().next()
+            self.fresh.push(created.jobs);
+            created.rows.into_values().next()
         } else {
             super::batch_writer::submit(&self.creates, new_row).await?
         };

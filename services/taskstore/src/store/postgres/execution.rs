@@ -252,9 +252,8 @@ impl ExecutionStore for PgTaskStore {
     ) -> Result<Renewal, StoreError> {
         let renewed = sqlx::query(concat!(
             "UPDATE tasks SET lease_expires_at = now() + $4 * interval '1 millisecond'",
-            " WHERE tenant_id = $1 AND task_id = $2 AND lease_token = $3",
-            " AND status IN ('working', 'input_required') AND ",
-            live!()
+            " WHERE tenant_id = $1 AND task_id = $2 AND ",
+            held_under!("$3")
         ))
         .bind(tenant.as_str())
         .bind(task_id.as_str())
@@ -290,9 +289,8 @@ impl ExecutionStore for PgTaskStore {
             "SELECT ",
             held_columns!(),
             " FROM tasks",
-            " WHERE tenant_id = $1 AND task_id = $2 AND lease_token = $3",
-            " AND status IN ('working', 'input_required') AND ",
-            live!(),
+            " WHERE tenant_id = $1 AND task_id = $2 AND ",
+            held_under!("$3"),
             " FOR UPDATE"
         ))
         .bind(tenant.as_str())

@@ -1,15 +1,17 @@
 //! Group commit for CreateTask: concurrent creates queue to one writer task,
 //! which inserts everything that is waiting (tasks and their outbox jobs) as
-//! one multi-row statement in one transaction, then answers each caller. Under
-//! load many creates share one commit (one fsync); at rest a create costs what
-//! a single insert costs. Every reply still comes after its row is durably
-//! committed.
+//! one multi-row statement in one transaction, then answers each caller and
+//! hands the jobs to this replica's relay (`handoff`). Under load many
+//! creates share one commit (one fsync); at rest a create costs what a single
+//! insert costs. Every reply still comes after its row is durably committed.
 
 use std::collections::HashMap;
 
 use sqlx::PgPool;
+use taskstore_proto::jobs::JobMessage;
 use tokio::sync::mpsc;
 
+use super::handoff::{FreshJob, FreshJobs, HANDOFF_GRACE};
 use super::rows::{TaskRow, task_columns};
 
 /// Most creates per statement.
@@ -44,13 +46,27 @@ struct CreatedRow {
     tenant_id: String,
     #[sqlx(flatten)]
     task: TaskRow,
+    /// A dispatched task's job: its outbox row and generation.
+    job_id: Option<i64>,
+    job_generation: Option<i64>,
+    job_tool: Option<String>,
+    job_trace_context: Option<String>,
 }
 
-/// Starts the writer; it ends when every sender is dropped.
-pub(super) fn spawn(pool: PgPool) -> mpsc::Sender<PendingCreate> {
+/// What one statement created: the tasks, by (tenant, task id), and the
+/// jobs of the dispatched ones.
+pub(super) struct Created {
+    pub rows: HashMap<(String, String), TaskRow>,
+    pub jobs: Vec<FreshJob>,
+}
+
+/// Starts the writer, which hands the jobs it commits to `fresh`; it ends
+/// when every sender is dropped.
+pub(super) fn spawn(pool: PgPool, fresh: FreshJobs) -> mpsc::Sender<PendingCreate> {
     super::batch_writer::spawn(MAX_BATCH, split_repeated_ids, move |batch| {
         let pool = pool.clone();
-        async move { insert_batch(&pool, batch).await }
+        let fresh = fresh.clone();
+        async move { insert_batch(&pool, &fresh, batch).await }
     })
 }
 
@@ -64,21 +80,25 @@ fn split_repeated_ids(batch: Vec<PendingCreate>) -> (Vec<PendingCreate>, Vec<Pen
         .partition(|p| seen.insert((p.request.tenant.clone(), p.request.task_id.clone())))
 }
 
-async fn insert_batch(pool: &PgPool, batch: Vec<PendingCreate>) {
+async fn insert_batch(pool: &PgPool, fresh: &FreshJobs, batch: Vec<PendingCreate>) {
     let rows: Vec<NewRow> = batch.iter().map(|p| p.request.clone()).collect();
-    let outcome = insert_rows(pool, &rows).await;
+    let outcome = insert_rows(pool, &rows).await.map(|created| {
+        fresh.push(created.jobs);
+        created.rows
+    });
     super::batch_writer::answer(batch, outcome, |row| (row.tenant, row.task_id));
 }
 
-/// Inserts tasks (and the outbox jobs of dispatched ones) in one statement;
-/// returns the rows created, by (tenant, task id). A live task with the id is
+/// Inserts tasks (and the outbox jobs of dispatched ones, due after the
+/// handoff's grace) in one statement; returns what it created. A live task
+/// with the id is
 /// left alone (no row comes back for it); an expired one is replaced,
 /// continuing its generation count so that jobs still queued for the old task
 /// can never claim the new one. Ids must be distinct within `rows`.
 pub(super) async fn insert_rows<'e>(
     executor: impl sqlx::PgExecutor<'e>,
     rows: &[NewRow],
-) -> Result<HashMap<(String, String), TaskRow>, sqlx::Error> {
+) -> Result<Created, sqlx::Error> {
     let column = |f: fn(&NewRow) -> Option<String>| rows.iter().map(f).collect::<Vec<_>>();
     let tenants = column(|r| Some(r.tenant.clone()));
     let ids = column(|r| Some(r.task_id.clone()));
@@ -124,11 +144,16 @@ pub(super) async fn insert_rows<'e>(
         " DELETE FROM task_input_requests q USING task",
         " WHERE task.reused AND q.tenant_id = task.tenant_id AND q.task_id = task.task_id),",
         " job AS (",
-        " INSERT INTO dispatch_outbox (tenant_id, task_id, generation, tool)",
-        " SELECT tenant_id, task_id, dispatch_generation, tool FROM task WHERE max_attempts IS NOT NULL)",
-        " SELECT tenant_id, ",
+        " INSERT INTO dispatch_outbox (tenant_id, task_id, generation, tool, available_at)",
+        " SELECT tenant_id, task_id, dispatch_generation, tool,",
+        "  now() + $12 * interval '1 millisecond' FROM task WHERE max_attempts IS NOT NULL",
+        " RETURNING id AS job_id, tenant_id AS job_tenant, task_id AS job_task,",
+        "  generation AS job_generation, tool AS job_tool)",
+        " SELECT task.tenant_id, ",
         task_columns!(),
-        " FROM task"
+        ", job.job_id, job.job_generation, job.job_tool,",
+        " task.trace_context AS job_trace_context",
+        " FROM task LEFT JOIN job ON job.job_tenant = task.tenant_id AND job.job_task = task.task_id"
     ))
     .bind(&tenants)
     .bind(&ids)
@@ -141,12 +166,31 @@ pub(super) async fn insert_rows<'e>(
     .bind(&attempts)
     .bind(&traces)
     .bind(&tokens)
+    .bind(i64::try_from(HANDOFF_GRACE.as_millis()).unwrap_or(i64::MAX))
     .fetch_all(executor)
     .await?;
-    Ok(created
-        .into_iter()
-        .map(|row| ((row.tenant_id, row.task.task_id().to_owned()), row.task))
-        .collect())
+    let committed_at = std::time::Instant::now();
+    let mut jobs = Vec::new();
+    let mut rows = HashMap::with_capacity(created.len());
+    for row in created {
+        if let (Some(outbox_id), Some(generation), Some(tool)) =
+            (row.job_id, row.job_generation, row.job_tool)
+        {
+            jobs.push(FreshJob {
+                outbox_id,
+                message: JobMessage {
+                    tenant_id: row.tenant_id.clone(),
+                    task_id: row.task.task_id().to_owned(),
+                    generation: u64::try_from(generation).unwrap_or(0),
+                    tool,
+                    trace_context: row.job_trace_context,
+                },
+                committed_at,
+            });
+        }
+        rows.insert((row.tenant_id, row.task.task_id().to_owned()), row.task);
+    }
+    Ok(Created { rows, jobs })
 }
 
 #[cfg(test)]

@@ -138,8 +138,10 @@ impl TaskInsights for PgInsights {
             "SELECT count(*) FROM task_input_requests q",
             " JOIN tasks t ON t.tenant_id = q.tenant_id AND t.task_id = q.task_id",
             " WHERE q.tenant_id = $1 AND q.answer_json IS NULL",
-            " AND t.status IN ('working', 'input_required') AND ",
-            live!()
+            " AND ",
+            open!("t."),
+            " AND ",
+            live!("t.")
         ))
         .bind(tenant.as_str())
         .fetch_one(&mut *tx)
@@ -252,7 +254,9 @@ impl TaskInsights for PgInsights {
             task_columns!(),
             "  FROM tasks WHERE tenant_id = $1 AND ",
             live!(),
-            "  AND status IN ('working', 'input_required')) t USING (task_id)",
+            " AND ",
+            open!(),
+            ") t USING (task_id)",
             " ORDER BY asked_at, task_id, request_key COLLATE \"C\" LIMIT $2"
         ))
         .bind(tenant.as_str())
@@ -340,7 +344,9 @@ impl TaskInsights for PgInsights {
         let mut tx = self.begin().await?;
         let rows: Vec<(String, i64, i64, DateTime<Utc>)> = sqlx::query_as(concat!(
             "SELECT session_id, count(*),",
-            " count(*) FILTER (WHERE status IN ('working', 'input_required')),",
+            " count(*) FILTER (WHERE ",
+            open!(),
+            "),",
             " max(created_at)",
             " FROM tasks WHERE tenant_id = $1 AND session_id IS NOT NULL AND ",
             live!(),

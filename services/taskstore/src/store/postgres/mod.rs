@@ -22,6 +22,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 
 pub use self::connect::unreachable_because;
 pub(crate) use self::error::{is_unavailable, store_error};
+pub use self::handoff::HANDOFF_GRACE;
 pub use self::insights::{INSIGHTS_CONNECTIONS, INSIGHTS_STATEMENT_TIMEOUT, PgInsights};
 pub use self::migrations::{MIGRATOR, SchemaState, migrate, schema_state};
 use self::rows::{TaskRow, TaskWithResultRow, stored_json, task_columns};
@@ -68,25 +69,10 @@ pub fn lazy_pool(options: PgConnectOptions, settings: PoolSettings) -> PgPool {
         .connect_lazy_with(options)
 }
 
-/// The not-expired predicate, evaluated against the database clock.
-macro_rules! live {
-    () => {
-        "(expires_at IS NULL OR expires_at > now())"
-    };
-}
-
-/// `tenant_id = $1 AND task_id = $2`, restricted to the session in `$3` when
-/// it is not NULL, and to unexpired tasks.
-macro_rules! visible_task {
-    () => {
-        concat!(
-            "tenant_id = $1 AND task_id = $2 AND ($3::text IS NULL OR session_id = $3) AND ",
-            live!()
-        )
-    };
-}
-
-// Declared after the SQL macros above, which they use.
+// The SQL conditions every statement shares, declared before the modules
+// that use them.
+#[macro_use]
+mod conditions;
 mod batch_writer;
 mod change_payload;
 mod claim_batch;
@@ -95,6 +81,7 @@ mod create;
 mod dispatch;
 mod execution;
 mod group_commit;
+mod handoff;
 mod history;
 mod hold;
 mod insights;
@@ -112,6 +99,10 @@ pub struct PgTaskStore {
     cursors: CursorCodec,
     changes: ChangeFeed,
     outbox: Arc<Notify>,
+    /// Jobs this replica committed, for its relay to publish at once, and
+    /// where the relay sends confirmed ones to have their rows deleted.
+    fresh: handoff::FreshJobs,
+    forget: tokio::sync::mpsc::UnboundedSender<i64>,
     /// Stops the change feed listener when the last clone is dropped.
     _listener: Arc<DropGuard>,
     /// Creates without quotas go through the group-commit writer.
@@ -135,7 +126,9 @@ impl PgTaskStore {
         let outbox = Arc::new(Notify::new());
         let stop = CancellationToken::new();
         listener::spawn(pool.clone(), changes.clone(), stop.clone());
-        let creates = group_commit::spawn(pool.clone());
+        let fresh = handoff::FreshJobs::new(outbox.clone());
+        let forget = handoff::spawn_forgetter(pool.clone());
+        let creates = group_commit::spawn(pool.clone(), fresh.clone());
         let claims = claim_batch::spawn(
             pool.clone(),
             execution::millis(config.execution.lease_duration),
@@ -148,6 +141,8 @@ impl PgTaskStore {
             cursors,
             changes,
             outbox,
+            fresh,
+            forget,
             _listener: Arc::new(stop.drop_guard()),
             creates,
             claims,
@@ -268,11 +263,8 @@ impl TaskStore for PgTaskStore {
     async fn create_task(&self, scope: &Scope, task: NewTask) -> Result<Task, StoreError> {
         let dispatched = task.dispatch.is_some();
         let task = self.insert(scope, task).await?.into_task()?;
-        if dispatched {
-            // This replica's relay publishes the job at once; the others
-            // only poll (migration 0008).
-            self.outbox.notify_one();
-        }
+        // A dispatched task's job is now with this replica's relay, which
+        // was woken for it (`handoff`); the others only poll (migration 0008).
         crate::metrics::task_created(dispatched);
         Ok(task)
     }
@@ -321,7 +313,19 @@ impl TaskStore for PgTaskStore {
             )
             .await?
         {
-            Some(row) => row.into_task(),
+            Some(row) => {
+                let task = row.into_task()?;
+                // Callers waiting here for it need not read it back.
+                self.changes.hand_over(
+                    scope.tenant.as_str(),
+                    task_id.as_str(),
+                    TaskResult {
+                        task: task.clone(),
+                        result: result.result,
+                    },
+                );
+                Ok(task)
+            }
             None => Err(self.refusal(scope, task_id).await),
         }
     }
@@ -353,7 +357,10 @@ impl TaskStore for PgTaskStore {
             .transition(scope, task_id, TaskStatus::Cancelled, None, None, None)
             .await?
         {
-            Some(row) => row.into_task(),
+            Some(row) => {
+                self.fresh.discard(scope.tenant.as_str(), task_id.as_str());
+                row.into_task()
+            }
             // Idempotent: a terminal task comes back as it is.
             None => self.fetch_visible(scope, task_id).await?.into_task(),
         }
@@ -422,7 +429,9 @@ impl TaskStore for PgTaskStore {
             .fetch_optional(&self.pool)
             .await
             .map_err(store_error)?;
-        deleted.map(|_| ()).ok_or(StoreError::NotFound)
+        deleted.ok_or(StoreError::NotFound)?;
+        self.fresh.discard(scope.tenant.as_str(), task_id.as_str());
+        Ok(())
     }
 
     async fn cleanup_expired(&self) -> Result<u64, StoreError> {

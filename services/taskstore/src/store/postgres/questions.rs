@@ -127,9 +127,8 @@ impl PgTaskStore {
         let mut tx = self.pool().begin().await.map_err(store_error)?;
         let locked = sqlx::query_as::<_, LockedTask>(concat!(
             "SELECT status, status_message, parked_at IS NOT NULL AS parked FROM tasks",
-            " WHERE tenant_id = $1 AND task_id = $2 AND lease_token = $3",
-            " AND status IN ('working', 'input_required') AND ",
-            live!(),
+            " WHERE tenant_id = $1 AND task_id = $2 AND ",
+            held_under!("$3"),
             " FOR UPDATE"
         ))
         .bind(tenant.as_str())

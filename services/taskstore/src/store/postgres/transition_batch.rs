@@ -84,8 +84,10 @@ macro_rules! apply_sql {
             "        fence)",
             " WHERE tenant_id = c.c_tenant AND task_id = c.c_task",
             " AND (c.c_session IS NULL OR session_id = c.c_session)",
-            " AND (expires_at IS NULL OR expires_at > now())",
-            " AND status IN ('working', 'input_required')",
+            " AND ",
+            live!(),
+            " AND ",
+            open!(),
             " AND (c.fence IS NULL OR lease_token = c.fence)",
             " RETURNING tenant_id, ",
             task_columns!()

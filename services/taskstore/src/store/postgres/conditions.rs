@@ -1,0 +1,71 @@
+//! The task conditions the statements share, each written once as a SQL
+//! fragment. Each takes an optional table alias (`live!("t.")`) for
+//! statements that join.
+
+/// Not expired, by the database clock.
+macro_rules! live {
+    () => {
+        live!("")
+    };
+    ($t:literal) => {
+        concat!("(", $t, "expires_at IS NULL OR ", $t, "expires_at > now())")
+    };
+}
+
+/// An open status: the task can still change (not terminal).
+macro_rules! open {
+    () => {
+        open!("")
+    };
+    ($t:literal) => {
+        concat!($t, "status IN ('working', 'input_required')")
+    };
+}
+
+/// A dispatched task that is still open: the predicate of the partial index
+/// of open dispatched tasks (migration 0007), so a statement written with it
+/// can use that index.
+macro_rules! dispatched_open {
+    () => {
+        dispatched_open!("")
+    };
+    ($t:literal) => {
+        concat!($t, "max_attempts IS NOT NULL AND ", open!($t))
+    };
+}
+
+/// A job of the task's current generation may claim it: dispatched, open,
+/// under no lease, live. (The generation is the caller's to compare.)
+macro_rules! claimable {
+    () => {
+        claimable!("")
+    };
+    ($t:literal) => {
+        concat!(
+            dispatched_open!($t),
+            " AND ",
+            $t,
+            "lease_token IS NULL AND ",
+            live!($t)
+        )
+    };
+}
+
+/// Held under the lease bound as `$lease`: what a renewal, a release, a
+/// question or a fenced result requires.
+macro_rules! held_under {
+    ($lease:literal) => {
+        concat!("lease_token = ", $lease, " AND ", open!(), " AND ", live!())
+    };
+}
+
+/// `tenant_id = $1 AND task_id = $2`, restricted to the session in `$3` when
+/// it is not NULL, and to unexpired tasks.
+macro_rules! visible_task {
+    () => {
+        concat!(
+            "tenant_id = $1 AND task_id = $2 AND ($3::text IS NULL OR session_id = $3) AND ",
+            live!()
+        )
+    };
+}

@@ -1,0 +1,320 @@
+//! A job's direct path: the replica that commits a dispatched task knows it
+//! has a job, so its relay publishes the job from memory at once, without
+//! reading the outbox back (no SELECT … FOR UPDATE, no transaction held
+//! across the publish).
+//!
+//! The job's outbox row is still written in the create's statement, but due
+//! only [`HANDOFF_GRACE`] later. It is the guarantee: if this replica crashes
+//! or cannot reach the queue before then, any replica's relay publishes it
+//! when it falls due. Once the queue confirmed the job, the row is deleted
+//! in the background, many at a time; a delete that is lost only means a
+//! second delivery, which the claim fences (it finds the task claimed, or
+//! the relay finds it stale and drops it unpublished).
+
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use sqlx::PgPool;
+use taskstore_proto::jobs::JobMessage;
+use tokio::sync::{Notify, mpsc};
+
+use super::PgTaskStore;
+use super::error::store_error;
+use crate::error::StoreError;
+use crate::store::execution::{JobPublisher, Published};
+
+/// How long a committed job is left to the replica that created it before
+/// every replica's relay may publish it.
+pub const HANDOFF_GRACE: Duration = Duration::from_secs(5);
+
+/// A job older than this in memory is left to the outbox (its row falls due
+/// soon), so that the two paths do not both publish it; the half of the
+/// grace between them covers the time from the database's commit to the
+/// job's arrival here.
+const FRESH_FOR: Duration = Duration::from_millis(2500);
+
+/// Most jobs waiting in memory (a relay that cannot publish, for a long
+/// outage): beyond it, new jobs are left to the outbox alone.
+const MAX_WAITING: usize = 10_000;
+
+/// Most confirmed jobs whose rows one DELETE removes.
+const FORGET_BATCH: usize = 1000;
+/// How long confirmed jobs gather before their rows are deleted: one
+/// statement for many jobs, well within the grace.
+const FORGET_EVERY: Duration = Duration::from_millis(200);
+
+/// A job this replica committed and has not yet handed to the queue.
+#[derive(Debug, Clone)]
+pub(super) struct FreshJob {
+    pub outbox_id: i64,
+    pub message: JobMessage,
+    pub committed_at: Instant,
+}
+
+/// How often the relay reads the outbox for due jobs while it is busy with
+/// fresh ones (when it has none, it reads it on every pass).
+const POLL_WHILE_BUSY: Duration = Duration::from_secs(1);
+
+/// The jobs waiting for this replica's relay, and the signal that wakes it.
+#[derive(Debug, Clone)]
+pub(super) struct FreshJobs {
+    waiting: Arc<Mutex<Vec<FreshJob>>>,
+    wake: Arc<Notify>,
+    polled_at: Arc<Mutex<Instant>>,
+}
+
+impl FreshJobs {
+    pub(super) fn new(wake: Arc<Notify>) -> Self {
+        Self {
+            waiting: Arc::default(),
+            wake,
+            polled_at: Arc::new(Mutex::new(Instant::now())),
+        }
+    }
+
+    /// Whether this pass of the relay reads the outbox too: always when it
+    /// had no fresh jobs (it was woken by the poll timer, or by a retry or
+    /// redispatch written to the outbox), else at most every
+    /// [`POLL_WHILE_BUSY`], so that due jobs are never starved by a stream
+    /// of fresh ones.
+    fn poll_due(&self, had_fresh: bool) -> bool {
+        let mut polled_at = self
+            .polled_at
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if had_fresh && polled_at.elapsed() < POLL_WHILE_BUSY {
+            return false;
+        }
+        *polled_at = Instant::now();
+        true
+    }
+
+    /// Hands committed jobs to the relay and wakes it.
+    pub(super) fn push(&self, jobs: impl IntoIterator<Item = FreshJob>) {
+        let added = {
+            let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
+            let before = waiting.len();
+            let room = MAX_WAITING.saturating_sub(before);
+            waiting.extend(jobs.into_iter().take(room));
+            before < waiting.len()
+        };
+        if added {
+            self.wake.notify_one();
+        }
+    }
+
+    /// Forgets the job of a task this replica ended (cancelled or deleted)
+    /// before its job went out: nothing to publish. (Ended through another
+    /// replica, the job is published and its claim refused.)
+    pub(super) fn discard(&self, tenant_id: &str, task_id: &str) {
+        let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
+        waiting.retain(|job| job.message.tenant_id != tenant_id || job.message.task_id != task_id);
+    }
+
+    /// Up to `limit` of the oldest waiting jobs still fresh; older ones are
+    /// dropped (their rows are due, or nearly, in the outbox).
+    fn take(&self, limit: usize) -> Vec<FreshJob> {
+        let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
+        let stale = waiting
+            .iter()
+            .take_while(|job| job.committed_at.elapsed() >= FRESH_FOR)
+            .count();
+        waiting.drain(..stale);
+        let n = limit.min(waiting.len());
+        waiting.drain(..n).collect()
+    }
+}
+
+/// Starts the task that deletes the rows of confirmed jobs; it ends when
+/// every sender is dropped.
+pub(super) fn spawn_forgetter(pool: PgPool) -> mpsc::UnboundedSender<i64> {
+    let (sender, mut receiver) = mpsc::unbounded_channel::<i64>();
+    tokio::spawn(async move {
+        let mut ids = Vec::with_capacity(FORGET_BATCH);
+        while let Some(first) = receiver.recv().await {
+            ids.push(first);
+            let gathered = tokio::time::sleep(FORGET_EVERY);
+            tokio::pin!(gathered);
+            while ids.len() < FORGET_BATCH {
+                tokio::select! {
+                    () = &mut gathered => break,
+                    next = receiver.recv() => match next {
+                        Some(id) => ids.push(id),
+                        None => break,
+                    },
+                }
+            }
+            let deleted = sqlx::query("DELETE FROM dispatch_outbox WHERE id = ANY($1)")
+                .bind(&ids)
+                .execute(&pool)
+                .await;
+            if let Err(err) = deleted {
+                // The rows fall due after the grace; the relay then finds
+                // the jobs claimed (stale) or publishes them again.
+                tracing::warn!(error = %store_error(err), jobs = ids.len(), "deleting the outbox rows of published jobs failed; they are checked again when due");
+            }
+            ids.clear();
+        }
+    });
+    sender
+}
+
+impl PgTaskStore {
+    /// Whether this relay pass reads the outbox (see [`FreshJobs::poll_due`]).
+    pub(super) fn poll_due(&self, had_fresh: bool) -> bool {
+        self.fresh.poll_due(had_fresh)
+    }
+
+    /// Publishes up to `limit` of the jobs this replica committed; returns
+    /// how many the queue took.
+    pub(super) async fn publish_fresh(
+        &self,
+        publisher: &dyn JobPublisher,
+        limit: u32,
+    ) -> Result<u64, StoreError> {
+        let jobs = self
+            .fresh
+            .take(usize::try_from(limit).unwrap_or(usize::MAX));
+        self.publish_jobs(publisher, &jobs).await
+    }
+
+    /// Publishes jobs whose rows this relay holds (fresh ones, or ones it
+    /// took from the outbox), all in flight at once, and settles each on
+    /// its own: a confirmed job's row is deleted in the background, a job
+    /// no queue takes is held for a worker, and the rows of jobs the queue
+    /// could not take fall due at once for the next poll.
+    pub(super) async fn publish_jobs(
+        &self,
+        publisher: &dyn JobPublisher,
+        jobs: &[FreshJob],
+    ) -> Result<u64, StoreError> {
+        if jobs.is_empty() {
+            return Ok(0);
+        }
+        let messages: Vec<JobMessage> = jobs.iter().map(|job| job.message.clone()).collect();
+        let outcomes = publisher.publish_all(&messages).await;
+        let mut published = 0;
+        let mut failure = None;
+        let mut unpublished = Vec::new();
+        for (job, outcome) in jobs.iter().zip(outcomes) {
+            match outcome {
+                Ok(Published::Queued) => {
+                    // A closed channel means the store is going away; the
+                    // row then falls due and is checked again.
+                    let _ = self.forget.send(job.outbox_id);
+                    published += 1;
+                }
+                Ok(Published::NoWorkerForTool) => {
+                    let mut tx = self.pool().begin().await.map_err(store_error)?;
+                    self.hold_for_worker(
+                        &mut tx,
+                        job.outbox_id,
+                        &job.message.tenant_id,
+                        &job.message.task_id,
+                        &job.message.tool,
+                    )
+                    .await?;
+                    tx.commit().await.map_err(store_error)?;
+                }
+                Err(err) => {
+                    unpublished.push(job.outbox_id);
+                    failure.get_or_insert(err);
+                }
+            }
+        }
+        match failure {
+            Some(err) => {
+                self.leave_to_outbox(&unpublished).await;
+                Err(StoreError::Unavailable(err.to_string()))
+            }
+            None => Ok(published),
+        }
+    }
+
+    /// Makes the rows of jobs the queue did not take due now, so that the
+    /// relay's next poll retries them (and drops any that went stale). If
+    /// this fails too, they fall due at the end of their grace anyway.
+    async fn leave_to_outbox(&self, outbox_ids: &[i64]) {
+        let due = sqlx::query("UPDATE dispatch_outbox SET available_at = now() WHERE id = ANY($1)")
+            .bind(outbox_ids)
+            .execute(self.pool())
+            .await;
+        if let Err(err) = due {
+            tracing::debug!(error = %store_error(err), jobs = outbox_ids.len(), "unpublished jobs fall due at the end of their grace");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn job(task: &str, age: Duration) -> FreshJob {
+        FreshJob {
+            outbox_id: 1,
+            message: JobMessage {
+                tenant_id: "t".into(),
+                task_id: task.into(),
+                generation: 1,
+                tool: "echo".into(),
+                trace_context: None,
+            },
+            committed_at: Instant::now().checked_sub(age).expect("a past instant"),
+        }
+    }
+
+    fn ids(jobs: &[FreshJob]) -> Vec<&str> {
+        jobs.iter()
+            .map(|job| job.message.task_id.as_str())
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn jobs_go_out_oldest_first_and_wake_the_relay() {
+        let wake = Arc::new(Notify::new());
+        let fresh = FreshJobs::new(wake.clone());
+        fresh.push([job("a", Duration::ZERO), job("b", Duration::ZERO)]);
+        fresh.push([job("c", Duration::ZERO)]);
+        tokio::time::timeout(Duration::from_millis(100), wake.notified())
+            .await
+            .expect("woken");
+        assert_eq!(ids(&fresh.take(2)), ["a", "b"]);
+        assert_eq!(ids(&fresh.take(2)), ["c"]);
+        assert!(fresh.take(2).is_empty());
+    }
+
+    #[test]
+    fn a_job_too_old_for_memory_is_left_to_the_outbox() {
+        let fresh = FreshJobs::new(Arc::new(Notify::new()));
+        fresh.push([job("old", FRESH_FOR), job("new", Duration::ZERO)]);
+        assert_eq!(ids(&fresh.take(10)), ["new"]);
+    }
+
+    #[test]
+    fn an_ended_tasks_job_is_discarded() {
+        let fresh = FreshJobs::new(Arc::new(Notify::new()));
+        fresh.push([job("a", Duration::ZERO), job("b", Duration::ZERO)]);
+        fresh.discard("t", "a");
+        fresh.discard("other tenant", "b");
+        assert_eq!(ids(&fresh.take(10)), ["b"]);
+    }
+
+    #[test]
+    fn memory_holds_at_most_its_bound() {
+        let fresh = FreshJobs::new(Arc::new(Notify::new()));
+        fresh.push((0..MAX_WAITING + 5).map(|n| job(&n.to_string(), Duration::ZERO)));
+        assert_eq!(fresh.take(usize::MAX).len(), MAX_WAITING);
+    }
+
+    #[test]
+    fn the_outbox_is_read_on_every_idle_pass_and_now_and_then_when_busy() {
+        let fresh = FreshJobs::new(Arc::new(Notify::new()));
+        assert!(fresh.poll_due(false));
+        assert!(!fresh.poll_due(true), "busy, and just read");
+        assert!(fresh.poll_due(false));
+        *fresh.polled_at.lock().expect("lock") = Instant::now()
+            .checked_sub(POLL_WHILE_BUSY)
+            .expect("a past instant");
+        assert!(fresh.poll_due(true), "busy, but not read for a while");
+    }
+}
