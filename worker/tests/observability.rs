@@ -271,17 +271,17 @@ async fn both_binaries_count_a_known_workload_on_metrics() {
         .await
         .expect("cancel");
 
-    // The gauges follow at the next snapshot.
+    // The gauges follow at the next snapshot, and the outbox rows of
+    // published jobs are deleted in the background, within moments.
     eventually(
-        "the snapshot counts the finished tasks",
+        "the snapshot counts the finished tasks and an empty outbox",
         Duration::from_secs(10),
         || {
             let addr = service_metrics.clone();
             async move {
-                metrics::scrape(&addr)
-                    .await
-                    .get("taskstore_tasks", &[("status", "completed")])
-                    == Some(4.0)
+                let scraped = metrics::scrape(&addr).await;
+                scraped.get("taskstore_tasks", &[("status", "completed")]) == Some(4.0)
+                    && scraped.get("taskstore_outbox_jobs", &[]) == Some(0.0)
             }
         },
     )
