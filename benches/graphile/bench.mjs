@@ -27,7 +27,9 @@ if (mode === "migrate") {
   const runner = await run({
     connectionString: url,
     concurrency,
-    maxPoolSize: concurrency + 1,
+    // Half the concurrency: PostgreSQL's 100 connections must also hold the
+    // load generator's and the other worker's (graphile-worker's default is 10).
+    maxPoolSize: Math.max(10, Math.ceil(concurrency / 2)),
     pollInterval: 1000,
     noHandleSignals: false,
     logger: silentLogger(),
@@ -67,7 +69,9 @@ async function load(url, clients, seconds, rate) {
     }
   });
   await listener.query(`LISTEN ${CHANNEL}`);
-  const pool = new pg.Pool({ connectionString: url, max: clients });
+  // As many connections as our service's pool in run.sh at most (20): the
+  // clients share them, as our clients share the service's.
+  const pool = new pg.Pool({ connectionString: url, max: Math.min(clients, 20) });
   const latencies = [];
   let next = 0;
   const started = performance.now();
