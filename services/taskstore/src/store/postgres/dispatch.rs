@@ -8,7 +8,6 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 use sqlx::{Postgres, Transaction};
-use taskstore_proto::jobs::JobMessage;
 use tokio::sync::Notify;
 
 use super::PgTaskStore;
@@ -152,16 +151,16 @@ impl PgTaskStore {
         }
         let jobs: Vec<FreshJob> = live
             .into_iter()
-            .map(|job| FreshJob {
-                outbox_id: job.id,
-                message: JobMessage {
-                    tenant_id: job.tenant_id,
-                    task_id: job.task_id,
-                    generation: u64::try_from(job.generation).unwrap_or(0),
-                    tool: job.tool,
-                    trace_context: job.trace_context,
-                },
-                committed_at: Instant::now(),
+            .map(|job| {
+                FreshJob::of_row(
+                    job.id,
+                    job.tenant_id,
+                    job.task_id,
+                    job.generation,
+                    job.tool,
+                    job.trace_context,
+                    Instant::now(),
+                )
             })
             .collect();
         self.publish_jobs(publisher, &jobs).await

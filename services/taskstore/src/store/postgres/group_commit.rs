@@ -8,7 +8,6 @@
 use std::collections::HashMap;
 
 use sqlx::PgPool;
-use taskstore_proto::jobs::JobMessage;
 use tokio::sync::mpsc;
 
 use super::handoff::{FreshJob, FreshJobs, HANDOFF_GRACE};
@@ -176,17 +175,15 @@ pub(super) async fn insert_rows<'e>(
         if let (Some(outbox_id), Some(generation), Some(tool)) =
             (row.job_id, row.job_generation, row.job_tool)
         {
-            jobs.push(FreshJob {
+            jobs.push(FreshJob::of_row(
                 outbox_id,
-                message: JobMessage {
-                    tenant_id: row.tenant_id.clone(),
-                    task_id: row.task.task_id().to_owned(),
-                    generation: u64::try_from(generation).unwrap_or(0),
-                    tool,
-                    trace_context: row.job_trace_context,
-                },
+                row.tenant_id.clone(),
+                row.task.task_id().to_owned(),
+                generation,
+                tool,
+                row.job_trace_context,
                 committed_at,
-            });
+            ));
         }
         rows.insert((row.tenant_id, row.task.task_id().to_owned()), row.task);
     }

@@ -51,6 +51,34 @@ pub(super) struct FreshJob {
     pub committed_at: Instant,
 }
 
+impl FreshJob {
+    /// The job of outbox row `outbox_id`, for the task's dispatch
+    /// `generation` as the row stores it.
+    pub(super) fn of_row(
+        outbox_id: i64,
+        tenant_id: String,
+        task_id: String,
+        generation: i64,
+        tool: String,
+        trace_context: Option<String>,
+        committed_at: Instant,
+    ) -> Self {
+        FreshJob {
+            outbox_id,
+            message: JobMessage {
+                tenant_id,
+                task_id,
+                // Generations start at 1 and only grow; a row out of range
+                // gets 0, which no claim matches.
+                generation: u64::try_from(generation).unwrap_or(0),
+                tool,
+                trace_context,
+            },
+            committed_at,
+        }
+    }
+}
+
 /// How often the relay reads the outbox for due jobs while it is busy with
 /// fresh ones (when it has none, it reads it on every pass).
 const POLL_WHILE_BUSY: Duration = Duration::from_secs(1);
