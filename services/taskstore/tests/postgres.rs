@@ -79,6 +79,7 @@ async fn replicas_can_migrate_at_once() {
         [
             "_sqlx_migrations",
             "api_keys",
+            "change_listeners",
             "dispatch_outbox",
             "store_secrets",
             "task_input_requests",

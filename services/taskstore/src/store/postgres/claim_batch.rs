@@ -11,6 +11,8 @@ use tokio::sync::mpsc;
 
 use super::batch_writer;
 use super::history::history_started;
+use super::quiet::{Quiet, Reach, unheard};
+use super::rows::{TaskRow, task_columns};
 use crate::domain::RUNNING_MESSAGE_FORMAT;
 
 /// Most claims per statement.
@@ -35,22 +37,42 @@ pub(super) struct ClaimedRow {
     pub tool: String,
     pub request_json: String,
     pub waited_ms: f64,
+    /// The task as the claim left it, for this replica's subscribers when
+    /// the claim was quiet.
+    tenant_id: String,
+    #[sqlx(flatten)]
+    task: TaskRow,
+    progress_token: Option<String>,
+    quiet: bool,
 }
 
 /// A claim waiting for its batch; no row in the reply when it was refused.
 pub(super) type PendingClaim = batch_writer::Pending<ClaimRequest, ClaimedRow>;
 
 /// Starts the writer; leases last `lease_ms`.
-pub(super) fn spawn(pool: PgPool, lease_ms: i64) -> mpsc::Sender<PendingClaim> {
+pub(super) fn spawn(pool: PgPool, lease_ms: i64, quiet: Quiet) -> mpsc::Sender<PendingClaim> {
     batch_writer::spawn(MAX_BATCH, batch_writer::nothing_waits, move |batch| {
         let pool = pool.clone();
-        async move { claim_batch(&pool, lease_ms, batch).await }
+        let quiet = quiet.clone();
+        async move { claim_batch(&pool, lease_ms, &quiet, batch).await }
     })
 }
 
-async fn claim_batch(pool: &PgPool, lease_ms: i64, batch: Vec<PendingClaim>) {
+async fn claim_batch(pool: &PgPool, lease_ms: i64, quiet: &Quiet, batch: Vec<PendingClaim>) {
     let requests: Vec<ClaimRequest> = batch.iter().map(|p| p.request.clone()).collect();
-    let outcome = claim_rows(pool, lease_ms, &requests).await;
+    let outcome = claim_rows(pool, lease_ms, quiet, &requests).await;
+    if let Ok(claimed) = &outcome {
+        // Before the replies, so that this replica's subscribers hear of the
+        // claim before anything the worker does next.
+        for row in claimed.values().filter(|row| row.quiet) {
+            quiet.tell(
+                &row.tenant_id,
+                row.task.clone(),
+                row.progress_token.as_deref(),
+                Reach::Everyone,
+            );
+        }
+    }
     batch_writer::answer(batch, outcome, |request| request.lease_token);
 }
 
@@ -65,14 +87,19 @@ macro_rules! claim_sql {
             " last_updated_at = GREATEST(now(), t.last_updated_at + interval '1 microsecond'),",
             " attempt_history = ",
             history_started!("t.attempt_history", "(t.attempt + 1)", "c.worker"),
-            " FROM ",
+            ", quiet_changes = t.quiet_changes + c.quiet::int",
+            " FROM (SELECT s.*, ",
+            unheard!("s.c_tenant", "$8"),
+            " AS quiet FROM ",
             $source,
-            "   AS c(tenant_id, task_id, generation, lease_token, worker)",
-            " WHERE t.tenant_id = c.tenant_id AND t.task_id = c.task_id",
+            "   AS s(c_tenant, c_task, generation, lease_token, worker)) c",
+            " WHERE t.tenant_id = c.c_tenant AND t.task_id = c.c_task",
             " AND t.dispatch_generation = c.generation AND ",
             claimable!("t."),
-            " RETURNING c.lease_token, t.attempt, t.max_attempts, t.tool, t.request_json,",
-            " (extract(epoch FROM now() - t.created_at) * 1000)::float8 AS waited_ms"
+            " RETURNING c.lease_token, t.attempt, t.max_attempts, t.request_json,",
+            " (extract(epoch FROM now() - t.created_at) * 1000)::float8 AS waited_ms,",
+            " t.tenant_id, t.progress_token, c.quiet, ",
+            task_columns!("t.")
         )
     };
 }
@@ -86,6 +113,7 @@ macro_rules! claim_sql {
 async fn claim_rows(
     pool: &PgPool,
     lease_ms: i64,
+    quiet: &Quiet,
     requests: &[ClaimRequest],
 ) -> Result<HashMap<String, ClaimedRow>, sqlx::Error> {
     let claimed = if let [one] = requests {
@@ -99,6 +127,7 @@ async fn claim_rows(
         .bind(&one.worker)
         .bind(lease_ms)
         .bind(RUNNING_MESSAGE_FORMAT)
+        .bind(quiet.me())
         .fetch_all(pool)
         .await?
     } else {
@@ -114,6 +143,7 @@ async fn claim_rows(
         .bind(column(|r| r.worker.clone()))
         .bind(lease_ms)
         .bind(RUNNING_MESSAGE_FORMAT)
+        .bind(quiet.me())
         .fetch_all(pool)
         .await?
     };

@@ -10,6 +10,7 @@ use sqlx::PgPool;
 use sqlx::postgres::{PgListener, PgNotification};
 use tokio_util::sync::CancellationToken;
 
+use super::change_listeners::LISTENER_APPLICATION;
 use super::change_payload::parse_task_change;
 use crate::store::changes::{ChangeFeed, TaskChange};
 
@@ -69,6 +70,11 @@ pub(super) fn spawn(pool: PgPool, feed: ChangeFeed, stop: CancellationToken) {
 
 async fn connect(pool: &PgPool) -> Result<PgListener, sqlx::Error> {
     let mut listener = PgListener::connect_with(pool).await?;
+    // The name tells other replicas this listener registers the tenants it
+    // wants to hear of (`change_listeners.rs`).
+    sqlx::query(&format!("SET application_name = '{LISTENER_APPLICATION}'"))
+        .execute(&mut listener)
+        .await?;
     listener.listen(TASK_CHANNEL).await?;
     Ok(listener)
 }

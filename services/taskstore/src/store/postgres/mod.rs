@@ -74,6 +74,7 @@ pub fn lazy_pool(options: PgConnectOptions, settings: PoolSettings) -> PgPool {
 #[macro_use]
 mod conditions;
 mod batch_writer;
+mod change_listeners;
 mod change_payload;
 mod claim_batch;
 mod connect;
@@ -88,6 +89,7 @@ mod insights;
 mod listing;
 mod operations;
 mod questions;
+mod quiet;
 mod search;
 mod transition_batch;
 
@@ -98,6 +100,9 @@ pub struct PgTaskStore {
     config: StoreConfig,
     cursors: CursorCodec,
     changes: ChangeFeed,
+    /// The tenants this replica's subscribers follow, registered so that
+    /// other replicas notify their changes.
+    listeners: change_listeners::ChangeListeners,
     outbox: Arc<Notify>,
     /// Jobs this replica committed, for its relay to publish at once, and
     /// where the relay sends confirmed ones to have their rows deleted.
@@ -126,20 +131,30 @@ impl PgTaskStore {
         let outbox = Arc::new(Notify::new());
         let stop = CancellationToken::new();
         listener::spawn(pool.clone(), changes.clone(), stop.clone());
+        let quiet = quiet::Quiet::new(change_listeners::new_replica_id().into(), changes.clone());
+        let listeners = change_listeners::ChangeListeners::start(
+            pool.clone(),
+            quiet.clone(),
+            changes.clone(),
+            stop.clone(),
+        )
+        .await;
         let fresh = handoff::FreshJobs::new(outbox.clone());
         let forget = handoff::spawn_forgetter(pool.clone());
         let creates = group_commit::spawn(pool.clone(), fresh.clone());
         let claims = claim_batch::spawn(
             pool.clone(),
             execution::millis(config.execution.lease_duration),
+            quiet.clone(),
         );
-        let changes_writer = transition_batch::spawn(pool.clone());
+        let changes_writer = transition_batch::spawn(pool.clone(), quiet);
         let insights = PgInsights::new(&pool);
         Ok(Self {
             pool,
             config,
             cursors,
             changes,
+            listeners,
             outbox,
             fresh,
             forget,
@@ -153,6 +168,20 @@ impl PgTaskStore {
 
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// Whether this replica skips the notification of a claim or status
+    /// change whose tenant no other replica follows (migration 0015); false
+    /// while a replica of an older version may be listening.
+    pub fn quiet_changes_allowed(&self) -> bool {
+        self.listeners.quiet_allowed()
+    }
+
+    /// Whether a session that may be an older version's change listener is
+    /// connected to the database (what [`Self::quiet_changes_allowed`]
+    /// follows, checked every few seconds).
+    pub async fn older_change_listeners_connected(&self) -> Result<bool, StoreError> {
+        self.listeners.older_listeners_connected().await
     }
 
     /// The dashboard's reads ([`crate::store::TaskInsights`], which this
@@ -367,6 +396,7 @@ impl TaskStore for PgTaskStore {
     }
 
     async fn watch_task(&self, scope: &Scope, task_id: &TaskId) -> Result<TaskWatch, StoreError> {
+        self.listeners.ensure(scope.tenant.as_str()).await?;
         watch(self.clone(), &self.changes, scope.clone(), task_id.clone()).await
     }
 
@@ -381,6 +411,7 @@ impl TaskStore for PgTaskStore {
     }
 
     async fn follow_tasks(&self, scope: &Scope) -> Result<super::TaskFollow, StoreError> {
+        self.listeners.ensure(scope.tenant.as_str()).await?;
         Ok(follow(self.clone(), &self.changes, scope.clone()))
     }
 
@@ -390,6 +421,7 @@ impl TaskStore for PgTaskStore {
         task_id: &TaskId,
         timeout: Duration,
     ) -> Result<TaskResult, StoreError> {
+        self.listeners.ensure(scope.tenant.as_str()).await?;
         wait_for_result(self, &self.changes, scope, task_id, timeout).await
     }
 

@@ -12,12 +12,19 @@ use crate::error::StoreError;
 /// The columns of [`TaskRow`], for every query that returns tasks.
 macro_rules! task_columns {
     () => {
-        "task_id, session_id, status, status_message, created_at, last_updated_at, ttl_ms, poll_interval_ms, tool"
+        task_columns!("")
+    };
+    ($t:literal) => {
+        concat!(
+            $t, "task_id, ", $t, "session_id, ", $t, "status, ", $t, "status_message, ",
+            $t, "created_at, ", $t, "last_updated_at, ", $t, "ttl_ms, ", $t, "poll_interval_ms, ",
+            $t, "tool"
+        )
     };
 }
 pub(super) use task_columns;
 
-#[derive(Debug, sqlx::FromRow)]
+#[derive(Debug, Clone, sqlx::FromRow)]
 pub(super) struct TaskRow {
     task_id: String,
     session_id: Option<String>,

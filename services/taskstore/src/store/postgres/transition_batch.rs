@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 
 use super::batch_writer;
 use super::history::history_ended;
+use super::quiet::{Quiet, Reach, unheard};
 use super::rows::{TaskRow, task_columns};
 
 /// Most changes per statement.
@@ -40,13 +41,17 @@ struct ChangedRow {
     tenant_id: String,
     #[sqlx(flatten)]
     task: TaskRow,
+    progress_token: Option<String>,
+    /// Made without a notification: this replica tells its subscribers.
+    quiet: bool,
 }
 
 /// Starts the writer; it ends when every sender is dropped.
-pub(super) fn spawn(pool: PgPool) -> mpsc::Sender<PendingChange> {
+pub(super) fn spawn(pool: PgPool, quiet: Quiet) -> mpsc::Sender<PendingChange> {
     batch_writer::spawn(MAX_BATCH, one_change_per_task, move |batch| {
         let pool = pool.clone();
-        async move { apply_batch(&pool, batch).await }
+        let quiet = quiet.clone();
+        async move { apply_batch(&pool, &quiet, batch).await }
     })
 }
 
@@ -57,9 +62,9 @@ fn one_change_per_task(batch: Vec<PendingChange>) -> (Vec<PendingChange>, Vec<Pe
         .partition(|p| seen.insert((p.request.tenant.clone(), p.request.task_id.clone())))
 }
 
-async fn apply_batch(pool: &PgPool, batch: Vec<PendingChange>) {
+async fn apply_batch(pool: &PgPool, quiet: &Quiet, batch: Vec<PendingChange>) {
     let changes: Vec<Change> = batch.iter().map(|p| p.request.clone()).collect();
-    let outcome = apply(pool, &changes).await;
+    let outcome = apply(pool, quiet, &changes).await;
     batch_writer::answer(batch, outcome, |change| (change.tenant, change.task_id));
 }
 
@@ -77,11 +82,14 @@ macro_rules! apply_sql {
             // result (its status and message) or the cancellation.
             " attempt_history = CASE WHEN c.terminal THEN ",
             history_ended!("attempt_history", "c.new_status", "c.new_message"),
-            " ELSE attempt_history END",
-            " FROM ",
+            " ELSE attempt_history END,",
+            " quiet_changes = quiet_changes + c.quiet::int",
+            " FROM (SELECT s.*, ",
+            unheard!("s.c_tenant", "$9"),
+            " AS quiet FROM ",
             $source,
-            "   AS c(c_tenant, c_task, c_session, new_status, new_message, new_result, terminal,",
-            "        fence)",
+            "   AS s(c_tenant, c_task, c_session, new_status, new_message, new_result, terminal,",
+            "        fence)) c",
             " WHERE tenant_id = c.c_tenant AND task_id = c.c_task",
             " AND (c.c_session IS NULL OR session_id = c.c_session)",
             " AND ",
@@ -89,7 +97,7 @@ macro_rules! apply_sql {
             " AND ",
             open!(),
             " AND (c.fence IS NULL OR lease_token = c.fence)",
-            " RETURNING tenant_id, ",
+            " RETURNING tenant_id, progress_token, c.quiet, ",
             task_columns!()
         )
     };
@@ -102,6 +110,7 @@ macro_rules! apply_sql {
 /// join over arrays.
 async fn apply(
     pool: &PgPool,
+    quiet: &Quiet,
     changes: &[Change],
 ) -> Result<HashMap<(String, String), TaskRow>, sqlx::Error> {
     let changed = if let [one] = changes {
@@ -116,6 +125,7 @@ async fn apply(
         .bind(&one.result)
         .bind(one.terminal)
         .bind(&one.fence)
+        .bind(quiet.me())
         .fetch_all(pool)
         .await?
     } else {
@@ -132,9 +142,27 @@ async fn apply(
         .bind(text(|c| c.result.clone()))
         .bind(&terminal)
         .bind(text(|c| c.fence.clone()))
+        .bind(quiet.me())
         .fetch_all(pool)
         .await?
     };
+    // Before the replies, so that this replica's subscribers hear of the
+    // change before anything its caller does next.
+    // A stored result's waiting calls are handed the result itself
+    // (`store_result`): they hear nothing here that would make them read it.
+    let with_result: HashSet<(&str, &str)> = changes
+        .iter()
+        .filter(|c| c.result.is_some())
+        .map(|c| (c.tenant.as_str(), c.task_id.as_str()))
+        .collect();
+    for row in changed.iter().filter(|row| row.quiet) {
+        let reach = if with_result.contains(&(row.tenant_id.as_str(), row.task.task_id())) {
+            Reach::TenantFollowers
+        } else {
+            Reach::Everyone
+        };
+        quiet.tell(&row.tenant_id, row.task.clone(), row.progress_token.as_deref(), reach);
+    }
     Ok(changed
         .into_iter()
         .map(|row| ((row.tenant_id, row.task.task_id().to_owned()), row.task))

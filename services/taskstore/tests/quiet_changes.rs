@@ -1,0 +1,193 @@
+//! Migration 0015: task changes are notified only where another replica
+//! listens. A replica whose tenants nobody else follows claims and finishes
+//! tasks without a notification, and tells its own subscribers in process;
+//! once another replica follows the tenant, the same changes are notified
+//! and reach it; a listener of an older version (one that does not
+//! register) makes every change notified.
+
+mod common;
+
+use std::time::Duration;
+
+use sqlx::Executor;
+use sqlx::postgres::PgListener;
+use taskstore::domain::{
+    DispatchRequest, JsonObject, NewResult, NewTask, RequestId, ResultStatus, Scope, TaskId,
+    TaskStatus, TenantId, ToolName,
+};
+use taskstore::store::execution::ExecutionStore;
+use taskstore::store::postgres::PgTaskStore;
+use taskstore::store::{Followed, StoreConfig, TaskFollow, TaskStore};
+use tokio_stream::StreamExt;
+
+const CHANNEL: &str = "taskstore_task_changed";
+
+fn all() -> Scope {
+    Scope::tenant_wide()
+}
+
+/// A raw listener on the task-change channel. `named`: under this
+/// version's application name, as a replica's listener is; unnamed, it
+/// looks like an older version's.
+async fn raw_listener(pool: &sqlx::PgPool, named: bool) -> PgListener {
+    let mut listener = PgListener::connect_with(pool).await.expect("listener");
+    if named {
+        listener
+            .execute("SET application_name = 'taskstore change feed'")
+            .await
+            .expect("name");
+    }
+    listener.listen(CHANNEL).await.expect("listen");
+    listener
+}
+
+/// The notifications about `task` that arrive within a moment (the
+/// channel is shared by every test schema in the database).
+async fn notified_about(listener: &mut PgListener, task: &TaskId) -> Vec<String> {
+    let mut heard = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_millis(500);
+    while let Ok(received) = tokio::time::timeout_at(deadline, listener.recv()).await {
+        let payload = received.expect("listener").payload().to_owned();
+        if payload.split(' ').nth(1) == Some(task.as_str()) {
+            heard.push(payload);
+        }
+    }
+    heard
+}
+
+/// Creates, claims and completes a dispatched task on `store`.
+async fn run_task(store: &PgTaskStore) -> TaskId {
+    let task = NewTask {
+        task_id: None,
+        ttl: Default::default(),
+        poll_interval: None,
+        request_id: RequestId::parse("1").expect("id"),
+        request: JsonObject::parse(r#"{"method":"tools/call","params":{"name":"echo"}}"#)
+            .expect("json"),
+        dispatch: Some(DispatchRequest {
+            tool: ToolName::parse("echo").expect("tool"),
+            max_attempts: None,
+        }),
+        trace_context: None,
+    };
+    let id = store.create_task(&all(), task).await.expect("create").task_id;
+    let claim = store
+        .claim(&TenantId::default_tenant(), &id, 1, "w1")
+        .await
+        .expect("claim");
+    store
+        .store_result(
+            &all(),
+            &id,
+            NewResult {
+                status: ResultStatus::Completed,
+                result: JsonObject::parse(r#"{"content":[]}"#).expect("json"),
+                message: None,
+                lease: Some(claim.lease_token),
+            },
+        )
+        .await
+        .expect("store");
+    id
+}
+
+/// The statuses and messages `follow` shows for `task` within a while, up
+/// to its completion.
+async fn followed_until_done(follow: &mut TaskFollow, task: &TaskId) -> Vec<String> {
+    let mut seen = Vec::new();
+    loop {
+        let item = tokio::time::timeout(Duration::from_secs(5), follow.next())
+            .await
+            .expect("a change within 5 s")
+            .expect("the follow goes on");
+        let Followed::Changed(changed) = item else {
+            continue;
+        };
+        if &changed.task.task_id != task {
+            continue;
+        }
+        seen.push(format!(
+            "{} {}",
+            changed.task.status,
+            changed.task.status_message.clone().unwrap_or_default()
+        ));
+        if changed.task.status == TaskStatus::Completed {
+            return seen;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn changes_are_notified_only_when_another_replica_follows_the_tenant() {
+    let pool = common::migrated_pool().await;
+    let mut raw = raw_listener(&pool, true).await;
+    let here = PgTaskStore::open(pool.clone(), StoreConfig::default())
+        .await
+        .expect("open");
+    assert!(
+        here.quiet_changes_allowed(),
+        "no older listener is connected"
+    );
+    let mut follow_here = here.follow_tasks(&all()).await.expect("follow");
+
+    let alone = run_task(&here).await;
+    assert_eq!(
+        followed_until_done(&mut follow_here, &alone).await,
+        ["working running on w1 (attempt 1 of 3)", "completed "],
+        "this replica's follower hears the claim and the result in process"
+    );
+    assert_eq!(
+        notified_about(&mut raw, &alone).await,
+        Vec::<String>::new(),
+        "nobody else follows the tenant: no notification"
+    );
+
+    let there = PgTaskStore::open(pool.clone(), StoreConfig::default())
+        .await
+        .expect("open");
+    let mut follow_there = there.follow_tasks(&all()).await.expect("follow");
+    let heard = run_task(&here).await;
+    assert_eq!(
+        followed_until_done(&mut follow_there, &heard).await,
+        ["working running on w1 (attempt 1 of 3)", "completed "],
+        "the other replica hears both changes"
+    );
+    assert_eq!(
+        followed_until_done(&mut follow_here, &heard).await,
+        ["working running on w1 (attempt 1 of 3)", "completed "],
+        "and this one hears each once"
+    );
+    assert_eq!(notified_about(&mut raw, &heard).await.len(), 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_older_versions_listener_makes_every_change_notified() {
+    let pool = common::migrated_pool().await;
+    let named = raw_listener(&pool, true).await;
+    let store = PgTaskStore::open(pool.clone(), StoreConfig::default())
+        .await
+        .expect("open");
+    assert!(
+        !store
+            .older_change_listeners_connected()
+            .await
+            .expect("check"),
+        "a listener under this version's name is not an older one"
+    );
+    let mut older = raw_listener(&pool, false).await;
+    assert!(
+        store
+            .older_change_listeners_connected()
+            .await
+            .expect("check"),
+        "an unnamed listener may be an older replica's"
+    );
+    drop(named);
+    // A replica opened while it listens notifies from its first change.
+    let replica = PgTaskStore::open(pool.clone(), StoreConfig::default())
+        .await
+        .expect("open");
+    assert!(!replica.quiet_changes_allowed());
+    let id = run_task(&replica).await;
+    assert_eq!(notified_about(&mut older, &id).await.len(), 2);
+}
