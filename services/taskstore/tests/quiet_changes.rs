@@ -26,6 +26,60 @@ fn all() -> Scope {
     Scope::tenant_wide()
 }
 
+/// Databases of this test file start so; ones a crashed run left behind
+/// are dropped once they are an hour old.
+const DATABASE_PREFIX: &str = "tsquiet_";
+
+/// A migrated database of the test's own: replicas look for older
+/// listeners database-wide, so a test schema beside other tests' would see
+/// theirs. `drop_database` removes it.
+async fn own_database() -> (sqlx::PgPool, String) {
+    let admin = common::admin_pool().await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_secs();
+    let stale: Vec<String> =
+        sqlx::query_scalar("SELECT datname::text FROM pg_database WHERE datname LIKE 'tsquiet\\_%'")
+            .fetch_all(&admin)
+            .await
+            .expect("list databases");
+    for name in stale {
+        let created = name
+            .strip_prefix(DATABASE_PREFIX)
+            .and_then(|rest| rest.split('_').next())
+            .and_then(|secs| secs.parse::<u64>().ok());
+        if created.is_some_and(|created| created + 3600 < now) {
+            let _ = admin
+                .execute(format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)").as_str())
+                .await;
+        }
+    }
+    let mut suffix = [0u8; 6];
+    getrandom::getrandom(&mut suffix).expect("os randomness");
+    let suffix: String = suffix.iter().map(|b| format!("{b:02x}")).collect();
+    let name = format!("{DATABASE_PREFIX}{now}_{suffix}");
+    admin
+        .execute(format!("CREATE DATABASE {name}").as_str())
+        .await
+        .expect("create database");
+    let options = admin.connect_options().as_ref().clone().database(&name);
+    let pool = taskstore::store::postgres::lazy_pool(options, common::test_pool_settings());
+    taskstore::store::postgres::migrate(&pool)
+        .await
+        .expect("migrations apply");
+    (pool, name)
+}
+
+async fn drop_database(pool: sqlx::PgPool, name: &str) {
+    pool.close().await;
+    common::admin_pool()
+        .await
+        .execute(format!("DROP DATABASE {name} WITH (FORCE)").as_str())
+        .await
+        .expect("drop database");
+}
+
 /// A raw listener on the task-change channel. `named`: under this
 /// version's application name, as a replica's listener is; unnamed, it
 /// looks like an older version's.
@@ -119,7 +173,7 @@ async fn followed_until_done(follow: &mut TaskFollow, task: &TaskId) -> Vec<Stri
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn changes_are_notified_only_when_another_replica_follows_the_tenant() {
-    let pool = common::migrated_pool().await;
+    let (pool, database) = own_database().await;
     let mut raw = raw_listener(&pool, true).await;
     let here = PgTaskStore::open(pool.clone(), StoreConfig::default())
         .await
@@ -158,11 +212,23 @@ async fn changes_are_notified_only_when_another_replica_follows_the_tenant() {
         "and this one hears each once"
     );
     assert_eq!(notified_about(&mut raw, &heard).await.len(), 2);
+
+    // The other replica shuts down: it deletes its registrations, and this
+    // one is quiet again at once (not only once they would have lapsed).
+    there.leave().await;
+    let after = run_task(&here).await;
+    assert_eq!(
+        notified_about(&mut raw, &after).await,
+        Vec::<String>::new()
+    );
+    assert_eq!(followed_until_done(&mut follow_here, &after).await.len(), 2);
+    drop((raw, here, there, follow_here, follow_there));
+    drop_database(pool, &database).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_older_versions_listener_makes_every_change_notified() {
-    let pool = common::migrated_pool().await;
+    let (pool, database) = own_database().await;
     let named = raw_listener(&pool, true).await;
     let store = PgTaskStore::open(pool.clone(), StoreConfig::default())
         .await
@@ -190,4 +256,6 @@ async fn an_older_versions_listener_makes_every_change_notified() {
     assert!(!replica.quiet_changes_allowed());
     let id = run_task(&replica).await;
     assert_eq!(notified_about(&mut older, &id).await.len(), 2);
+    drop((older, store, replica));
+    drop_database(pool, &database).await;
 }

@@ -36,6 +36,8 @@ pub struct Backends {
     pub location: String,
     /// Closed on the way out (PostgreSQL: the API's pool, the dashboard's).
     pools: Vec<PgPool>,
+    /// PostgreSQL's store, told that this replica leaves before they close.
+    postgres: Option<Arc<PgTaskStore>>,
 }
 
 impl std::fmt::Debug for Backends {
@@ -63,6 +65,7 @@ impl Backends {
             name,
             location,
             pools: Vec::new(),
+            postgres: None,
         }
     }
 
@@ -82,6 +85,7 @@ impl Backends {
                 Ok(Self {
                     keys: Arc::new(PgKeys::new(pool.clone())),
                     pools: vec![pool, insights_pool],
+                    postgres: Some(store.clone()),
                     ..Self::from_store(store, "postgres", redact(url))
                 })
             }
@@ -115,6 +119,9 @@ impl Backends {
     }
 
     pub async fn close(&self) {
+        if let Some(store) = &self.postgres {
+            store.leave().await;
+        }
         for pool in &self.pools {
             pool.close().await;
         }

@@ -179,11 +179,21 @@ impl ChangeListeners {
                 Err(err) => tracing::warn!(error = %err, "cannot renew change listener registrations"),
             }
         }
-        // Leaving: other replicas need not notify this one any more.
-        let _ = sqlx::query("DELETE FROM change_listeners WHERE replica_id = $1")
+        self.leave().await;
+    }
+
+    /// Deletes this replica's rows: other replicas need not notify it any
+    /// more. (A replica that dies without leaving has its rows lapse.)
+    pub(super) async fn leave(&self) {
+        if let Err(err) = sqlx::query("DELETE FROM change_listeners WHERE replica_id = $1")
             .bind(self.quiet.replica())
             .execute(&self.pool)
-            .await;
+            .await
+        {
+            if !self.pool.is_closed() {
+                tracing::warn!(error = %err, "cannot delete change listener registrations; they lapse in 30 s");
+            }
+        }
     }
 
     /// Renews the tenants followed lately, forgets the others, and deletes

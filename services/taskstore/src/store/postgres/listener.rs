@@ -1,8 +1,10 @@
 //! The change feed over PostgreSQL LISTEN/NOTIFY: a trigger (migrations
-//! 0002, 0003, 0012) notifies on every task change, with the task; one
+//! 0002, 0003, 0012, 0015) notifies task changes, with the task; one
 //! listening connection per replica turns the notifications into
-//! in-process events (`change_payload.rs`). (Outbox inserts no longer
-//! notify: migration 0008.)
+//! in-process events (`change_payload.rs`). Claims and status changes that
+//! no other replica listens for are not notified: the replica that made
+//! them tells its subscribers itself (`quiet.rs`). (Outbox inserts no
+//! longer notify: migration 0008.)
 
 use std::time::Duration;
 

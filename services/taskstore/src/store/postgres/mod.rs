@@ -177,6 +177,11 @@ impl PgTaskStore {
         self.listeners.quiet_allowed()
     }
 
+    /// On the way out: other replicas need not notify this one any more.
+    pub async fn leave(&self) {
+        self.listeners.leave().await;
+    }
+
     /// Whether a session that may be an older version's change listener is
     /// connected to the database (what [`Self::quiet_changes_allowed`]
     /// follows, checked every few seconds).
