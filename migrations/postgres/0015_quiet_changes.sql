@@ -37,3 +37,34 @@ CREATE TRIGGER tasks_notify_changed AFTER UPDATE ON tasks
            OR OLD.last_updated_at IS DISTINCT FROM NEW.last_updated_at)
           AND OLD.quiet_changes = NEW.quiet_changes)
     EXECUTE FUNCTION taskstore_notify_task_changed();
+
+-- A notified change that ends a task with a result carries the result too
+-- ("r", the JSON text), when it fits the payload: a call waiting for it on
+-- another replica answers without reading the row. Replicas of the
+-- previous version ignore the key.
+CREATE OR REPLACE FUNCTION taskstore_notify_task_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+    head text := NEW.tenant_id || ' ' || NEW.task_id || ' ' || NEW.status;
+    body text;
+    with_result text;
+BEGIN
+    body := json_build_object(
+        'm', NEW.status_message,
+        'c', (extract(epoch FROM NEW.created_at) * 1000000)::bigint,
+        'u', (extract(epoch FROM NEW.last_updated_at) * 1000000)::bigint,
+        't', NEW.ttl_ms,
+        'p', NEW.poll_interval_ms,
+        's', NEW.session_id,
+        'o', NEW.tool,
+        'k', NEW.progress_token)::text;
+    IF octet_length(head) + octet_length(body) > 7900 THEN
+        body := '{"x":true}';
+    ELSIF NEW.result_json IS NOT NULL AND NEW.status IN ('completed', 'failed', 'cancelled') THEN
+        with_result := left(body, -1) || ',"r":' || to_json(NEW.result_json)::text || '}';
+        IF octet_length(head) + octet_length(with_result) <= 7900 THEN
+            body := with_result;
+        END IF;
+    END IF;
+    PERFORM pg_notify('taskstore_task_changed', head || E'\n' || body);
+    RETURN NULL;
+END $$;

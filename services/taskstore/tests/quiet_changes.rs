@@ -39,11 +39,12 @@ async fn own_database() -> (sqlx::PgPool, String) {
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock after 1970")
         .as_secs();
-    let stale: Vec<String> =
-        sqlx::query_scalar("SELECT datname::text FROM pg_database WHERE datname LIKE 'tsquiet\\_%'")
-            .fetch_all(&admin)
-            .await
-            .expect("list databases");
+    let stale: Vec<String> = sqlx::query_scalar(
+        "SELECT datname::text FROM pg_database WHERE datname LIKE 'tsquiet\\_%'",
+    )
+    .fetch_all(&admin)
+    .await
+    .expect("list databases");
     for name in stale {
         let created = name
             .strip_prefix(DATABASE_PREFIX)
@@ -124,7 +125,11 @@ async fn run_task(store: &PgTaskStore) -> TaskId {
         }),
         trace_context: None,
     };
-    let id = store.create_task(&all(), task).await.expect("create").task_id;
+    let id = store
+        .create_task(&all(), task)
+        .await
+        .expect("create")
+        .task_id;
     let claim = store
         .claim(&TenantId::default_tenant(), &id, 1, "w1")
         .await
@@ -217,10 +222,7 @@ async fn changes_are_notified_only_when_another_replica_follows_the_tenant() {
     // one is quiet again at once (not only once they would have lapsed).
     there.leave().await;
     let after = run_task(&here).await;
-    assert_eq!(
-        notified_about(&mut raw, &after).await,
-        Vec::<String>::new()
-    );
+    assert_eq!(notified_about(&mut raw, &after).await, Vec::<String>::new());
     assert_eq!(followed_until_done(&mut follow_here, &after).await.len(), 2);
     drop((raw, here, there, follow_here, follow_there));
     drop_database(pool, &database).await;
@@ -257,5 +259,87 @@ async fn an_older_versions_listener_makes_every_change_notified() {
     let id = run_task(&replica).await;
     assert_eq!(notified_about(&mut older, &id).await.len(), 2);
     drop((older, store, replica));
+    drop_database(pool, &database).await;
+}
+
+/// The notification of a result carries it (when it fits): a call waiting
+/// on another replica answers without reading the row. Here that replica
+/// has no connection left to read with once its call waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_result_stored_on_another_replica_reaches_a_waiting_call_without_a_read() {
+    let (pool, database) = own_database().await;
+    let here = PgTaskStore::open(pool.clone(), StoreConfig::default())
+        .await
+        .expect("open");
+    let options = pool.connect_options().as_ref().clone();
+    // Two connections: the listener's, and one for the waiting call's
+    // first read (and its registration).
+    let scarce = taskstore::store::postgres::lazy_pool(
+        options,
+        taskstore::store::postgres::PoolSettings {
+            max_connections: 2,
+            acquire_timeout: Duration::from_secs(10),
+        },
+    );
+    let there = PgTaskStore::open(scarce.clone(), StoreConfig::default())
+        .await
+        .expect("open");
+    let task = NewTask {
+        task_id: None,
+        ttl: Default::default(),
+        poll_interval: None,
+        request_id: RequestId::parse("1").expect("id"),
+        request: JsonObject::parse(r#"{"method":"tools/call","params":{"name":"echo"}}"#)
+            .expect("json"),
+        dispatch: Some(DispatchRequest {
+            tool: ToolName::parse("echo").expect("tool"),
+            max_attempts: None,
+        }),
+        trace_context: None,
+    };
+    let id = here
+        .create_task(&all(), task)
+        .await
+        .expect("create")
+        .task_id;
+    let waiter = {
+        let (there, id) = (there.clone(), id.clone());
+        tokio::spawn(async move {
+            there
+                .wait_for_result(&all(), &id, Duration::from_secs(60))
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let _last_connection = scarce.acquire().await.expect("the free connection");
+    let claim = here
+        .claim(&TenantId::default_tenant(), &id, 1, "w1")
+        .await
+        .expect("claim");
+    here.store_result(
+        &all(),
+        &id,
+        NewResult {
+            status: ResultStatus::Completed,
+            result: JsonObject::parse(r#"{"content":[{"type":"text","text":"done"}]}"#)
+                .expect("json"),
+            message: None,
+            lease: Some(claim.lease_token),
+        },
+    )
+    .await
+    .expect("store");
+    let answered = tokio::time::timeout(Duration::from_secs(3), waiter)
+        .await
+        .expect("answered from the notification, without waiting for a connection")
+        .expect("waiter")
+        .expect("result");
+    assert_eq!(answered.task.status, TaskStatus::Completed);
+    assert_eq!(
+        answered.result.as_str(),
+        r#"{"content":[{"type":"text","text":"done"}]}"#
+    );
+    drop((_last_connection, here, there));
+    scarce.close().await;
     drop_database(pool, &database).await;
 }

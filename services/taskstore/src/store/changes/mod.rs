@@ -145,6 +145,13 @@ impl ChangeFeed {
         }
     }
 
+    /// Whether anyone here follows this one task (a watch, a waiting call).
+    pub fn has_task_subscribers(&self, tenant: &str, task_id: &str) -> bool {
+        locked(&self.subscribers)
+            .by_task
+            .contains_key(&(tenant.to_owned(), task_id.to_owned()))
+    }
+
     /// Publishes a change to its tenant's followers only: its task's
     /// subscribers learn of it otherwise (a result handed over).
     pub fn publish_to_tenant_followers(&self, change: TaskChange) {

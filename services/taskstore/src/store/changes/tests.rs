@@ -209,7 +209,11 @@ async fn a_tenants_resync_and_followers_only_news_reach_whom_they_name() {
     feed.resync_tenants(&[tenant()]);
     assert_eq!(woke(&mut task).await, Some(Wake::ReadAgain));
     assert_eq!(heard(&mut followers).await, Some(TenantEvent::Resync));
-    assert_eq!(heard(&mut other).await, None, "another tenant reads nothing");
+    assert_eq!(
+        heard(&mut other).await,
+        None,
+        "another tenant reads nothing"
+    );
 
     drop((task, followers));
     assert_eq!(feed.followed_tenants(), HashSet::from(["other".to_owned()]));

@@ -176,7 +176,9 @@ impl ChangeListeners {
             self.check_for_older_listeners().await;
             match self.renew(last_renewal.elapsed()).await {
                 Ok(()) => last_renewal = Instant::now(),
-                Err(err) => tracing::warn!(error = %err, "cannot renew change listener registrations"),
+                Err(err) => {
+                    tracing::warn!(error = %err, "cannot renew change listener registrations")
+                }
             }
         }
         self.leave().await;
@@ -185,14 +187,14 @@ impl ChangeListeners {
     /// Deletes this replica's rows: other replicas need not notify it any
     /// more. (A replica that dies without leaving has its rows lapse.)
     pub(super) async fn leave(&self) {
-        if let Err(err) = sqlx::query("DELETE FROM change_listeners WHERE replica_id = $1")
+        let left = sqlx::query("DELETE FROM change_listeners WHERE replica_id = $1")
             .bind(self.quiet.replica())
             .execute(&self.pool)
-            .await
+            .await;
+        if let Err(err) = left
+            && !self.pool.is_closed()
         {
-            if !self.pool.is_closed() {
-                tracing::warn!(error = %err, "cannot delete change listener registrations; they lapse in 30 s");
-            }
+            tracing::warn!(error = %err, "cannot delete change listener registrations; they lapse in 30 s");
         }
     }
 

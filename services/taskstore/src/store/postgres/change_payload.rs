@@ -1,6 +1,6 @@
 //! The payload of a task-change notification (migrations 0002, 0003,
-//! 0012), read into a change-feed event: the task itself when the payload
-//! carries it, else what there is of it.
+//! 0012, 0015), read into a change-feed event: the task itself when the
+//! payload carries it, else what there is of it; and a result it carries.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,13 +22,23 @@ struct Body {
     s: Option<String>,
     o: Option<String>,
     k: Option<String>,
+    /// The result of a task that ended with one, when it fit (0015).
+    r: Option<String>,
+}
+
+/// A task-change notification read: the event, and the result of a task
+/// that ended with one when the payload carried it (JSON text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Notification {
+    pub change: TaskChange,
+    pub result: Option<String>,
 }
 
 /// "<tenant> <task id> <status>" and, from 0012, a newline and the task as
 /// JSON. Older payloads ("<tenant> <task id>", 0002), a status this build
 /// does not know, and a body it cannot read leave the rest for the watcher
 /// to read. `None`: not a task change at all.
-pub(super) fn parse_task_change(payload: &str) -> Option<TaskChange> {
+pub(super) fn parse_notification(payload: &str) -> Option<Notification> {
     let (head, body) = match payload.split_once('\n') {
         Some((head, body)) => (head, Some(body)),
         None => (payload, None),
@@ -39,24 +49,31 @@ pub(super) fn parse_task_change(payload: &str) -> Option<TaskChange> {
         return None;
     }
     let status: Option<TaskStatus> = parts.next().and_then(|status| status.parse().ok());
-    let news = match (status, body) {
+    let (news, result) = match (status, body) {
         (Some(status), Some(body)) => match changed_task(task_id, status, body) {
-            Some(changed) => News::Task(Arc::new(changed)),
-            None => News::Status(status),
+            Some((changed, result)) => (News::Task(Arc::new(changed)), result),
+            None => (News::Status(status), None),
         },
-        (Some(status), None) => News::Status(status),
-        (None, _) => News::Unknown,
+        (Some(status), None) => (News::Status(status), None),
+        (None, _) => (News::Unknown, None),
     };
-    Some(TaskChange::Changed {
-        tenant: tenant.to_owned(),
-        task_id: task_id.to_owned(),
-        news,
+    Some(Notification {
+        change: TaskChange::Changed {
+            tenant: tenant.to_owned(),
+            task_id: task_id.to_owned(),
+            news,
+        },
+        result,
     })
 }
 
 /// The task a body describes, converted as a row is (`rows.rs`), so that
 /// it equals what a read would return.
-fn changed_task(task_id: &str, status: TaskStatus, body: &str) -> Option<ChangedTask> {
+fn changed_task(
+    task_id: &str,
+    status: TaskStatus,
+    body: &str,
+) -> Option<(ChangedTask, Option<String>)> {
     let body: Body = serde_json::from_str(body).ok()?;
     let ttl = match body.t {
         Some(ms) => Some(Ttl::from_millis(u64::try_from(ms).ok()?).ok()?),
@@ -79,15 +96,20 @@ fn changed_task(task_id: &str, status: TaskStatus, body: &str) -> Option<Changed
             None => None,
         },
     };
-    Some(ChangedTask {
+    let changed = ChangedTask {
         task,
         progress_token: body.k.as_deref().and_then(ProgressToken::from_stored),
-    })
+    };
+    Some((changed, body.r))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parse_task_change(payload: &str) -> Option<TaskChange> {
+        parse_notification(payload).map(|notification| notification.change)
+    }
 
     fn news(payload: &str) -> Option<News> {
         match parse_task_change(payload)? {
@@ -146,6 +168,22 @@ mod tests {
         assert_eq!(changed.task.ttl, None);
         assert_eq!(changed.task.session_id, None);
         assert_eq!(changed.progress_token, None);
+    }
+
+    #[test]
+    fn a_terminal_payload_may_carry_the_result() {
+        let payload = "acme t1 completed\n{\"m\":null,\"c\":1,\"u\":2,\"t\":null,\"p\":5,\"s\":null,\"o\":null,\"k\":null,\"r\":\"{\\\"content\\\":[]}\"}";
+        let notification = parse_notification(payload).expect("a change");
+        assert_eq!(notification.result.as_deref(), Some(r#"{"content":[]}"#));
+        assert!(matches!(
+            notification.change,
+            TaskChange::Changed {
+                news: News::Task(_),
+                ..
+            }
+        ));
+        let without = "acme t1 working\n{\"m\":null,\"c\":1,\"u\":2,\"t\":null,\"p\":5,\"s\":null,\"o\":null,\"k\":null}";
+        assert_eq!(parse_notification(without).expect("a change").result, None);
     }
 
     #[test]

@@ -13,8 +13,9 @@ use sqlx::postgres::{PgListener, PgNotification};
 use tokio_util::sync::CancellationToken;
 
 use super::change_listeners::LISTENER_APPLICATION;
-use super::change_payload::parse_task_change;
-use crate::store::changes::{ChangeFeed, TaskChange};
+use super::change_payload::{Notification, parse_notification};
+use crate::domain::{JsonObject, TaskResult};
+use crate::store::changes::{ChangeFeed, News, TaskChange};
 
 const TASK_CHANNEL: &str = "taskstore_task_changed";
 const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(5);
@@ -83,13 +84,39 @@ async fn connect(pool: &PgPool) -> Result<PgListener, sqlx::Error> {
 
 fn route(notification: &PgNotification, feed: &ChangeFeed) {
     match notification.channel() {
-        TASK_CHANNEL => match parse_task_change(notification.payload()) {
-            Some(change) => feed.publish(change),
-            None => tracing::warn!(
-                payload = notification.payload(),
-                "malformed task change notification"
-            ),
-        },
+        TASK_CHANNEL => publish(notification.payload(), feed),
         other => tracing::debug!(channel = other, "ignoring notification"),
     }
+}
+
+/// Publishes a task change. One that ends a task with the result it
+/// carries is handed over to the task's subscribers (a waiting call answers
+/// without reading) and published to its tenant's followers.
+fn publish(payload: &str, feed: &ChangeFeed) {
+    let Some(Notification { change, result }) = parse_notification(payload) else {
+        tracing::warn!(payload, "malformed task change notification");
+        return;
+    };
+    if let (
+        Some(result),
+        TaskChange::Changed {
+            tenant,
+            task_id,
+            news: News::Task(changed),
+        },
+    ) = (result, &change)
+        && changed.task.status.is_terminal()
+        && feed.has_task_subscribers(tenant, task_id)
+        && let Ok(result) = JsonObject::parse(result)
+    {
+        let ended = TaskResult {
+            task: changed.task.clone(),
+            result,
+        };
+        let (tenant, task_id) = (tenant.clone(), task_id.clone());
+        feed.publish_to_tenant_followers(change);
+        feed.hand_over(&tenant, &task_id, ended);
+        return;
+    }
+    feed.publish(change);
 }

@@ -16,9 +16,24 @@ macro_rules! task_columns {
     };
     ($t:literal) => {
         concat!(
-            $t, "task_id, ", $t, "session_id, ", $t, "status, ", $t, "status_message, ",
-            $t, "created_at, ", $t, "last_updated_at, ", $t, "ttl_ms, ", $t, "poll_interval_ms, ",
-            $t, "tool"
+            $t,
+            "task_id, ",
+            $t,
+            "session_id, ",
+            $t,
+            "status, ",
+            $t,
+            "status_message, ",
+            $t,
+            "created_at, ",
+            $t,
+            "last_updated_at, ",
+            $t,
+            "ttl_ms, ",
+            $t,
+            "poll_interval_ms, ",
+            $t,
+            "tool"
         )
     };
 }

@@ -161,7 +161,12 @@ async fn apply(
         } else {
             Reach::Everyone
         };
-        quiet.tell(&row.tenant_id, row.task.clone(), row.progress_token.as_deref(), reach);
+        quiet.tell(
+            &row.tenant_id,
+            row.task.clone(),
+            row.progress_token.as_deref(),
+            reach,
+        );
     }
     Ok(changed
         .into_iter()
