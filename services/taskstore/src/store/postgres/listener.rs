@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use sqlx::PgPool;
 use sqlx::postgres::{PgListener, PgNotification};
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
 use super::change_listeners::LISTENER_APPLICATION;
@@ -22,8 +23,15 @@ const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(5);
 
 /// Listens until `stop` fires, reconnecting with backoff. After every
 /// (re)connection it tells everyone to re-read (`Resync`), because
-/// notifications sent while it was away are lost.
-pub(super) fn spawn(pool: PgPool, feed: ChangeFeed, stop: CancellationToken) {
+/// notifications sent while it was away are lost. The returned receiver
+/// completes once the first connection listens.
+pub(super) fn spawn(
+    pool: PgPool,
+    feed: ChangeFeed,
+    stop: CancellationToken,
+) -> oneshot::Receiver<()> {
+    let (listening, first_connection) = oneshot::channel();
+    let mut listening = Some(listening);
     tokio::spawn(async move {
         let mut delay = Duration::from_millis(100);
         loop {
@@ -49,6 +57,10 @@ pub(super) fn spawn(pool: PgPool, feed: ChangeFeed, stop: CancellationToken) {
             };
             delay = Duration::from_millis(100);
             feed.publish(TaskChange::Resync);
+            if let Some(listening) = listening.take() {
+                // Nobody waiting any more is fine.
+                let _ = listening.send(());
+            }
             loop {
                 let received = tokio::select! {
                     () = stop.cancelled() => return,
@@ -69,6 +81,7 @@ pub(super) fn spawn(pool: PgPool, feed: ChangeFeed, stop: CancellationToken) {
             }
         }
     });
+    first_connection
 }
 
 async fn connect(pool: &PgPool) -> Result<PgListener, sqlx::Error> {

@@ -93,6 +93,9 @@ mod quiet;
 mod search;
 mod transition_batch;
 
+/// How long opening the store waits for its change listener to listen.
+const LISTENER_READY_WITHIN: Duration = Duration::from_secs(5);
+
 /// The PostgreSQL [`TaskStore`].
 #[derive(Debug, Clone)]
 pub struct PgTaskStore {
@@ -130,7 +133,11 @@ impl PgTaskStore {
         let changes = ChangeFeed::default();
         let outbox = Arc::new(Notify::new());
         let stop = CancellationToken::new();
-        listener::spawn(pool.clone(), changes.clone(), stop.clone());
+        let listening = listener::spawn(pool.clone(), changes.clone(), stop.clone());
+        // Subscribers from the first moment hear every notified change (a
+        // listener still connecting later tells them to read again). The
+        // database answered just now, so this is one connection's setup.
+        let _ = tokio::time::timeout(LISTENER_READY_WITHIN, listening).await;
         let quiet = quiet::Quiet::new(change_listeners::new_replica_id().into(), changes.clone());
         let listeners = change_listeners::ChangeListeners::start(
             pool.clone(),
