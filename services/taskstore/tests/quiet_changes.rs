@@ -343,3 +343,42 @@ async fn a_result_stored_on_another_replica_reaches_a_waiting_call_without_a_rea
     scarce.close().await;
     drop_database(pool, &database).await;
 }
+
+/// A session holding `change_listeners` (a `pg_dump`, an operator's open
+/// transaction) does not hold back a registration, nor every claim queued
+/// behind it: after a second the rows are written without the lock, and
+/// the tenant's subscribers are told to read again a second later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_session_holding_the_registrations_delays_a_registration_by_a_second_at_most() {
+    let (pool, database) = own_database().await;
+    let mut holder = pool.begin().await.expect("begin");
+    holder
+        .execute("SELECT count(*) FROM change_listeners")
+        .await
+        .expect("read the table");
+    let store = PgTaskStore::open(pool.clone(), StoreConfig::default())
+        .await
+        .expect("open");
+    let started = std::time::Instant::now();
+    let mut follow = tokio::time::timeout(Duration::from_secs(5), store.follow_tasks(&all()))
+        .await
+        .expect("registered without waiting for the holder")
+        .expect("follow");
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "it waited for the lock first"
+    );
+    let registered: i64 = sqlx::query_scalar("SELECT count(*) FROM change_listeners")
+        .fetch_one(&mut *holder)
+        .await
+        .expect("count");
+    assert_eq!(registered, 1);
+    let item = tokio::time::timeout(Duration::from_secs(5), follow.next())
+        .await
+        .expect("a resync within 5 s")
+        .expect("the follow goes on");
+    assert_eq!(item, Followed::Resync);
+    holder.rollback().await.expect("rollback");
+    drop((follow, store));
+    drop_database(pool, &database).await;
+}

@@ -37,6 +37,17 @@ const RENEW_EVERY: Duration = Duration::from_secs(10);
 /// A tenant without subscribers here keeps its registration this long, so
 /// that a watcher coming and going does not register it every time.
 const FORGET_AFTER: Duration = Duration::from_secs(60);
+/// The longest a registration waits for the table lock (`lock_timeout`),
+/// and how long after a registration without it its tenants read again.
+const LOCK_WAIT: Duration = Duration::from_secs(1);
+
+/// PostgreSQL's `lock_not_available`: `lock_timeout` ran out.
+fn is_lock_timeout(err: &sqlx::Error) -> bool {
+    err.as_database_error()
+        .and_then(|db| db.code())
+        .is_some_and(|code| code == "55P03")
+}
+
 /// Registrations nobody renewed for this long are deleted.
 const DELETE_AFTER_SECS: i64 = 600;
 
@@ -137,15 +148,43 @@ impl ChangeListeners {
             .unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Writes (or renews) the rows under the lock described above.
+    /// Writes (or renews) the rows under the lock described above. The lock
+    /// is waited for at most [`LOCK_WAIT`]: a session holding the table
+    /// (a `pg_dump`, an operator's open transaction) must not hold back
+    /// every claim queued behind this request. Without the lock, the rows
+    /// are written anyway and the tenants' subscribers read again once the
+    /// statements that may have missed them are surely over.
     async fn register(&self, tenants: &[String]) -> Result<(), StoreError> {
         let mut tx = self.pool.begin().await.map_err(store_error)?;
-        sqlx::query("LOCK TABLE change_listeners IN ACCESS EXCLUSIVE MODE")
+        sqlx::query("SELECT set_config('lock_timeout', $1, true)")
+            .bind(format!("{}ms", LOCK_WAIT.as_millis()))
             .execute(&mut *tx)
             .await
             .map_err(store_error)?;
-        self.upsert(&mut *tx, tenants).await?;
-        tx.commit().await.map_err(store_error)
+        match sqlx::query("LOCK TABLE change_listeners IN ACCESS EXCLUSIVE MODE")
+            .execute(&mut *tx)
+            .await
+        {
+            Ok(_) => {
+                self.upsert(&mut *tx, tenants).await?;
+                tx.commit().await.map_err(store_error)
+            }
+            Err(err) if is_lock_timeout(&err) => {
+                drop(tx);
+                self.upsert(&self.pool, tenants).await?;
+                tracing::warn!(
+                    tenants = tenants.len(),
+                    "change listeners registered without the table lock (a session holds it); subscribers read again shortly"
+                );
+                let (feed, tenants) = (self.feed.clone(), tenants.to_vec());
+                tokio::spawn(async move {
+                    tokio::time::sleep(LOCK_WAIT).await;
+                    feed.resync_tenants(&tenants);
+                });
+                Ok(())
+            }
+            Err(err) => Err(store_error(err)),
+        }
     }
 
     async fn upsert<'e>(
