@@ -39,7 +39,8 @@ prepare() { # side bin
 
 run() { # side bin round
   local side=$1 bin=$2 round=$3
-  local url="postgres://postgres@127.0.0.1:5432/taskstore_bench_$side"
+  # Plain TCP, as run.sh (benches/lib.sh) measures.
+  local url="postgres://postgres@127.0.0.1:5432/taskstore_bench_$side?sslmode=disable"
   psql "$url" -qc "TRUNCATE tasks, dispatch_outbox CASCADE" -c "VACUUM ANALYZE tasks"
   "$bin/taskstore" serve --auth none --database-url "$url" --listen "127.0.0.1:$port" \
     --amqp-url amqp://guest:guest@127.0.0.1:5672/%2f --queue-prefix "ab-$side" \

@@ -4,7 +4,12 @@
 db=${BENCH_DATABASE:-taskstore_bench}
 # BENCH_PG_PORT: another PostgreSQL on this machine (soak.sh's own cluster).
 pg_port=${BENCH_PG_PORT:-5432}
-url="postgres://postgres@127.0.0.1:$pg_port/$db"
+# Plain TCP on loopback for every client of the database (the service,
+# pgbench, graphile-worker's node-postgres, whose default it is), so that the
+# baselines do the same transport work as we do. TLS to PostgreSQL costs the
+# e2e path about 10% of its CPU here (BENCHMARKS.md, issue 28 second pass).
+export PGSSLMODE=disable
+url="postgres://postgres@127.0.0.1:$pg_port/$db?sslmode=disable"
 port=50151
 endpoint="http://127.0.0.1:$port"
 bin=./target/release

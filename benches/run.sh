@@ -80,8 +80,12 @@ echo "slow tools (50–500 ms), $slow_clients clients: $(figure "$out/e2e-slow.j
 stop_service
 
 echo "== graphile-worker baseline: the same e2e load, two worker processes of 32, no broker, no stored result"
-graphile_url="postgres://postgres@127.0.0.1:$pg_port/${db}_graphile"
-psql "$graphile_url" -qAtc "SELECT 1" >/dev/null 2>&1 || createdb -h 127.0.0.1 -p "$pg_port" -U postgres "${db}_graphile"
+graphile_url="postgres://postgres@127.0.0.1:$pg_port/${db}_graphile?sslmode=disable"
+# A fresh database each run, as ours is emptied and vacuumed: no jobs left
+# over from an earlier run, no dead rows (this cluster may run without
+# autovacuum).
+dropdb -h 127.0.0.1 -p "$pg_port" -U postgres --if-exists "${db}_graphile"
+createdb -h 127.0.0.1 -p "$pg_port" -U postgres "${db}_graphile"
 [ -d benches/graphile/node_modules ] || npm ci --prefix benches/graphile --no-audit --no-fund --silent
 node benches/graphile/bench.mjs migrate "$graphile_url"
 graphile_workers=()
