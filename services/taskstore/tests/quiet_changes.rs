@@ -110,9 +110,9 @@ async fn notified_about(listener: &mut PgListener, task: &TaskId) -> Vec<String>
     heard
 }
 
-/// Creates, claims and completes a dispatched task on `store`.
-async fn run_task(store: &PgTaskStore) -> TaskId {
-    let task = NewTask {
+/// A task dispatched to the `echo` tool.
+fn echo_task() -> NewTask {
+    NewTask {
         task_id: None,
         ttl: Default::default(),
         poll_interval: None,
@@ -124,7 +124,12 @@ async fn run_task(store: &PgTaskStore) -> TaskId {
             max_attempts: None,
         }),
         trace_context: None,
-    };
+    }
+}
+
+/// Creates, claims and completes a dispatched task on `store`.
+async fn run_task(store: &PgTaskStore) -> TaskId {
+    let task = echo_task();
     let id = store
         .create_task(&all(), task)
         .await
@@ -284,19 +289,7 @@ async fn a_result_stored_on_another_replica_reaches_a_waiting_call_without_a_rea
     let there = PgTaskStore::open(scarce.clone(), StoreConfig::default())
         .await
         .expect("open");
-    let task = NewTask {
-        task_id: None,
-        ttl: Default::default(),
-        poll_interval: None,
-        request_id: RequestId::parse("1").expect("id"),
-        request: JsonObject::parse(r#"{"method":"tools/call","params":{"name":"echo"}}"#)
-            .expect("json"),
-        dispatch: Some(DispatchRequest {
-            tool: ToolName::parse("echo").expect("tool"),
-            max_attempts: None,
-        }),
-        trace_context: None,
-    };
+    let task = echo_task();
     let id = here
         .create_task(&all(), task)
         .await
