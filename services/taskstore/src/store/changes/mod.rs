@@ -152,6 +152,19 @@ impl ChangeFeed {
             .contains_key(&(tenant.to_owned(), task_id.to_owned()))
     }
 
+    /// Whether anyone here follows every change to the tenant's tasks.
+    pub fn has_tenant_followers(&self, tenant: &str) -> bool {
+        locked(&self.subscribers)
+            .by_tenant
+            .get(tenant)
+            .is_some_and(|sender| sender.receiver_count() > 0)
+    }
+
+    /// Whether a change to this task would reach anyone here.
+    pub fn is_heard(&self, tenant: &str, task_id: &str) -> bool {
+        self.has_task_subscribers(tenant, task_id) || self.has_tenant_followers(tenant)
+    }
+
     /// Publishes a change to its tenant's followers only: its task's
     /// subscribers learn of it otherwise (a result handed over).
     pub fn publish_to_tenant_followers(&self, change: TaskChange) {

@@ -215,6 +215,15 @@ async fn a_tenants_resync_and_followers_only_news_reach_whom_they_name() {
         "another tenant reads nothing"
     );
 
+    assert!(feed.is_heard(&tenant(), "a"));
+    assert!(
+        feed.is_heard("other", "x"),
+        "the tenant's followers hear any task"
+    );
+    assert!(!feed.is_heard("nobody", "a"));
+
     drop((task, followers));
     assert_eq!(feed.followed_tenants(), HashSet::from(["other".to_owned()]));
+    assert!(!feed.has_tenant_followers(&tenant()));
+    assert!(!feed.is_heard(&tenant(), "a"));
 }

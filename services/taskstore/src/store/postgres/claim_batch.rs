@@ -67,7 +67,7 @@ async fn claim_batch(pool: &PgPool, lease_ms: i64, quiet: &Quiet, batch: Vec<Pen
         for row in claimed.values().filter(|row| row.quiet) {
             quiet.tell(
                 &row.tenant_id,
-                row.task.clone(),
+                &row.task,
                 row.progress_token.as_deref(),
                 Reach::Everyone,
             );

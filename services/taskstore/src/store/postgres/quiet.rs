@@ -72,17 +72,27 @@ impl Quiet {
     }
 
     /// Tells this replica's subscribers of a change its statement made
-    /// without a notification. A row that does not convert (corrupt) is
-    /// told without the task, so that subscribers read it.
+    /// without a notification; nothing (not even the conversion) when none
+    /// here would hear it. (One subscribing meanwhile reads the change: it
+    /// is committed.) A row that does not convert (corrupt) is told without
+    /// the task, so that subscribers read it.
     pub(super) fn tell(
         &self,
         tenant: &str,
-        row: TaskRow,
+        row: &TaskRow,
         progress_token: Option<&str>,
         reach: Reach,
     ) {
-        let task_id = row.task_id().to_owned();
-        let news = match row.into_task() {
+        let task_id = row.task_id();
+        let heard = match reach {
+            Reach::Everyone => self.feed.is_heard(tenant, task_id),
+            Reach::TenantFollowers => self.feed.has_tenant_followers(tenant),
+        };
+        if !heard {
+            return;
+        }
+        let task_id = task_id.to_owned();
+        let news = match row.clone().into_task() {
             Ok(task) => News::Task(Arc::new(ChangedTask {
                 task,
                 progress_token: progress_token.and_then(ProgressToken::from_stored),

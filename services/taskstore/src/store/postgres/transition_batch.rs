@@ -163,7 +163,7 @@ async fn apply(
         };
         quiet.tell(
             &row.tenant_id,
-            row.task.clone(),
+            &row.task,
             row.progress_token.as_deref(),
             reach,
         );
