@@ -27,7 +27,6 @@ use tokio_util::sync::CancellationToken;
 use super::error::store_error;
 use super::quiet::{Quiet, REGISTRATION_LIFETIME_SECS};
 use crate::error::StoreError;
-use crate::store::changes::ChangeFeed;
 
 /// The `application_name` of this version's listening connection, by which
 /// replicas tell it from an older version's (which does not register).
@@ -84,7 +83,6 @@ struct Registered {
 pub(super) struct ChangeListeners {
     pool: PgPool,
     quiet: Quiet,
-    feed: ChangeFeed,
     registered: Arc<Mutex<Registered>>,
 }
 
@@ -92,16 +90,10 @@ impl ChangeListeners {
     /// Checks for older listeners once (so that the replica is quiet, or
     /// not, from its first statement), then starts the renewals, which
     /// check again each time; they stop with `stop`.
-    pub(super) async fn start(
-        pool: PgPool,
-        quiet: Quiet,
-        feed: ChangeFeed,
-        stop: CancellationToken,
-    ) -> Self {
+    pub(super) async fn start(pool: PgPool, quiet: Quiet, stop: CancellationToken) -> Self {
         let listeners = Self {
             pool,
             quiet,
-            feed,
             registered: Arc::default(),
         };
         listeners.check_for_older_listeners().await;
@@ -176,7 +168,7 @@ impl ChangeListeners {
                     tenants = tenants.len(),
                     "change listeners registered without the table lock (a session holds it); subscribers read again shortly"
                 );
-                let (feed, tenants) = (self.feed.clone(), tenants.to_vec());
+                let (feed, tenants) = (self.quiet.feed().clone(), tenants.to_vec());
                 tokio::spawn(async move {
                     tokio::time::sleep(LOCK_WAIT).await;
                     feed.resync_tenants(&tenants);
@@ -240,7 +232,7 @@ impl ChangeListeners {
     /// Renews the tenants followed lately, forgets the others, and deletes
     /// every replica's long-lapsed rows.
     async fn renew(&self, since_last_renewal: Duration) -> Result<(), StoreError> {
-        let followed = self.feed.followed_tenants();
+        let followed = self.quiet.feed().followed_tenants();
         let tenants: Vec<String> = {
             let mut registered = self.lock();
             let now = Instant::now();
@@ -271,7 +263,7 @@ impl ChangeListeners {
                     tenants = tenants.len(),
                     "change listener registrations renewed late; subscribers read again"
                 );
-                self.feed.resync_tenants(&tenants);
+                self.quiet.feed().resync_tenants(&tenants);
             } else {
                 self.upsert(&self.pool, &tenants).await?;
             }

@@ -139,13 +139,9 @@ impl PgTaskStore {
         // database answered just now, so this is one connection's setup.
         let _ = tokio::time::timeout(LISTENER_READY_WITHIN, listening).await;
         let quiet = quiet::Quiet::new(change_listeners::new_replica_id().into(), changes.clone());
-        let listeners = change_listeners::ChangeListeners::start(
-            pool.clone(),
-            quiet.clone(),
-            changes.clone(),
-            stop.clone(),
-        )
-        .await;
+        let listeners =
+            change_listeners::ChangeListeners::start(pool.clone(), quiet.clone(), stop.clone())
+                .await;
         let fresh = handoff::FreshJobs::new(outbox.clone());
         let forget = handoff::spawn_forgetter(pool.clone());
         let creates = group_commit::spawn(pool.clone(), fresh.clone());

@@ -56,6 +56,11 @@ impl Quiet {
         }
     }
 
+    /// This replica's change feed.
+    pub(super) fn feed(&self) -> &ChangeFeed {
+        &self.feed
+    }
+
     pub(super) fn replica(&self) -> &str {
         &self.replica
     }
