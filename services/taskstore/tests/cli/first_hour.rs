@@ -275,7 +275,9 @@ async fn key_rotation_can_be_followed_in_the_log_and_keys_list() {
             && event["credential"] == caller.as_str()
             && event["reason"] == "revoked"
     });
-    let secret = key.rsplit('_').next().expect("secret part");
+    // "tsk_<key id>_<secret>"; the secret is base64url and may itself
+    // contain '_', so it is everything after the second one.
+    let secret = key.splitn(3, '_').nth(2).expect("secret part");
     assert!(
         !service
             .drain_logs()
