@@ -463,3 +463,19 @@ async fn dashboard_reads_are_cut_off_and_never_starve_the_api() {
         .expect("the dashboard reads again");
     assert!(waiting.is_empty());
 }
+
+/// The store's connections plan every statement with its values: a generic
+/// plan made while the tasks table was empty (a new deployment) would keep
+/// scanning the whole table as it grows (BENCHMARKS.md, "Plans made on an
+/// empty table").
+#[tokio::test]
+async fn the_pool_plans_every_statement_with_its_values() {
+    let pool = common::migrated_pool().await;
+    for _ in 0..3 {
+        let mode: String = sqlx::query_scalar("SHOW plan_cache_mode")
+            .fetch_one(&pool)
+            .await
+            .expect("show");
+        assert_eq!(mode, "force_custom_plan");
+    }
+}

@@ -66,7 +66,13 @@ pub fn lazy_pool(options: PgConnectOptions, settings: PoolSettings) -> PgPool {
         // pooled connection fails one operation with UNAVAILABLE, which is
         // retryable, and is then replaced.
         .test_before_acquire(false)
-        .connect_lazy_with(options)
+        // Every statement planned with its values. A cached generic plan is
+        // made once per connection, on the statement's sixth run, from the
+        // table's size then: on a new deployment's empty tasks table that
+        // is a sequential scan, kept by the connection while the table
+        // grows (results read 3.8 million rows in 8 s of the e2e bench;
+        // BENCHMARKS.md, "Plans made on an empty table").
+        .connect_lazy_with(options.options([("plan_cache_mode", "force_custom_plan")]))
 }
 
 // The SQL conditions every statement shares, declared before the modules
