@@ -464,18 +464,55 @@ async fn dashboard_reads_are_cut_off_and_never_starve_the_api() {
     assert!(waiting.is_empty());
 }
 
-/// The store's connections plan every statement with its values: a generic
-/// plan made while the tasks table was empty (a new deployment) would keep
-/// scanning the whole table as it grows (BENCHMARKS.md, "Plans made on an
-/// empty table").
+/// While the tasks table is small, connections plan every statement with its
+/// values: a plan cached then (a sequential scan, or the listing index for a
+/// lookup by id) would stay while the table grows. Once its primary key is
+/// past 16 pages, every connection caches plans, those opened before being
+/// replaced as they are released (store/postgres/plans.rs).
 #[tokio::test]
-async fn the_pool_plans_every_statement_with_its_values() {
+async fn plans_are_cached_once_the_tasks_table_is_large() {
     let pool = common::migrated_pool().await;
-    for _ in 0..3 {
-        let mode: String = sqlx::query_scalar("SHOW plan_cache_mode")
-            .fetch_one(&pool)
-            .await
-            .expect("show");
-        assert_eq!(mode, "force_custom_plan");
+    let modes = || async {
+        // Every connection of the pool at once (test_pool_settings: 10).
+        let mut held = Vec::new();
+        for _ in 0..10 {
+            held.push(pool.acquire().await.expect("connection"));
+        }
+        let mut modes = Vec::new();
+        for conn in &mut held {
+            let mode: String = sqlx::query_scalar("SHOW plan_cache_mode")
+                .fetch_one(&mut **conn)
+                .await
+                .expect("show");
+            modes.push(mode);
+        }
+        modes
+    };
+    assert!(
+        modes().await.iter().all(|mode| mode == "force_custom_plan"),
+        "an empty table: every statement planned with its values"
+    );
+    sqlx::query(
+        "INSERT INTO tasks (tenant_id, task_id, status, request_id_json, request_json,
+                            created_at, last_updated_at, poll_interval_ms)
+         SELECT 'default', 'a-task-id-long-enough-to-fill-the-index-' || i, 'working', '1',
+                '{}', now(), now(), 1000
+         FROM generate_series(1, 4000) AS i",
+    )
+    .execute(&pool)
+    .await
+    .expect("rows");
+    // A release reads the size at most once a second.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let now = modes().await;
+        if now.iter().all(|mode| mode == "auto") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "connections still planning every statement: {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
     }
 }

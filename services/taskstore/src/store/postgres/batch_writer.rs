@@ -2,7 +2,17 @@
 //! one batch (one statement, one commit), then answers each caller. Under
 //! load many operations share a commit and a round trip; at rest a batch is
 //! one operation, at the cost of one hop through a channel. Used by creates
-//! (`group_commit`) and claims (`claim_batch`).
+//! (`group_commit`), claims (`claim_batch`) and status changes
+//! (`transition_batch`).
+//!
+//! # Plans
+//! A statement that finds its rows by the arrays it binds (a batch of claims
+//! or of status changes, the outbox rows of a batch of jobs) is sent unnamed
+//! (`.persistent(false)`): PostgreSQL plans each run for its arrays' lengths
+//! and keeps no plan. A cached plan would be made for arrays of unknown length
+//! (a hash join over a sequential scan of `tasks` on a table of a few
+//! megabytes, kept as it grows). Planning costs once per batch. A batch of one
+//! binds plain values and may keep its plan (`plans.rs`).
 
 use std::collections::HashMap;
 use std::future::Future;

@@ -136,6 +136,7 @@ async fn claim_rows(
         sqlx::query_as::<_, ClaimedRow>(claim_sql!(
             "unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[])"
         ))
+        .persistent(false) // planned for its arrays: batch_writer.rs, "Plans"
         .bind(column(|r| r.tenant.clone()))
         .bind(column(|r| r.task_id.clone()))
         .bind(&generations)

@@ -173,6 +173,7 @@ pub(super) fn spawn_forgetter(pool: PgPool) -> mpsc::UnboundedSender<i64> {
                 }
             }
             let deleted = sqlx::query("DELETE FROM dispatch_outbox WHERE id = ANY($1)")
+                .persistent(false) // planned for its array: batch_writer.rs, "Plans"
                 .bind(&ids)
                 .execute(&pool)
                 .await;
@@ -264,6 +265,7 @@ impl PgTaskStore {
     /// this fails too, they fall due at the end of their grace anyway.
     async fn leave_to_outbox(&self, outbox_ids: &[i64]) {
         let due = sqlx::query("UPDATE dispatch_outbox SET available_at = now() WHERE id = ANY($1)")
+            .persistent(false) // planned for its array: batch_writer.rs, "Plans"
             .bind(outbox_ids)
             .execute(self.pool())
             .await;

@@ -49,7 +49,14 @@ impl PgInsights {
     /// same schema), through a pool of [`INSIGHTS_CONNECTIONS`] that
     /// connects on first use.
     pub fn new(api_pool: &PgPool) -> Self {
-        let options = api_pool.connect_options().as_ref().clone();
+        // Every read planned with its values: they are few, scan ranges
+        // whose size depends on the values (a time window, a tool), and a
+        // plan cached on a small table would stay as it grows (plans.rs).
+        let options = api_pool
+            .connect_options()
+            .as_ref()
+            .clone()
+            .options([("plan_cache_mode", "force_custom_plan")]);
         let pool = PgPoolOptions::new()
             .max_connections(INSIGHTS_CONNECTIONS)
             .acquire_timeout(INSIGHTS_STATEMENT_TIMEOUT)

@@ -57,7 +57,7 @@ impl Default for PoolSettings {
 /// itself not ready) while the database is still down, and reconnects by
 /// itself after the database restarts.
 pub fn lazy_pool(options: PgConnectOptions, settings: PoolSettings) -> PgPool {
-    PgPoolOptions::new()
+    let pool = PgPoolOptions::new()
         .max_connections(settings.max_connections)
         .acquire_timeout(settings.acquire_timeout)
         // No ping on every checkout: it doubled the round trips of every
@@ -65,14 +65,12 @@ pub fn lazy_pool(options: PgConnectOptions, settings: PoolSettings) -> PgPool {
         // BENCHMARKS.md). The cost: after a database restart each stale
         // pooled connection fails one operation with UNAVAILABLE, which is
         // retryable, and is then replaced.
-        .test_before_acquire(false)
-        // Every statement planned with its values. A cached generic plan is
-        // made once per connection, on the statement's sixth run, from the
-        // table's size then: on a new deployment's empty tasks table that
-        // is a sequential scan, kept by the connection while the table
-        // grows (results read 3.8 million rows in 8 s of the e2e bench;
-        // BENCHMARKS.md, "Plans made on an empty table").
-        .connect_lazy_with(options.options([("plan_cache_mode", "force_custom_plan")]))
+        .test_before_acquire(false);
+    // Plans cached only once the tasks table is large enough for a cached
+    // plan to stay right (plans.rs).
+    Arc::new(plans::PlanMode::new())
+        .install(pool)
+        .connect_lazy_with(options)
 }
 
 // The SQL conditions every statement shares, declared before the modules
@@ -94,6 +92,7 @@ mod hold;
 mod insights;
 mod listing;
 mod operations;
+mod plans;
 mod questions;
 mod quiet;
 mod search;

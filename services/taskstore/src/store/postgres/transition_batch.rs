@@ -134,6 +134,7 @@ async fn apply(
         sqlx::query_as::<_, ChangedRow>(apply_sql!(
             "unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bool[], $8::text[])"
         ))
+        .persistent(false) // planned for its arrays: batch_writer.rs, "Plans"
         .bind(text(|c| Some(c.tenant.clone())))
         .bind(text(|c| Some(c.task_id.clone())))
         .bind(text(|c| c.session.clone()))
