@@ -9,8 +9,8 @@
 # figure to compare is latency (create→worker-start p99) rather than rate.
 # Every run also reports the machine's CPU time per task (all processes).
 #
-# Each side has a database of its own (taskstore_bench_a, _b: each build
-# migrates its own schema) emptied and vacuumed before every run, the same
+# Each side has a database of its own (taskstore_bench_a, _b, made anew: each
+# build migrates its own schema) emptied and vacuumed before every run, the same
 # `serve` flags and two `taskworker --concurrency 32` on quorum queues of
 # its own prefix, and `taskstore bench --scenario e2e` from the B build (the
 # same load generator for both). Rounds alternate the order (AB, BA, …) so
@@ -18,7 +18,9 @@
 # the B/A ratios by mean and by median, and the paired ratios' range.
 #
 # A_BIN_DIR, B_BIN_DIR hold taskstore and taskworker (release builds), e.g.
-# a git worktree's target/release and ./target/release.
+# a git worktree's target/release and ./target/release. AB_SQL_A / AB_SQL_B:
+# SQL run on that side's database after its migrations, to measure a
+# ceiling by hand (a step taken out, e.g. an index dropped) with one build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 a=${1:?A_BIN_DIR}; b=${2:?B_BIN_DIR}
@@ -32,9 +34,12 @@ trap cleanup EXIT
 
 prepare() { # side bin
   local db="taskstore_bench_$1"
-  psql -h 127.0.0.1 -U postgres -d postgres -qAtc "SELECT 1 FROM pg_database WHERE datname = '$db'" | grep -q 1 \
-    || createdb -h 127.0.0.1 -U postgres "$db"
+  # Made anew each time: no index or setting left by an earlier run's AB_SQL.
+  dropdb -h 127.0.0.1 -U postgres --if-exists "$db"
+  createdb -h 127.0.0.1 -U postgres "$db"
   "$2/taskstore" migrate --database-url "postgres://postgres@127.0.0.1:5432/$db" >/dev/null
+  local sql_var="AB_SQL_${1^^}"
+  if [[ -n "${!sql_var:-}" ]]; then psql -h 127.0.0.1 -U postgres -d "$db" -qc "${!sql_var}"; fi
 }
 
 run() { # side bin round
