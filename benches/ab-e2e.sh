@@ -28,19 +28,7 @@ rounds=${3:-10}; seconds=${4:-10}; clients=${5:-64}; rate=${6:-}
 port=50161
 endpoint="http://127.0.0.1:$port"
 out=$(mktemp -d)
-pids=()
-cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; pids=(); }
-trap cleanup EXIT
-
-prepare() { # side bin
-  local db="taskstore_bench_$1"
-  # Made anew each time: no index or setting left by an earlier run's AB_SQL.
-  dropdb -h 127.0.0.1 -U postgres --if-exists "$db"
-  createdb -h 127.0.0.1 -U postgres "$db"
-  "$2/taskstore" migrate --database-url "postgres://postgres@127.0.0.1:5432/$db" >/dev/null
-  local sql_var="AB_SQL_${1^^}"
-  if [[ -n "${!sql_var:-}" ]]; then psql -h 127.0.0.1 -U postgres -d "$db" -qc "${!sql_var}"; fi
-}
+source benches/ab-lib.sh
 
 run() { # side bin round
   local side=$1 bin=$2 round=$3
@@ -73,10 +61,7 @@ print(f\"round {sys.argv[2]} {sys.argv[3]}: {r['per_second']:.0f} tasks/s, creat
     "$out/$side-$round.json" "$round" "$side" "$out/cpu-$side-$round.txt"
 }
 
-prepare a "$a"; prepare b "$b"
-for round in $(seq 1 "$rounds"); do
-  if (( round % 2 )); then run a "$a" "$round"; run b "$b" "$round"; else run b "$b" "$round"; run a "$a" "$round"; fi
-done
+alternate "$rounds"
 python3 - "$out" "$rounds" <<'PY'
 import json, statistics, sys
 out, rounds = sys.argv[1], int(sys.argv[2])

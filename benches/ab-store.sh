@@ -6,7 +6,7 @@
 #   benches/ab-store.sh A_BIN_DIR B_BIN_DIR [scenario] [rounds] [seconds] [clients]
 #   (defaults: create, 6 rounds of 8 s, 64 clients)
 #
-# Each side has a database of its own (taskstore_bench_a, _b), emptied and
+# Each side has a database of its own (taskstore_bench_a, _b; ab-lib.sh), emptied and
 # vacuumed before every run, and `serve` with no broker; `get` reads 10,000
 # tasks the load generator creates first. The load generator is the B
 # build's. Rounds alternate the order (AB, BA, …). Prints one line per run,
@@ -19,16 +19,7 @@ case $scenario in create|get) ;; *) echo "ab-store.sh: scenario is create or get
 port=50162
 endpoint="http://127.0.0.1:$port"
 out=$(mktemp -d)
-pids=()
-cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; pids=(); }
-trap cleanup EXIT
-
-prepare() { # side bin
-  local db="taskstore_bench_$1"
-  psql -h 127.0.0.1 -U postgres -d postgres -qAtc "SELECT 1 FROM pg_database WHERE datname = '$db'" | grep -q 1 \
-    || createdb -h 127.0.0.1 -U postgres "$db"
-  "$2/taskstore" migrate --database-url "postgres://postgres@127.0.0.1:5432/$db" >/dev/null
-}
+source benches/ab-lib.sh
 
 run() { # side bin round
   local side=$1 bin=$2 round=$3
@@ -46,10 +37,7 @@ print(f\"round {sys.argv[2]} {sys.argv[3]}: {o['per_second']:.0f}/s, p50 {o['p50
     "$out/$side-$round.json" "$round" "$side" "$scenario"
 }
 
-prepare a "$a"; prepare b "$b"
-for round in $(seq 1 "$rounds"); do
-  if (( round % 2 )); then run a "$a" "$round"; run b "$b" "$round"; else run b "$b" "$round"; run a "$a" "$round"; fi
-done
+alternate "$rounds"
 python3 - "$out" "$rounds" "$scenario" <<'PY'
 import json, statistics, sys
 out, rounds, scenario = sys.argv[1], int(sys.argv[2]), sys.argv[3]

@@ -49,18 +49,24 @@ impl PgInsights {
     /// same schema), through a pool of [`INSIGHTS_CONNECTIONS`] that
     /// connects on first use.
     pub fn new(api_pool: &PgPool) -> Self {
-        // Every read planned with its values: they are few, scan ranges
-        // whose size depends on the values (a time window, a tool), and a
-        // plan cached on a small table would stay as it grows (plans.rs).
-        let options = api_pool
-            .connect_options()
-            .as_ref()
-            .clone()
-            .options([("plan_cache_mode", "force_custom_plan")]);
+        let options = api_pool.connect_options().as_ref().clone();
         let pool = PgPoolOptions::new()
             .max_connections(INSIGHTS_CONNECTIONS)
             .acquire_timeout(INSIGHTS_STATEMENT_TIMEOUT)
             .test_before_acquire(false)
+            // Every read planned with its values: they are few, scan ranges
+            // whose size depends on the values (a time window, a tool), and
+            // a plan cached on a small table would stay as it grows
+            // (plans.rs). A SET rather than a startup parameter, which
+            // PgBouncer refuses.
+            .after_connect(|conn, _| {
+                Box::pin(async move {
+                    sqlx::query("SET plan_cache_mode = force_custom_plan")
+                        .execute(conn)
+                        .await
+                        .map(|_| ())
+                })
+            })
             .connect_lazy_with(options);
         Self { pool }
     }

@@ -90,14 +90,7 @@ impl PlanMode {
         if self.settled_at.get().is_some() {
             return Ok(());
         }
-        let settled: bool = sqlx::query_scalar(CONNECT_SQL)
-            .bind(SETTLED_AT_BYTES)
-            .fetch_one(&mut *conn)
-            .await?;
-        if settled {
-            self.settle();
-        }
-        Ok(())
+        self.look(conn, CONNECT_SQL).await
     }
 
     /// Whether a released connection goes back to the pool.
@@ -109,15 +102,21 @@ impl PlanMode {
         let now = Instant::now();
         let opened = now.checked_sub(meta.age).unwrap_or(self.origin);
         if self.settled_at.get().is_none() && self.claim_check(now) {
-            let settled: bool = sqlx::query_scalar(SETTLED_SQL)
-                .bind(SETTLED_AT_BYTES)
-                .fetch_one(&mut *conn)
-                .await?;
-            if settled {
-                self.settle();
-            }
+            self.look(conn, SETTLED_SQL).await?;
         }
         Ok(keeps(self.settled_at.get().copied(), opened))
+    }
+
+    /// Runs `sql` (one of the two above) and settles when it says so.
+    async fn look(&self, conn: &mut PgConnection, sql: &'static str) -> Result<(), sqlx::Error> {
+        let settled: bool = sqlx::query_scalar(sql)
+            .bind(SETTLED_AT_BYTES)
+            .fetch_one(conn)
+            .await?;
+        if settled {
+            self.settle();
+        }
+        Ok(())
     }
 
     fn settle(&self) {
