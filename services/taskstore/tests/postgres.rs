@@ -462,6 +462,13 @@ async fn dashboard_reads_are_cut_off_and_never_starve_the_api() {
         .await
         .expect("the dashboard reads again");
     assert!(waiting.is_empty());
+    // Its reads are planned with their values whatever the table's size
+    // (store/postgres/insights.rs).
+    let mode: String = sqlx::query_scalar("SHOW plan_cache_mode")
+        .fetch_one(store.insights().pool())
+        .await
+        .expect("show");
+    assert_eq!(mode, "force_custom_plan");
 }
 
 /// While the tasks table is small, connections plan every statement with its
