@@ -9,12 +9,13 @@
 //! table grows: until autovacuum next analyzes it, or for the connection's
 //! whole life on a PostgreSQL without autovacuum. Planning every run instead
 //! cost 40% of PostgreSQL's CPU at 8 callers, and a fifth of `GetTask`'s rate
-//! (BENCHMARKS.md, "Plans made on an empty table").
+//! (BENCHMARKS.md, "Plans cached once the table is large").
 //!
 //! So a connection opened while the table is small plans every statement
 //! with its values (`plan_cache_mode = force_custom_plan`). Once the table's
 //! primary key has reached [`SETTLED_AT_BYTES`], connections opened from then
-//! on cache plans as PostgreSQL does by default. The earlier connections are
+//! on keep the server's setting: by default PostgreSQL caches plans (a
+//! database role may say otherwise, and is obeyed). The earlier connections are
 //! closed as they are released, and the pool opens new ones. A plan made at
 //! that size looks tasks up by the primary key, and it stays right as the
 //! table grows. The size is read when a connection opens and, until the pool
@@ -46,12 +47,13 @@ const CHECK_EVERY: Duration = Duration::from_secs(1);
 const SETTLED_SQL: &str =
     "SELECT COALESCE(pg_relation_size(to_regclass('tasks_pkey')), 0) >= $1::bigint";
 
-/// The same, and sets the connection's plan mode to match.
+/// The same, and on a small table sets the session to plan every statement
+/// (a larger one keeps the server's setting).
 const CONNECT_SQL: &str = concat!(
     "SELECT settled FROM (SELECT COALESCE(pg_relation_size(to_regclass('tasks_pkey')), 0)",
     " >= $1::bigint AS settled) s",
-    " WHERE set_config('plan_cache_mode',",
-    " CASE WHEN settled THEN 'auto' ELSE 'force_custom_plan' END, false) IS NOT NULL"
+    " WHERE CASE WHEN settled THEN true",
+    " ELSE set_config('plan_cache_mode', 'force_custom_plan', false) IS NOT NULL END"
 );
 
 /// One pool's plan mode: whether (and since when) it has settled.
