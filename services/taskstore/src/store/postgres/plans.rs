@@ -44,14 +44,20 @@ const CHECK_EVERY: Duration = Duration::from_secs(1);
 
 /// Whether the primary key is past the threshold (`$1`); not before the
 /// migrations have made it.
-const SETTLED_SQL: &str =
-    "SELECT COALESCE(pg_relation_size(to_regclass('tasks_pkey')), 0) >= $1::bigint";
+macro_rules! past_threshold {
+    () => {
+        "COALESCE(pg_relation_size(to_regclass('tasks_pkey')), 0) >= $1::bigint"
+    };
+}
+
+const SETTLED_SQL: &str = concat!("SELECT ", past_threshold!());
 
 /// The same, and on a small table sets the session to plan every statement
 /// (a larger one keeps the server's setting).
 const CONNECT_SQL: &str = concat!(
-    "SELECT settled FROM (SELECT COALESCE(pg_relation_size(to_regclass('tasks_pkey')), 0)",
-    " >= $1::bigint AS settled) s",
+    "SELECT settled FROM (SELECT ",
+    past_threshold!(),
+    " AS settled) s",
     " WHERE CASE WHEN settled THEN true",
     " ELSE set_config('plan_cache_mode', 'force_custom_plan', false) IS NOT NULL END"
 );
