@@ -32,14 +32,8 @@ source benches/ab-lib.sh
 
 run() { # side bin round
   local side=$1 bin=$2 round=$3
-  # Plain TCP, as run.sh (benches/lib.sh) measures.
-  local url="postgres://postgres@127.0.0.1:5432/taskstore_bench_$side?sslmode=disable"
-  psql "$url" -qc "TRUNCATE tasks, dispatch_outbox CASCADE" -c "VACUUM ANALYZE tasks"
-  "$bin/taskstore" serve --auth none --database-url "$url" --listen "127.0.0.1:$port" \
-    --amqp-url amqp://guest:guest@127.0.0.1:5672/%2f --queue-prefix "ab-$side" \
-    --cleanup-interval off --db-max-connections 20 --log-level warn &
-  pids+=($!)
-  for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+  serve_side "$side" "$bin" --amqp-url amqp://guest:guest@127.0.0.1:5672/%2f \
+    --queue-prefix "ab-$side" --log-level warn
   for n in 1 2; do
     "$bin/taskworker" --endpoint "$endpoint" --queue-prefix "ab-$side" --queue-type quorum \
       --tools noop --concurrency 32 --worker-id "ab-$side-$n" --log-level warn &

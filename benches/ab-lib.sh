@@ -1,5 +1,6 @@
 # What ab-e2e.sh and ab-store.sh share: the processes a run started (killed
-# on exit), and each side's database. Source it after `cd` to the checkout.
+# on exit), each side's database and service. Source it after `cd` to the
+# checkout, with $port set.
 
 pids=()
 cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; pids=(); }
@@ -24,4 +25,20 @@ alternate() { # rounds (uses $a and $b, the bin dirs)
   for round in $(seq 1 "$1"); do
     if (( round % 2 )); then run a "$a" "$round"; run b "$b" "$round"; else run b "$b" "$round"; run a "$a" "$round"; fi
   done
+}
+
+# Plain TCP, as run.sh (benches/lib.sh) measures.
+side_url() { echo "postgres://postgres@127.0.0.1:5432/taskstore_bench_$1?sslmode=disable"; }
+
+# Empties a side's tables and starts its `serve` on $port with the flags
+# both scripts use plus "$@", then waits until it listens.
+serve_side() { # side bin [serve flags...]
+  local url; url=$(side_url "$1")
+  local bin=$2; shift 2
+  psql "$url" -qc "TRUNCATE tasks, dispatch_outbox CASCADE" -c "VACUUM ANALYZE tasks" 2>/dev/null
+  "$bin/taskstore" serve --auth none --database-url "$url" --listen "127.0.0.1:$port" \
+    --cleanup-interval off --db-max-connections 20 "$@" &
+  pids+=($!)
+  for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return; sleep 0.1; done
+  echo "taskstore did not start on $port" >&2; exit 1
 }

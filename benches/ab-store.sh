@@ -23,12 +23,7 @@ source benches/ab-lib.sh
 
 run() { # side bin round
   local side=$1 bin=$2 round=$3
-  local url="postgres://postgres@127.0.0.1:5432/taskstore_bench_$side?sslmode=disable"
-  psql "$url" -qc "TRUNCATE tasks, dispatch_outbox CASCADE" -c "VACUUM ANALYZE tasks" 2>/dev/null
-  "$bin/taskstore" serve --auth none --database-url "$url" --listen "127.0.0.1:$port" \
-    --amqp-url none --embedded-workers 0 --cleanup-interval off --db-max-connections 20 --log-level error &
-  pids+=($!)
-  for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+  serve_side "$side" "$bin" --amqp-url none --embedded-workers 0 --log-level error
   "$b/taskstore" bench --endpoint "$endpoint" --scenario "$scenario" --clients "$clients" \
     --duration "${seconds}s" --tasks 10000 > "$out/$side-$round.json" 2>/dev/null
   cleanup
