@@ -11,16 +11,18 @@
 #
 # Each side has a database of its own (taskstore_bench_a, _b, made anew: each
 # build migrates its own schema) emptied and vacuumed before every run, the same
-# `serve` flags and two `taskworker --concurrency 32` on quorum queues of
-# its own prefix, and `taskstore bench --scenario e2e` from the B build (the
-# same load generator for both). Rounds alternate the order (AB, BA, …) so
-# that drift on the machine falls on both alike. Prints one line per run and
-# the B/A ratios by mean and by median, and the paired ratios' range.
+# `serve` flags and two `taskworker --concurrency 32` on quorum queues (or
+# AB_QUEUE_*) of its own prefix, and `taskstore bench --scenario e2e` from the
+# B build (the same load generator for both). Rounds alternate the order (AB,
+# BA, …) so that drift on the machine falls on both alike. Prints one line per
+# run and the B/A ratios by mean and by median, and the paired ratios' range.
 #
 # A_BIN_DIR, B_BIN_DIR hold taskstore and taskworker (release builds), e.g.
 # a git worktree's target/release and ./target/release. AB_SQL_A / AB_SQL_B:
 # SQL run on that side's database after its migrations, to measure a
 # ceiling by hand (a step taken out, e.g. an index dropped) with one build.
+# AB_QUEUE_A / AB_QUEUE_B: that side's queue type (default quorum), to
+# measure what the queue type costs with one build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 a=${1:?A_BIN_DIR}; b=${2:?B_BIN_DIR}
@@ -32,10 +34,14 @@ source benches/ab-lib.sh
 
 run() { # side bin round
   local side=$1 bin=$2 round=$3
+  local queue_var="AB_QUEUE_${side^^}"
+  local queue_type=${!queue_var:-quorum}
+  # The prefix names the type: a queue's type cannot change once declared.
+  local prefix="ab-$side-$queue_type"
   serve_side "$side" "$bin" --amqp-url amqp://guest:guest@127.0.0.1:5672/%2f \
-    --queue-prefix "ab-$side" --log-level warn
+    --queue-prefix "$prefix" --queue-type "$queue_type" --log-level warn
   for n in 1 2; do
-    "$bin/taskworker" --endpoint "$endpoint" --queue-prefix "ab-$side" --queue-type quorum \
+    "$bin/taskworker" --endpoint "$endpoint" --queue-prefix "$prefix" --queue-type "$queue_type" \
       --tools noop --concurrency 32 --worker-id "ab-$side-$n" --log-level warn &
     pids+=($!)
   done
