@@ -35,25 +35,7 @@ source benches/ab-lib.sh
 run() { # side bin round
   local side=$1 bin=$2 round=$3
   local queue_var="AB_QUEUE_${side^^}"
-  local queue_type=${!queue_var:-quorum}
-  # The prefix names the type: a queue's type cannot change once declared.
-  local prefix="ab-$side-$queue_type"
-  serve_side "$side" "$bin" --amqp-url amqp://guest:guest@127.0.0.1:5672/%2f \
-    --queue-prefix "$prefix" --queue-type "$queue_type" --log-level warn
-  for n in 1 2; do
-    "$bin/taskworker" --endpoint "$endpoint" --queue-prefix "$prefix" --queue-type "$queue_type" \
-      --tools noop --concurrency 32 --worker-id "ab-$side-$n" --log-level warn &
-    pids+=($!)
-  done
-  sleep 2
-  python3 benches/cpu.py snapshot "$out/cpu-$side-$round.json"
-  "$b/taskstore" bench --endpoint "$endpoint" --scenario e2e --clients "$clients" --duration "${seconds}s" \
-    ${rate:+--rate "$rate"} > "$out/$side-$round.json"
-  python3 benches/cpu.py report "$out/cpu-$side-$round.json" \
-    "$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['operations']['create_to_result']['count'])" "$out/$side-$round.json")" \
-    > "$out/cpu-$side-$round.txt"
-  cleanup
-  sleep 1
+  e2e_run "$side" "$bin" "${!queue_var:-quorum}" "$b" "$side-$round" ${rate:+--rate "$rate"}
   python3 -c "import json,re,sys; o=json.load(open(sys.argv[1]))['operations']
 r, s = o['create_to_result'], o.get('create_to_worker_start', {'p99_ms': 0})
 cpu = re.search(r'total ([0-9.]+) ms', open(sys.argv[4]).read()).group(1)

@@ -36,22 +36,7 @@ count() { # report-json python-subscript: the figure, rates as whole numbers
 total_cpu() { sed -n 's/.*total \([0-9.]*\) ms.*/\1/p' "$1"; }
 
 ours() { # round
-  local prefix="abg-$queue_type"
-  serve_side g "$bin" --amqp-url amqp://guest:guest@127.0.0.1:5672/%2f \
-    --queue-prefix "$prefix" --queue-type "$queue_type" --log-level warn
-  for n in 1 2; do
-    "$bin/taskworker" --endpoint "$endpoint" --queue-prefix "$prefix" --queue-type "$queue_type" \
-      --tools noop --concurrency 32 --worker-id "abg-$n" --log-level warn &
-    pids+=($!)
-  done
-  sleep 2
-  python3 benches/cpu.py snapshot "$out/cpu-ours-$1.json"
-  "$bin/taskstore" bench --endpoint "$endpoint" --scenario e2e --clients "$clients" \
-    --duration "${seconds}s" > "$out/ours-$1.json" 2> "$out/ours-$1.log"
-  python3 benches/cpu.py report "$out/cpu-ours-$1.json" \
-    "$(count "$out/ours-$1.json" "['operations']['create_to_result']['count']")" > "$out/cpu-ours-$1.txt"
-  cleanup
-  sleep 1
+  e2e_run g "$bin" "$queue_type" "$bin" "ours-$1"
   echo "round $1 ours: $(count "$out/ours-$1.json" "['operations']['create_to_result']['per_second']") tasks/s, cpu $(total_cpu "$out/cpu-ours-$1.txt") ms/task"
 }
 

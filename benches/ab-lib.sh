@@ -42,3 +42,31 @@ serve_side() { # side bin [serve flags...]
   for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return; sleep 0.1; done
   echo "taskstore did not start on $port" >&2; exit 1
 }
+
+# One e2e run of a build: serve_side on queues of `queue_type` (the prefix
+# names the type: a queue's type cannot change once declared), two
+# `taskworker --concurrency 32` serving the no-op tool, then `taskstore
+# bench --scenario e2e` from `loadgen` (a bin dir: the same load generator
+# for both sides) with "$@" as extra bench flags, and CPU per task from
+# /proc. Writes $out/<name>.json, its progress to $out/<name>.log, and
+# $out/cpu-<name>.txt. Uses $clients and $seconds.
+e2e_run() { # side bin queue_type loadgen name [bench flags...]
+  local side=$1 bin=$2 queue_type=$3 loadgen=$4 name=$5; shift 5
+  local prefix="ab-$side-$queue_type"
+  serve_side "$side" "$bin" --amqp-url amqp://guest:guest@127.0.0.1:5672/%2f \
+    --queue-prefix "$prefix" --queue-type "$queue_type" --log-level warn
+  for n in 1 2; do
+    "$bin/taskworker" --endpoint "$endpoint" --queue-prefix "$prefix" --queue-type "$queue_type" \
+      --tools noop --concurrency 32 --worker-id "ab-$side-$n" --log-level warn &
+    pids+=($!)
+  done
+  sleep 2
+  python3 benches/cpu.py snapshot "$out/cpu-$name.json"
+  "$loadgen/taskstore" bench --endpoint "$endpoint" --scenario e2e --clients "$clients" \
+    --duration "${seconds}s" "$@" > "$out/$name.json" 2> "$out/$name.log"
+  python3 benches/cpu.py report "$out/cpu-$name.json" \
+    "$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['operations']['create_to_result']['count'])" "$out/$name.json")" \
+    > "$out/cpu-$name.txt"
+  cleanup
+  sleep 1
+}
