@@ -30,14 +30,9 @@ graphile_url="postgres://postgres@127.0.0.1:5432/$graphile_db?sslmode=disable"
 [ -n "${BENCH_NO_BUILD:-}" ] || cargo build --release --bin taskstore --bin taskworker
 [ -d benches/graphile/node_modules ] || npm ci --prefix benches/graphile --no-audit --no-fund --silent
 
-count() { # report-json python-subscript: the figure, rates as whole numbers
-  python3 -c "import json,sys; v=json.load(open(sys.argv[1]))$2; print(round(v) if isinstance(v, float) else v)" "$1"
-}
-total_cpu() { sed -n 's/.*total \([0-9.]*\) ms.*/\1/p' "$1"; }
-
 ours() { # round
   e2e_run g "$bin" "$queue_type" "$bin" "ours-$1"
-  echo "round $1 ours: $(count "$out/ours-$1.json" "['operations']['create_to_result']['per_second']") tasks/s, cpu $(total_cpu "$out/cpu-ours-$1.txt") ms/task"
+  echo "round $1 ours: $(json_figure "$out/ours-$1.json" "['operations']['create_to_result']['per_second']") tasks/s, cpu $(total_cpu "$out/cpu-ours-$1.txt") ms/task"
 }
 
 theirs() { # round
@@ -51,11 +46,11 @@ theirs() { # round
   sleep 2
   python3 benches/cpu.py snapshot "$out/cpu-theirs-$1.json"
   node benches/graphile/bench.mjs load "$graphile_url" "$clients" "$seconds" > "$out/theirs-$1.json"
-  python3 benches/cpu.py report "$out/cpu-theirs-$1.json" "$(count "$out/theirs-$1.json" "['count']")" \
+  python3 benches/cpu.py report "$out/cpu-theirs-$1.json" "$(json_figure "$out/theirs-$1.json" "['count']")" \
     > "$out/cpu-theirs-$1.txt"
   cleanup
   sleep 1
-  echo "round $1 graphile-worker: $(count "$out/theirs-$1.json" "['per_second']") jobs/s, cpu $(total_cpu "$out/cpu-theirs-$1.txt") ms/job"
+  echo "round $1 graphile-worker: $(json_figure "$out/theirs-$1.json" "['per_second']") jobs/s, cpu $(total_cpu "$out/cpu-theirs-$1.txt") ms/job"
 }
 
 prepare g "$bin"

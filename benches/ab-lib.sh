@@ -1,6 +1,7 @@
-# What ab-e2e.sh and ab-store.sh share: the processes a run started (killed
-# on exit), each side's database and service. Source it after `cd` to the
-# checkout, with $port set.
+# What ab-e2e.sh, ab-store.sh and ab-graphile.sh share: the processes a run
+# started (killed on exit), each side's database and service, one e2e run,
+# and how its figures are read. Source it after `cd` to the checkout, with
+# $port set.
 
 pids=()
 cleanup() { for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done; wait 2>/dev/null || true; pids=(); }
@@ -43,6 +44,13 @@ serve_side() { # side bin [serve flags...]
   echo "taskstore did not start on $port" >&2; exit 1
 }
 
+# A figure of a JSON report (a Python subscript), rates as whole numbers.
+json_figure() { # report-json subscript
+  python3 -c "import json,sys; v=json.load(open(sys.argv[1]))$2; print(round(v) if isinstance(v, float) else v)" "$1"
+}
+# The total CPU per task (ms) of a `cpu.py report`.
+total_cpu() { sed -n 's/.*total \([0-9.]*\) ms.*/\1/p' "$1"; }
+
 # One e2e run of a build: serve_side on queues of `queue_type` (the prefix
 # names the type: a queue's type cannot change once declared), two
 # `taskworker --concurrency 32` serving the no-op tool, then `taskstore
@@ -65,8 +73,7 @@ e2e_run() { # side bin queue_type loadgen name [bench flags...]
   "$loadgen/taskstore" bench --endpoint "$endpoint" --scenario e2e --clients "$clients" \
     --duration "${seconds}s" "$@" > "$out/$name.json" 2> "$out/$name.log"
   python3 benches/cpu.py report "$out/cpu-$name.json" \
-    "$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['operations']['create_to_result']['count'])" "$out/$name.json")" \
-    > "$out/cpu-$name.txt"
+    "$(json_figure "$out/$name.json" "['operations']['create_to_result']['count']")" > "$out/cpu-$name.txt"
   cleanup
   sleep 1
 }
