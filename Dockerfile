@@ -3,9 +3,9 @@
 # One image with both binaries, `taskstore` and `taskworker`; a Deployment
 # picks one with `command`. Build: `docker build -t mcp-taskstore .`
 #
-# The build stage runs deploy/build-release, as CI does (`.ci/run`); the
-# runtime stage is distroless: no shell, no package manager, no compiler,
-# a non-root user. Neither binary needs anything from the system beyond
+# The build stage runs deploy/build-release (CI runs its checks on its own
+# build: `.ci/run`); the runtime stage is distroless: no shell, no package
+# manager, no compiler, a non-root user. Neither binary needs anything from the system beyond
 # glibc: the protobuf compiler is vendored at build time, SQLite is bundled,
 # and TLS (to PostgreSQL and RabbitMQ) is rustls with Mozilla's root
 # certificates compiled in.

@@ -2,15 +2,29 @@
 has resource requests and limits, runs unprivileged on a read-only root
 with no capabilities under seccomp RuntimeDefault, and (outside Jobs) has
 readiness and liveness probes; images are pinned; the shutdown and
-migration settings of taskstore agree with the pod specs around them; and
-an MCP gateway (`taskstore mcp`) serves MCP beyond its own pod."""
+migration settings of taskstore agree with the pod specs around them; an
+MCP gateway (`taskstore mcp`) serves MCP beyond its own pod; a worker
+(taskworker, or `mcp-taskstore-worker` in Python or TypeScript) is its
+container's process, serves the endpoint its HTTP probes ask, and drains
+before it is killed; every selector (Deployments, Services, PDBs,
+NetworkPolicies, PodMonitors) selects pods of the rendering; and every
+autoscaler scales a Deployment there, KEDA's RabbitMQ triggers reading a
+variable it sets and naming tool queues of the service's prefix (for
+taskworker, exactly the tools it serves)."""
 
 from __future__ import annotations
 
 import re
+from pathlib import PurePosixPath
 from typing import Any, Iterator
 
 WORKLOADS = {"Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob"}
+AUTOSCALERS = {"HorizontalPodAutoscaler", "ScaledObject"}
+# The worker programs: Rust, and the Python and TypeScript packages'.
+WORKER_PROGRAMS = {"taskworker", "mcp-taskstore-worker"}
+# They run the worker as a child and do not pass SIGTERM on: no drain.
+LAUNCHERS = {"npx", "npm", "pnpm", "yarn", "corepack"}
+SHELLS = {"sh", "bash", "dash", "ash", "zsh"}
 # Workloads that run to completion: probes do not apply.
 RUN_TO_COMPLETION = {"Job", "CronJob"}
 DURATION = re.compile(r"^(\d+)(ms|s|m|h)$")
@@ -64,6 +78,35 @@ def container_violations(kind: str, pod: dict[str, Any], container: dict[str, An
                 yield f"no {probe}"
 
 
+def argv_of(container: dict[str, Any]) -> list[str]:
+    return container.get("command", []) + container.get("args", [])
+
+
+def program(word: str) -> str:
+    return PurePosixPath(word).name
+
+
+def is_worker(container: dict[str, Any]) -> bool:
+    """taskworker, or the Python or TypeScript `mcp-taskstore-worker`,
+    however started (a shell's script included)."""
+    return any(program(word) in WORKER_PROGRAMS for arg in argv_of(container) for word in arg.split())
+
+
+def flag_or_env(argv: list[str], flag: str, env: dict[str, str], variable: str) -> str | None:
+    """What a flag is given, else its variable (as the programs read them)."""
+    for i, arg in enumerate(argv):
+        if arg == flag and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    return env.get(variable) or None
+
+
+def is_loopback(listen: str) -> bool:
+    host = listen.rsplit(":", 1)[0].strip("[]").lower()
+    return host == "localhost" or host == "::1" or host.startswith("127.")
+
+
 def env_of(container: dict[str, Any], config_maps: dict[str, dict[str, str]]) -> dict[str, str]:
     """The container's plain environment: its ConfigMap sources, then env."""
     env: dict[str, str] = {}
@@ -79,9 +122,8 @@ def env_of(container: dict[str, Any], config_maps: dict[str, dict[str, str]]) ->
 def grace_violations(pod: dict[str, Any], container: dict[str, Any], env: dict[str, str]) -> Iterator[str]:
     """A process's own shutdown grace (plus any preStop pause) must end
     before Kubernetes kills it."""
-    binary = " ".join(container.get("command", []) + container.get("args", []))
-    variable = "TASKWORKER_SHUTDOWN_GRACE" if "taskworker" in binary else "TASKSTORE_SHUTDOWN_GRACE"
-    grace = seconds(env.get(variable, "30s"))
+    variable = "TASKWORKER_SHUTDOWN_GRACE" if is_worker(container) else "TASKSTORE_SHUTDOWN_GRACE"
+    grace = seconds(flag_or_env(argv_of(container), "--shutdown-grace", env, variable) or "30s")
     pause = container.get("lifecycle", {}).get("preStop", {}).get("sleep", {}).get("seconds", 0)
     allowed = pod.get("terminationGracePeriodSeconds", 30)
     if grace + pause >= allowed:
@@ -107,10 +149,160 @@ def mcp_listen_violations(container: dict[str, Any], env: dict[str, str]) -> Ite
         yield "TASKSTORE_MCP_LISTEN is not set: the gateway would serve MCP on loopback only"
     elif listen.strip().lower() == "off":
         yield "TASKSTORE_MCP_LISTEN is off: the gateway would serve no MCP"
-    else:
-        host = listen.rsplit(":", 1)[0].strip("[]").lower()
-        if host == "localhost" or host == "::1" or host.startswith("127."):
-            yield f"TASKSTORE_MCP_LISTEN ({listen}) is loopback: nothing outside the pod reaches MCP"
+    elif is_loopback(listen):
+        yield f"TASKSTORE_MCP_LISTEN ({listen}) is loopback: nothing outside the pod reaches MCP"
+
+
+def launcher_violations(container: dict[str, Any]) -> Iterator[str]:
+    """A worker drains on SIGTERM only if it gets it: it must be the
+    container's process (PID 1), not the child of npm or of a shell."""
+    argv = argv_of(container)
+    if not argv:
+        return
+    first = program(argv[0])
+    if first in LAUNCHERS:
+        yield (
+            f"the worker is started through {first}, which does not pass SIGTERM on: run it as "
+            "`node node_modules/.bin/mcp-taskstore-worker ...`"
+        )
+    elif first in SHELLS and "-c" in argv:
+        script = argv[argv.index("-c") + 1] if argv.index("-c") + 1 < len(argv) else ""
+        if not script.lstrip().startswith("exec "):
+            yield f"a shell runs the worker as its child, which does not get SIGTERM: `exec` it ({script!r})"
+
+
+def probe_port(container: dict[str, Any], port: Any) -> Any:
+    """A probe's port as a number, when the container names it."""
+    if isinstance(port, int):
+        return port
+    for declared in container.get("ports", []):
+        if declared.get("name") == port:
+            return declared.get("containerPort")
+    return port
+
+
+def worker_endpoint_violations(container: dict[str, Any], env: dict[str, str]) -> Iterator[str]:
+    """A worker's HTTP probes ask its metrics endpoint (/readyz, /livez),
+    which is off unless TASKWORKER_METRICS_LISTEN (--metrics-listen) opens
+    it beyond loopback, on the port the probes ask."""
+    probes = [
+        container[p] for p in ("startupProbe", "readinessProbe", "livenessProbe") if "httpGet" in container.get(p, {})
+    ]
+    if not probes:
+        return
+    listen = flag_or_env(argv_of(container), "--metrics-listen", env, "TASKWORKER_METRICS_LISTEN")
+    if listen is None:
+        yield "TASKWORKER_METRICS_LISTEN is not set: nothing answers the worker's HTTP probes"
+        return
+    if is_loopback(listen):
+        yield f"TASKWORKER_METRICS_LISTEN ({listen}) is loopback: the kubelet's HTTP probes cannot reach it"
+    listening = listen.rsplit(":", 1)[-1]
+    asked = {str(probe_port(container, probe["httpGet"].get("port"))) for probe in probes}
+    for port in sorted(asked - {listening}):
+        yield f"a probe asks port {port}, but TASKWORKER_METRICS_LISTEN ({listen}) listens on {listening}"
+
+
+def selects(selector: dict[str, Any], labels: dict[str, str]) -> bool:
+    return all(labels.get(key) == value for key, value in selector.get("matchLabels", {}).items())
+
+
+def selector_violations(docs: list[dict[str, Any]]) -> Iterator[str]:
+    """Selectors that select nothing fail silently in a cluster: a policy
+    that isolates no pod, a budget that protects none, a Service with no
+    endpoints. (Selectors with matchExpressions are not judged.)"""
+    templates = [pod_template_labels(d) for d in docs if d["kind"] in WORKLOADS]
+    for doc in docs:
+        where = f"{doc['kind']}/{doc['metadata']['name']}"
+        spec = doc.get("spec", {})
+        if doc["kind"] in {"Deployment", "StatefulSet", "DaemonSet"}:
+            selector = spec.get("selector", {})
+            if not selector.get("matchExpressions") and not selects(selector, pod_template_labels(doc)):
+                yield f"{where}: its selector does not match its own pod template's labels"
+            continue
+        if doc["kind"] == "NetworkPolicy":
+            selector = spec.get("podSelector", {})
+        elif doc["kind"] in {"PodDisruptionBudget", "PodMonitor"}:
+            selector = spec.get("selector", {})
+        elif doc["kind"] == "Service" and spec.get("selector"):
+            selector = {"matchLabels": spec["selector"]}
+        else:
+            continue
+        if selector.get("matchExpressions") or not selector.get("matchLabels"):
+            continue
+        if not any(selects(selector, labels) for labels in templates):
+            yield f"{where}: selects no pod of this rendering ({selector['matchLabels']})"
+
+
+def pod_template_labels(doc: dict[str, Any]) -> dict[str, str]:
+    spec = doc.get("spec", {})
+    if doc["kind"] == "CronJob":
+        spec = spec.get("jobTemplate", {}).get("spec", {})
+    return spec.get("template", {}).get("metadata", {}).get("labels", {})
+
+
+def env_names(container: dict[str, Any], config_maps: dict[str, dict[str, str]]) -> set[str] | None:
+    """The variables a container is given; None when a Secret's keys (not
+    in the rendering) may add some."""
+    names = {var["name"] for var in container.get("env", [])}
+    for source in container.get("envFrom", []):
+        if "secretRef" in source:
+            return None
+        names |= set(config_maps.get(source.get("configMapRef", {}).get("name"), {}))
+    return names
+
+
+def autoscaler_violations(docs: list[dict[str, Any]], config_maps: dict[str, dict[str, str]]) -> Iterator[str]:
+    """Each autoscaler scales a Deployment of the rendering. KEDA's RabbitMQ
+    triggers read the broker URL from a variable of that Deployment's
+    containers and watch tool queues (<prefix>.tool.<tool>) of the
+    service's prefix; for taskworker, one per tool it serves and no other."""
+    deployments = {d["metadata"]["name"]: d for d in docs if d["kind"] == "Deployment"}
+    prefix = config_maps.get("taskstore", {}).get("TASKSTORE_QUEUE_PREFIX", "taskstore")
+    for doc in docs:
+        if doc["kind"] not in AUTOSCALERS:
+            continue
+        where = f"{doc['kind']}/{doc['metadata']['name']}"
+        ref = doc.get("spec", {}).get("scaleTargetRef", {})
+        target = deployments.get(ref.get("name")) if ref.get("kind", "Deployment") == "Deployment" else None
+        if target is None:
+            yield f"{where}: scales {ref.get('kind', 'Deployment')}/{ref.get('name')}, which this rendering does not have"
+            continue
+        if doc["kind"] != "ScaledObject":
+            continue
+        containers = pod_spec(target).get("containers", [])
+        names: set[str] | None = set()
+        for container in containers:
+            given = env_names(container, config_maps)
+            names = None if names is None or given is None else names | given
+        queues = []
+        for i, trigger in enumerate(doc["spec"].get("triggers", [])):
+            if trigger.get("type") != "rabbitmq":
+                continue
+            meta = trigger.get("metadata", {})
+            variable = meta.get("hostFromEnv")
+            if variable and names is not None and variable not in names:
+                yield (
+                    f"{where}: trigger {i} reads hostFromEnv {variable}, which no container of "
+                    f"Deployment/{target['metadata']['name']} sets"
+                )
+            queue = meta.get("queueName", "")
+            if not queue.startswith(f"{prefix}.tool.") or queue == f"{prefix}.tool.":
+                yield (
+                    f"{where}: trigger {i} watches {queue!r}, not a tool queue of the service's prefix "
+                    f"({prefix}.tool.<tool>)"
+                )
+            else:
+                queues.append(queue[len(f"{prefix}.tool.") :])
+        for container in containers:
+            if not any(program(word) == "taskworker" for word in argv_of(container)):
+                continue
+            env = env_of(container, config_maps)
+            served = {t.strip() for t in env.get("TASKWORKER_TOOLS", "").split(",") if t.strip()}
+            for tool in sorted(served - set(queues)):
+                yield f"{where}: no trigger watches the queue of {tool}, which taskworker serves"
+            if "TASKWORKER_COMMAND_TOOLS" not in env:
+                for tool in sorted(set(queues) - served):
+                    yield f"{where}: a trigger watches the queue of {tool}, which taskworker does not serve"
 
 
 def is_ours(container: dict[str, Any]) -> bool:
@@ -123,11 +315,7 @@ def violations(docs: list[dict[str, Any]], allow_open: bool = False) -> list[str
     off."""
     found: list[str] = []
     config_maps = {d["metadata"]["name"]: d.get("data", {}) for d in docs if d["kind"] == "ConfigMap"}
-    scaled = {
-        d.get("spec", {}).get("scaleTargetRef", {}).get("name")
-        for d in docs
-        if d["kind"] in {"HorizontalPodAutoscaler", "ScaledObject"}
-    }
+    scaled = {d.get("spec", {}).get("scaleTargetRef", {}).get("name") for d in docs if d["kind"] in AUTOSCALERS}
     migrated_by_job = any(
         d["kind"] == "Job" and any("migrate" in c.get("args", []) for c in pod_spec(d).get("containers", []))
         for d in docs
@@ -142,16 +330,25 @@ def violations(docs: list[dict[str, Any]], allow_open: bool = False) -> list[str
         for container in pod.get("initContainers", []) + pod.get("containers", []):
             at = f"{where} container {container['name']}"
             found += [f"{at}: {v}" for v in container_violations(doc["kind"], pod, container)]
-            if not is_ours(container) or doc["kind"] in RUN_TO_COMPLETION:
+            if doc["kind"] in RUN_TO_COMPLETION:
                 continue
             env = env_of(container, config_maps)
+            if is_worker(container):
+                found += [f"{at}: {v}" for v in grace_violations(pod, container, env)]
+                found += [f"{at}: {v}" for v in launcher_violations(container)]
+                found += [f"{at}: {v}" for v in worker_endpoint_violations(container, env)]
+                continue
+            if not is_ours(container):
+                continue
             found += [f"{at}: {v}" for v in grace_violations(pod, container, env)]
             found += [f"{at}: {v}" for v in mcp_listen_violations(container, env)]
-            is_service = "taskworker" not in " ".join(container.get("command", []))
-            if migrated_by_job and is_service and env.get("TASKSTORE_MIGRATIONS") != "await":
+            # The service, the gateway: `taskstore serve`, `taskstore mcp`.
+            if migrated_by_job and env.get("TASKSTORE_MIGRATIONS") != "await":
                 found.append(f"{at}: a migrations Job runs, so TASKSTORE_MIGRATIONS must be await")
-            if is_service and not env.get("TASKSTORE_AUTH"):
+            if not env.get("TASKSTORE_AUTH"):
                 found.append(f"{at}: TASKSTORE_AUTH is not set (serve refuses to start)")
-            if is_service and env.get("TASKSTORE_AUTH") == "none" and not allow_open:
+            if env.get("TASKSTORE_AUTH") == "none" and not allow_open:
                 found.append(f"{at}: TASKSTORE_AUTH is none outside the dev overlay")
+    found += selector_violations(docs)
+    found += autoscaler_violations(docs, config_maps)
     return found

@@ -146,5 +146,207 @@ class PolicyTest(unittest.TestCase):
         self.assertEqual(violations([CONFIG, GOOD]), [])
 
 
+WORKER_CONFIG = {
+    "kind": "ConfigMap",
+    "metadata": {"name": "python-worker"},
+    "data": {"TASKWORKER_METRICS_LISTEN": "0.0.0.0:9090", "TASKWORKER_SHUTDOWN_GRACE": "75s"},
+}
+WORKER_LABELS = {"app.kubernetes.io/name": "python-worker", "app.kubernetes.io/component": "worker"}
+WORKER = copy.deepcopy(GOOD)
+WORKER["metadata"]["name"] = "python-worker"
+WORKER["spec"]["selector"] = {"matchLabels": dict(WORKER_LABELS)}
+WORKER["spec"]["template"]["metadata"] = {"labels": dict(WORKER_LABELS)}
+WORKER["spec"]["template"]["spec"]["terminationGracePeriodSeconds"] = 90
+WORKER_CONTAINER = WORKER["spec"]["template"]["spec"]["containers"][0]
+WORKER_CONTAINER.pop("lifecycle")
+WORKER_CONTAINER.update(
+    image="registry.example.com/report-tools:1.4.2",
+    command=["mcp-taskstore-worker"],
+    args=["reports:tools"],
+    envFrom=[{"configMapRef": {"name": "python-worker"}}],
+    env=[{"name": "TASKWORKER_AMQP_URL", "valueFrom": {"secretKeyRef": {"name": "taskstore-broker", "key": "url"}}}],
+    ports=[{"name": "metrics", "containerPort": 9090}],
+    readinessProbe={"httpGet": {"path": "/readyz", "port": "metrics"}},
+    livenessProbe={"httpGet": {"path": "/livez", "port": 9090}},
+)
+
+
+def trigger(queue, host="TASKWORKER_AMQP_URL"):
+    meta = {"mode": "QueueLength", "value": "8", "queueName": queue, "hostFromEnv": host}
+    return {"type": "rabbitmq", "metadata": meta}
+
+
+SCALED = {
+    "apiVersion": "keda.sh/v1alpha1",
+    "kind": "ScaledObject",
+    "metadata": {"name": "python-worker"},
+    "spec": {"scaleTargetRef": {"name": "python-worker"}, "triggers": [trigger("taskstore.tool.render_report")]},
+}
+
+
+def worker_docs(change=lambda docs: None):
+    docs = copy.deepcopy([CONFIG, WORKER_CONFIG, WORKER, SCALED])
+    change(
+        {
+            "config": docs[1]["data"],
+            "pod": docs[2]["spec"]["template"]["spec"],
+            "container": docs[2]["spec"]["template"]["spec"]["containers"][0],
+            "scaled": docs[3]["spec"],
+            "docs": docs,
+        }
+    )
+    return docs
+
+
+class FleetWorkerTest(unittest.TestCase):
+    """Python and TypeScript workers (`mcp-taskstore-worker`), in images of
+    their users' own, and taskworker."""
+
+    def assert_violation(self, docs, expected):
+        found = violations(docs)
+        self.assertTrue(any(expected in v for v in found), f"{expected!r} not in {found}")
+
+    def test_a_compliant_worker_passes(self):
+        self.assertEqual(violations(worker_docs()), [])
+
+        def typescript(w):
+            w["container"].update(command=["node", "node_modules/.bin/mcp-taskstore-worker"], args=["./dist/tools.js"])
+
+        self.assertEqual(violations(worker_docs(typescript)), [])
+
+        def exec_from_a_shell(w):
+            w["container"].update(command=["/bin/sh", "-c", "exec mcp-taskstore-worker reports:tools"], args=[])
+
+        self.assertEqual(violations(worker_docs(exec_from_a_shell)), [])
+
+    def test_the_worker_is_its_containers_process(self):
+        cases = {
+            "started through npx": lambda w: w["container"].update(command=["npx", "mcp-taskstore-worker"]),
+            "started through npm": lambda w: w["container"].update(
+                command=["npm", "exec", "--", "mcp-taskstore-worker"]
+            ),
+            "a shell runs the worker as its child": lambda w: w["container"].update(
+                command=["sh", "-c", "mcp-taskstore-worker reports:tools"], args=[]
+            ),
+        }
+        for expected, change in cases.items():
+            with self.subTest(expected):
+                self.assert_violation(worker_docs(change), expected)
+
+    def test_its_probes_reach_its_endpoint(self):
+        cases = {
+            "is not set": lambda w: w["config"].pop("TASKWORKER_METRICS_LISTEN"),
+            "is loopback": lambda w: w["config"].update(TASKWORKER_METRICS_LISTEN="127.0.0.1:9090"),
+            "a probe asks port 9090": lambda w: w["config"].update(TASKWORKER_METRICS_LISTEN="0.0.0.0:9091"),
+            "a probe asks port 9100": lambda w: w["container"]["readinessProbe"]["httpGet"].update(port=9100),
+        }
+        for expected, change in cases.items():
+            with self.subTest(expected):
+                self.assert_violation(worker_docs(change), expected)
+        # The flag wins over the variable, as in the programs.
+        flagged = worker_docs(lambda w: w["container"]["args"].extend(["--metrics-listen", "0.0.0.0:9091"]))
+        self.assert_violation(flagged, "listens on 9091")
+
+    def test_its_drain_ends_before_it_is_killed(self):
+        cases = {
+            "TASKWORKER_SHUTDOWN_GRACE (120 s)": lambda w: w["config"].update(TASKWORKER_SHUTDOWN_GRACE="2m"),
+            "TASKWORKER_SHUTDOWN_GRACE (95 s)": lambda w: w["container"]["args"].extend(["--shutdown-grace", "95s"]),
+            # Unset: the programs' default, 30 s.
+            "TASKWORKER_SHUTDOWN_GRACE (30 s)": lambda w: (
+                w["config"].pop("TASKWORKER_SHUTDOWN_GRACE"),
+                w["pod"].update(terminationGracePeriodSeconds=30),
+            ),
+        }
+        for expected, change in cases.items():
+            with self.subTest(expected):
+                self.assert_violation(worker_docs(change), expected)
+
+    def test_selectors_select_pods(self):
+        def add(doc):
+            return lambda w: w["docs"].append(doc)
+
+        elsewhere = {"matchLabels": {"app.kubernetes.io/name": "pyworker"}}
+        cases = {
+            "its selector does not match its own pod template": lambda w: w["docs"][2]["spec"]["selector"][
+                "matchLabels"
+            ].update({"app.kubernetes.io/component": "workers"}),
+            "PodDisruptionBudget/x: selects no pod": add(
+                {"kind": "PodDisruptionBudget", "metadata": {"name": "x"}, "spec": {"selector": elsewhere}}
+            ),
+            "NetworkPolicy/x: selects no pod": add(
+                {"kind": "NetworkPolicy", "metadata": {"name": "x"}, "spec": {"podSelector": elsewhere}}
+            ),
+            "PodMonitor/x: selects no pod": add(
+                {"kind": "PodMonitor", "metadata": {"name": "x"}, "spec": {"selector": elsewhere}}
+            ),
+            "Service/x: selects no pod": add(
+                {"kind": "Service", "metadata": {"name": "x"}, "spec": {"selector": elsewhere["matchLabels"]}}
+            ),
+        }
+        for expected, change in cases.items():
+            with self.subTest(expected):
+                self.assert_violation(worker_docs(change), expected)
+        # An empty selector selects every pod; a partial one, those it names.
+        fine = worker_docs(
+            lambda w: w["docs"].extend(
+                [
+                    {"kind": "NetworkPolicy", "metadata": {"name": "all"}, "spec": {"podSelector": {}}},
+                    {
+                        "kind": "PodMonitor",
+                        "metadata": {"name": "workers"},
+                        "spec": {"selector": {"matchLabels": {"app.kubernetes.io/component": "worker"}}},
+                    },
+                ]
+            )
+        )
+        self.assertEqual(violations(fine), [])
+
+    def test_keda_scales_what_exists_on_its_tool_queues(self):
+        cases = {
+            "scales Deployment/py-worker, which this rendering does not have": lambda w: w["scaled"][
+                "scaleTargetRef"
+            ].update(name="py-worker"),
+            "reads hostFromEnv AMQP_URL": lambda w: w["scaled"]["triggers"].append(
+                trigger("taskstore.tool.x", host="AMQP_URL")
+            ),
+            "watches 'render_report', not a tool queue": lambda w: w["scaled"]["triggers"].append(
+                trigger("render_report")
+            ),
+            "watches 'jobs.tool.x', not a tool queue of the service's prefix (taskstore.tool.<tool>)": lambda w: w[
+                "scaled"
+            ]["triggers"].append(trigger("jobs.tool.x")),
+        }
+        for expected, change in cases.items():
+            with self.subTest(expected):
+                self.assert_violation(worker_docs(change), expected)
+        # The prefix is the service's.
+        config = copy.deepcopy(CONFIG)
+        config["data"]["TASKSTORE_QUEUE_PREFIX"] = "jobs"
+        docs = worker_docs()
+        docs[0] = config
+        self.assert_violation(docs, "not a tool queue of the service's prefix (jobs.tool.<tool>)")
+
+    def test_taskworkers_triggers_are_the_tools_it_serves(self):
+        def taskworker(tools, command_tools=False):
+            def change(w):
+                w["container"].update(command=["/usr/local/bin/taskworker"], args=[])
+                w["config"]["TASKWORKER_TOOLS"] = tools
+                if command_tools:
+                    w["config"]["TASKWORKER_COMMAND_TOOLS"] = "/etc/taskworker/tools.toml"
+
+            return change
+
+        self.assertEqual(violations(worker_docs(taskworker("render_report"))), [])
+        self.assert_violation(worker_docs(taskworker("render_report,hash")), "no trigger watches the queue of hash")
+        self.assert_violation(
+            worker_docs(taskworker("echo")), "watches the queue of render_report, which taskworker does not serve"
+        )
+        # Command tools are named in a file the rendering does not hold: a
+        # trigger may watch one.
+        with_command_tools = worker_docs(taskworker("render_report", command_tools=True))
+        with_command_tools[3]["spec"]["triggers"].append(trigger("taskstore.tool.convert"))
+        self.assertEqual(violations(with_command_tools), [])
+
+
 if __name__ == "__main__":
     unittest.main()

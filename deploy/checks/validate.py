@@ -24,11 +24,13 @@ KUBERNETES = ROOT / "deploy" / "kubernetes"
 KUBERNETES_VERSION = "1.32.0"
 CRD_GROUPS = {"keda.sh", "monitoring.coreos.com"}
 
-# Overlays as they are, and the base with each component, so that no
-# component goes unchecked.
+# Overlays and examples as they are, and the base with each component, so
+# that no component goes unchecked (python-worker and typescript-worker,
+# whose images only an overlay can name, through examples/custom-workers).
 VARIANTS: dict[str, tuple[str, list[str]]] = {
     "overlays/dev": ("overlays/dev", []),
     "overlays/production": ("overlays/production", []),
+    "examples/custom-workers": ("examples/custom-workers", []),
     "base + worker-hpa": ("base", ["worker-hpa"]),
     "base + keda + servicemonitor": ("base", ["keda", "servicemonitor"]),
 }

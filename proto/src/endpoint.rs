@@ -127,9 +127,33 @@ pub fn root_cause(err: &(dyn std::error::Error + 'static)) -> String {
     cause.to_string()
 }
 
+/// Whether `status` came from something that is not a gRPC server: an
+/// HTTP server that answered with an HTTP status and no `grpc-status` (the
+/// service's MCP or dashboard port, a web server, a proxy's error page).
+/// tonic maps such answers to codes (HTTP 404 is UNIMPLEMENTED) but says
+/// so in its message, which a real gRPC status never does.
+pub fn answered_by_no_grpc_service(status: &tonic::Status) -> bool {
+    let message = status.message();
+    message.starts_with("grpc-status header missing")
+        || message.starts_with("protocol error: missing grpc-status")
+}
+
+/// What to do about an endpoint that is not the taskstore gRPC API.
+pub const NOT_THE_GRPC_API: &str = "the address answers, but not as the taskstore gRPC API: point it at the service's gRPC port (--listen, 50051 by default), not its MCP (50052) or dashboard (50053) port";
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_http_answer_is_told_from_a_grpc_status() {
+        let http = tonic::Status::unimplemented(
+            "grpc-status header missing, mapped from HTTP status code 404",
+        );
+        assert!(answered_by_no_grpc_service(&http));
+        let grpc = tonic::Status::unimplemented("unknown method Heartbeat");
+        assert!(!answered_by_no_grpc_service(&grpc));
+    }
 
     #[test]
     fn accepts_urls_and_bare_addresses() {

@@ -199,6 +199,8 @@ async fn watch_for_end(reporter: Reporter, control: Arc<Control>) {
         let request = reporter.in_tenant(pb::WatchTaskRequest {
             task_id: reporter.task_id.clone(),
             session_id: None,
+            // A worker follows only the task its attempt runs.
+            lease_token: Some(reporter.lease_token.clone()),
         });
         match reporter.clients().store.clone().watch_task(request).await {
             Ok(stream) => {

@@ -112,8 +112,8 @@ pub struct Args {
     /// not the node's loss). Every worker of a prefix must say the same.
     #[arg(long, env = "TASKWORKER_QUEUE_TYPE", default_value = "quorum", value_parser = QueueType::parse)]
     queue_type: QueueType,
-    /// Attempts run at once.
-    #[arg(long, env = "TASKWORKER_CONCURRENCY", default_value_t = 4)]
+    /// Attempts run at once (at least 1).
+    #[arg(long, env = "TASKWORKER_CONCURRENCY", default_value_t = 4, value_parser = at_least_one)]
     concurrency: usize,
     /// This worker's name in status messages and logs (default: host and pid).
     #[arg(long, env = "TASKWORKER_ID")]
@@ -272,4 +272,25 @@ fn default_worker_id() -> String {
         .map(|h| h.trim().to_owned())
         .unwrap_or_else(|_| "worker".to_owned());
     format!("{host}/{}", std::process::id())
+}
+
+/// A count of at least one (`--concurrency 0` would take no job at all).
+fn at_least_one(raw: &str) -> Result<usize, String> {
+    match raw.parse::<usize>() {
+        Ok(0) => Err("must be at least 1: a worker with no slot takes no job".to_owned()),
+        Ok(n) => Ok(n),
+        Err(err) => Err(format!("{raw:?} is not a count: {err}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_worker_needs_a_slot() {
+        assert!(at_least_one("0").is_err_and(|why| why.contains("at least 1")));
+        assert_eq!(at_least_one("8"), Ok(8));
+        assert!(at_least_one("-1").is_err());
+    }
 }

@@ -5,15 +5,17 @@
 //! credentials are not an outage, so the worker stops instead.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use taskstore_proto::v1 as pb;
-use tokio::sync::Semaphore;
+use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tonic::Code;
 
 use pb::task_execution_client::TaskExecutionClient;
 use taskstore_proto::credentials::BearerToken;
+use taskstore_proto::endpoint::{NOT_THE_GRPC_API, answered_by_no_grpc_service};
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
@@ -35,6 +37,14 @@ pub(crate) struct Heartbeat {
     pub descriptions: Vec<pb::ToolDescription>,
     pub slots: Arc<Semaphore>,
     pub concurrency: usize,
+    /// Whether it consumes its tools' queues now: a worker that cannot
+    /// reach the job queue says so, and serves nothing meanwhile.
+    pub consuming: Arc<AtomicBool>,
+    /// Told when `consuming` changes: the service hears at once.
+    pub consuming_changed: Arc<Notify>,
+    /// The broker names it consumes under, when it uses a broker: they
+    /// must be the ones the service publishes to.
+    pub topology: Option<pb::QueueTopology>,
 }
 
 /// A tool's description as the service takes it.
@@ -82,31 +92,88 @@ impl Heartbeat {
             busy: slots.saturating_sub(free),
             stopping,
             descriptions: self.descriptions.clone(),
+            consuming: Some(self.consuming.load(Ordering::Relaxed)),
         }
     }
 
     async fn send(&self, stopping: bool) -> Result<Duration, tonic::Status> {
+        self.exchange(stopping).await.map(|(interval, _)| interval)
+    }
+
+    /// A report, and the service's answer: when to report again, and where
+    /// it publishes jobs.
+    async fn exchange(
+        &self,
+        stopping: bool,
+    ) -> Result<(Duration, Option<pb::QueueTopology>), tonic::Status> {
         let response = self
             .client
             .clone()
             .heartbeat(self.request(stopping))
             .await?
             .into_inner();
-        Ok(response
+        let interval = response
             .interval
             .and_then(|d| Duration::try_from(d).ok())
             .filter(|d| !d.is_zero())
-            .unwrap_or(DEFAULT_INTERVAL))
+            .unwrap_or(DEFAULT_INTERVAL);
+        Ok((interval, response.topology))
+    }
+
+    /// Why this worker would wait for jobs that never come: it consumes
+    /// under other broker names (a queue prefix, a queue type) than the
+    /// service publishes to. Both are named.
+    fn topology_mismatch(&self, announced: Option<&pb::QueueTopology>) -> Option<String> {
+        let (own, announced) = (self.topology.as_ref()?, announced?);
+        if own == announced {
+            return None;
+        }
+        let describe = |t: &pb::QueueTopology| {
+            let queue_type = t
+                .queue_arguments
+                .iter()
+                .find(|a| a.name == "x-queue-type")
+                .and_then(|a| match &a.value {
+                    Some(pb::queue_argument::Value::Text(text)) => Some(text.as_str()),
+                    _ => None,
+                })
+                .unwrap_or("classic");
+            format!(
+                "exchange {}, queues {}<tool> ({queue_type})",
+                t.exchange, t.tool_queue_prefix
+            )
+        };
+        Some(format!(
+            "the service at {} publishes jobs to {}, but this worker consumes {}: give the worker the service's --queue-prefix and --queue-type",
+            self.endpoint,
+            describe(announced),
+            describe(own)
+        ))
     }
 
     /// Reports until the service answers, saying why each try failed.
     pub(crate) async fn register(&self, shutdown: &CancellationToken) -> Registered {
         let mut delay = FIRST_RETRY;
         loop {
-            match self.send(false).await {
-                Ok(interval) => {
+            match self.exchange(false).await {
+                Ok((_, announced)) if self.topology_mismatch(announced.as_ref()).is_some() => {
+                    let why = self.topology_mismatch(announced.as_ref());
+                    return Registered::Refused(why.unwrap_or_default());
+                }
+                Ok((interval, _)) => {
                     tracing::info!(endpoint = %self.endpoint, "registered with the taskstore service");
                     return Registered::Yes(interval);
+                }
+                // An HTTP port (the MCP endpoint, say): no retry finds a
+                // taskstore there, and a worker that went on would take jobs
+                // it cannot claim.
+                Err(status) if answered_by_no_grpc_service(&status) => {
+                    return Registered::Refused(format!(
+                        "{} is not a taskstore service: {} ({})",
+                        self.endpoint,
+                        NOT_THE_GRPC_API,
+                        status.message()
+                    ));
                 }
                 Err(status) if status.code() == Code::Unimplemented => {
                     tracing::warn!(endpoint = %self.endpoint, "the service does not take worker heartbeats (an older version); running without them");
@@ -150,6 +217,7 @@ impl Heartbeat {
             tokio::select! {
                 () = stop.cancelled() => return,
                 () = tokio::time::sleep(interval) => {}
+                () = self.consuming_changed.notified() => {}
             }
             match self.send(false).await {
                 Ok(next) => interval = next,

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use taskstore_proto::credentials::BearerToken;
 use taskstore_proto::endpoint::{ClientTls, InvalidEndpoint, parse_secure_endpoint};
-use taskstore_proto::jobs::is_valid_tool_name;
+use taskstore_proto::jobs::{Topology, is_valid_tool_name};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -83,8 +83,10 @@ pub struct Worker {
     tools: BTreeMap<String, Arc<dyn Tool>>,
     /// Told once the worker is registered and consuming.
     ready: Option<tokio::sync::oneshot::Sender<()>>,
-    /// Whether jobs can reach this worker now (for a readiness probe).
+    /// Whether jobs can reach this worker now (for a readiness probe, and
+    /// its heartbeats).
     consuming: Arc<AtomicBool>,
+    consuming_changed: Arc<tokio::sync::Notify>,
 }
 
 impl std::fmt::Debug for Worker {
@@ -103,6 +105,7 @@ impl Worker {
             tools: BTreeMap::new(),
             ready: None,
             consuming: Arc::default(),
+            consuming_changed: Arc::default(),
         }
     }
 
@@ -165,6 +168,9 @@ impl Worker {
                 .collect(),
             slots: slots.clone(),
             concurrency,
+            consuming: self.consuming.clone(),
+            consuming_changed: self.consuming_changed.clone(),
+            topology: self.config.source.topology().map(Topology::to_pb),
         };
         let reporting = CancellationToken::new();
         let registered = heartbeat.register(&shutdown).await;
@@ -270,6 +276,7 @@ impl Worker {
             let _ = ready.send(());
         }
         self.consuming.store(true, Ordering::Relaxed);
+        self.consuming_changed.notify_one();
         let result = self
             .dispatch_jobs(
                 &mut feed.incoming,
@@ -281,6 +288,7 @@ impl Worker {
             )
             .await;
         self.consuming.store(false, Ordering::Relaxed);
+        self.consuming_changed.notify_one();
         feed.close().await;
         result
     }

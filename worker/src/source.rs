@@ -34,6 +34,14 @@ pub enum JobSource {
 }
 
 impl JobSource {
+    /// The broker names it consumes under, when it is a broker.
+    pub(crate) fn topology(&self) -> Option<&Topology> {
+        match self {
+            JobSource::RabbitMq { topology, .. } => Some(topology),
+            JobSource::InProcess(_) => None,
+        }
+    }
+
     /// The messaging system and the queue name of `tool`'s jobs (for spans).
     pub(crate) fn describe(&self, tool: &str) -> (&'static str, String) {
         match self {

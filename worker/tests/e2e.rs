@@ -12,6 +12,10 @@ mod questions;
 mod readme;
 #[path = "e2e/secured.rs"]
 mod secured;
+#[path = "e2e/startup.rs"]
+mod startup;
+#[path = "e2e/tenants.rs"]
+mod tenants;
 
 use std::time::Duration;
 
@@ -99,6 +103,7 @@ async fn progress_is_visible_while_a_task_runs() {
     let id = dispatch(&mut client, "sleep", json!({"ms": 2500}), None).await;
     let mut watch = client
         .watch_task(pb::WatchTaskRequest {
+            lease_token: None,
             task_id: id.clone(),
             session_id: None,
         })
@@ -323,7 +328,8 @@ async fn command_tools_map_exit_codes_and_output() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workers_can_declare_classic_queues() {
     let mut env = Env::new().await;
-    env.start_service(&[]);
+    // The service publishes to classic queues; its workers follow.
+    env.start_service(&["--queue-type", "classic"]);
     let _worker = env.start_worker("worker-classic", "echo", None, &["--queue-type", "classic"]);
     env.wait_for_consumers("echo", 1).await;
     let mut client = env.client().await;

@@ -224,6 +224,27 @@ async fn both_binaries_count_a_known_workload_on_metrics() {
         .metrics_endpoint
         .clone()
         .expect("the service serves metrics");
+    // The series the dashboards chart exist at zero from the start, rather
+    // than saying "no data" on a healthy system.
+    let fresh = metrics::scrape(&service_metrics).await;
+    for (name, labels) in [
+        ("taskstore_queue_blocked", &[][..]),
+        ("taskstore_jobs_held_total", &[][..]),
+        (
+            "taskstore_poison_failures_total",
+            &[("cause", "lease_expired")][..],
+        ),
+        (
+            "taskstore_admission_refused_total",
+            &[("limit", "create_rate")][..],
+        ),
+        (
+            "taskstore_database_resource_refusals_total",
+            &[("condition", "disk_full")][..],
+        ),
+    ] {
+        assert_eq!(fresh.get(name, labels), Some(0.0), "{name} at start");
+    }
     let endpoint = env.endpoint.clone();
     let (_worker, mut logs) = env.start_worker_logged(
         "worker-a",

@@ -5,6 +5,8 @@
   (Streamable HTTP on an ephemeral port, printed as ``PORT <n>``), answering
   its tools' calls as tasks dispatched to the fleet (``serve_on_fleet``).
 
+``guarded_delete`` asks its caller (``ctx.elicit``) before it answers.
+
 ``slow_add`` writes ``start``/``end`` lines to the file named by
 ``FLEET_RUNS`` (when set), so a test sees each run of it.
 """
@@ -20,6 +22,7 @@ import sys
 import anyio
 import uvicorn
 from mcp.server.fastmcp import Context, FastMCP
+from pydantic import BaseModel
 
 mcp = FastMCP("fleet-demo")
 
@@ -46,6 +49,19 @@ async def slow_add(a: int, b: int, ctx: Context, seconds: float = 2.0) -> int:
 def shout(text: str) -> str:
     """Upper-cases its text (a plain def: run in a thread on the fleet)."""
     return text.upper()
+
+
+class Approval(BaseModel):
+    approve: bool
+
+
+@mcp.tool()
+async def guarded_delete(path: str, ctx: Context) -> str:
+    """Deletes nothing, but asks its caller first (an elicitation)."""
+    answer = await ctx.elicit(f"Really delete {path}?", Approval)
+    if answer.action == "accept" and answer.data.approve:
+        return f"deleted {path}"
+    return f"kept {path} ({answer.action})"
 
 
 def main() -> int:

@@ -91,14 +91,29 @@ def build_server(store: GrpcTaskStore) -> Server:
     return server
 
 
+def delay_first_holds(store: GrpcTaskStore, seconds: float) -> None:
+    start = store.holds.start
+
+    async def delayed(task_id: str) -> Any:
+        await anyio.sleep(seconds)
+        return await start(task_id)
+
+    store.holds.start = delayed  # type: ignore[method-assign]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--taskstore", required=True)
     parser.add_argument("--session", default=None)
+    # Seconds each run_task work waits before its first hold: widens the
+    # window in which a client cancels a task whose work has not started.
+    parser.add_argument("--hold-delay", type=float, default=0.0)
     args = parser.parse_args()
 
     store = GrpcTaskStore(args.taskstore, session_id=args.session)
     manager = StreamableHTTPSessionManager(app=build_server(store))
+    if args.hold_delay > 0:
+        delay_first_holds(store, args.hold_delay)
 
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -14,6 +14,7 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -34,9 +35,9 @@ APP = Path(__file__).with_name("mcp_server_app.py")
 class McpServerProcess:
     """The MCP server child process; ``url`` is its Streamable HTTP endpoint."""
 
-    def __init__(self, service: Service, session: str) -> None:
+    def __init__(self, service: Service, session: str, *extra: str) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, str(APP), "--taskstore", service.endpoint, "--session", session],
+            [sys.executable, str(APP), "--taskstore", service.endpoint, "--session", session, *extra],
             stdout=subprocess.PIPE,
             env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
@@ -63,9 +64,10 @@ def mcp_servers(service: Service) -> Iterator[list[McpServerProcess]]:
 
 
 @asynccontextmanager
-async def client_session(url: str) -> AsyncIterator[ClientSession]:
+async def client_session(url: str, **options: Any) -> AsyncIterator[ClientSession]:
+    """An SDK client session on ``url``; ``options`` go to ``ClientSession`` (callbacks)."""
     async with streamable_http_client(url) as (read, write, _):
-        async with ClientSession(read, write) as session:
+        async with ClientSession(read, write, **options) as session:
             await session.initialize()
             yield session
 
@@ -124,6 +126,36 @@ async def test_tasks_survive_an_mcp_server_restart(service: Service, mcp_servers
 
             with pytest.raises(McpError, match="not found"):
                 await session.experimental.get_task("no-such-task")
+
+
+async def test_a_task_cancelled_before_its_work_starts_is_not_run(
+    service: Service, mcp_servers: list[McpServerProcess], tmp_path: Path
+) -> None:
+    # The work waits 1 s for its first hold; the cancel comes first. Its
+    # work must not run, and nothing it could not store may end the session.
+    scope = f"mcp-{uuid.uuid4().hex}"
+    server = McpServerProcess(service, scope, "--hold-delay", "1")
+    mcp_servers.append(server)
+    marker = tmp_path / "marker"
+
+    with anyio.fail_after(60):
+        async with client_session(server.url) as session:
+            created = await session.experimental.call_tool_as_task(
+                "slow_echo", {"text": "too late", "seconds": 300, "marker": str(marker)}, ttl=600_000
+            )
+            cancelled = await session.experimental.cancel_task(created.task.taskId)
+            assert cancelled.status == "cancelled"
+            await anyio.sleep(2)  # the delayed hold has been refused by now
+            listed = await session.experimental.list_tasks()
+            assert created.task.taskId in {t.taskId for t in listed.tasks}
+            again = await session.experimental.get_task(created.task.taskId)
+            assert again.status == "cancelled"
+            assert again.statusMessage != "echoing in 300s"
+
+    async with TaskStoreClient(service.endpoint) as client:
+        info = await client.get_task(created.task.taskId, session_id=scope)
+        assert info.status is TaskStatus.CANCELLED
+    assert not marker.exists()  # its work never began, so it was never stopped
 
 
 async def test_dispatched_tool_result_comes_from_the_fleet(

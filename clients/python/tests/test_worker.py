@@ -10,9 +10,11 @@ import time
 import urllib.request
 from collections.abc import AsyncIterator, Iterator
 
+import pika
 import pytest
+from pika.exceptions import ChannelClosedByBroker
 
-from mcp_taskstore import TaskStatus, TaskStoreClient
+from mcp_taskstore import InvalidArgumentError, TaskStatus, TaskStoreClient
 
 import services
 from workers import CONFORMANCE_TOOLS, dispatch, log_size, start_worker, wait_for_log
@@ -78,7 +80,6 @@ async def test_results_tool_errors_and_retries(worker: services.Process, client:
     echo = await dispatch(client, "conf_echo", {"text": "from python"})
     failing = await dispatch(client, "conf_tool_error", {})
     retried = await dispatch(client, "conf_retryable", {"fail_times": 2}, max_attempts=3)
-    invalid = await dispatch(client, "conf_echo", {"text": 42, "extra": 1})
     status, result, _ = await result_of(client, echo.task_id)
     assert (status, result) == (
         TaskStatus.COMPLETED,
@@ -88,8 +89,24 @@ async def test_results_tool_errors_and_retries(worker: services.Process, client:
     assert (status, text(result), result["isError"], message) == (TaskStatus.FAILED, "tool error", True, "tool error")
     status, result, _ = await result_of(client, retried.task_id)
     assert (status, text(result)) == (TaskStatus.COMPLETED, "succeeded on attempt 3")
-    status, result, message = await result_of(client, invalid.task_id)
-    assert status is TaskStatus.FAILED and "invalid arguments" in text(result), result
+
+
+async def test_arguments_the_schema_refuses(worker: services.Process, client: TaskStoreClient) -> None:
+    """The tool's schema, as the worker describes it, refuses them twice: at
+    creation, by the service, while a worker serves the tool; and by the
+    worker itself, for a task created when none did (the service then takes
+    any arguments)."""
+    with pytest.raises(InvalidArgumentError, match="arguments.text"):
+        await dispatch(client, "conf_echo", {"text": 42, "extra": 1})
+    unserved = services.start_serve(worker=False, worker_tools="conf_echo")
+    try:
+        async with TaskStoreClient(unserved.endpoint) as fresh:
+            invalid = await dispatch(fresh, "conf_echo", {"text": 42, "extra": 1})
+            unserved.processes.append(start_worker(unserved))
+            status, result, _ = await result_of(fresh, invalid.task_id)
+        assert status is TaskStatus.FAILED and text(result).startswith("invalid arguments for conf_echo"), result
+    finally:
+        unserved.stop()
 
 
 async def test_progress_is_seen_by_a_watcher(worker: services.Process, client: TaskStoreClient) -> None:
@@ -181,3 +198,42 @@ def test_a_bad_key_stops_the_worker_saying_why(service: services.Service) -> Non
         assert "refused this worker's credentials" in bad.log.read_text()
     finally:
         keyed.stop()
+
+
+async def test_a_fleet_of_classic_queues(service: services.Service) -> None:
+    """A service run with ``--queue-type classic`` announces classic queues:
+    the Python worker declares its queues as the service says (whatever its
+    own ``--queue-type``, a mismatch logged) and serves beside a taskworker
+    run with ``--queue-type classic``."""
+    classic = services.start_serve(worker=False, worker_tools="conf_echo,echo", extra=["--queue-type", "classic"])
+    try:
+        rust = services.spawn(
+            [
+                services.taskworker_bin(), "--endpoint", classic.endpoint, "--amqp-url", services.AMQP_URL,
+                "--queue-prefix", classic.queue_prefix, "--queue-type", "classic", "--tools", "echo",
+            ],  # fmt: skip
+            "worker",
+        )
+        classic.processes.append(rust)
+        python = start_worker(classic, extra=["--queue-type", "quorum"])
+        classic.processes.append(python)
+        assert "--queue-type quorum differs from the service's (classic); using the service's" in python.log.read_text()
+        # The queue is classic: redeclared as classic it is accepted, as quorum refused.
+        connection = pika.BlockingConnection(pika.URLParameters(services.AMQP_URL))
+        try:
+            queue = f"{classic.queue_prefix}.tool.conf_echo"
+            arguments = {"x-queue-type": "classic", "x-queue-version": 2}
+            connection.channel().queue_declare(queue=queue, durable=True, arguments=arguments)
+            with pytest.raises(ChannelClosedByBroker):
+                connection.channel().queue_declare(queue=queue, durable=True, arguments={"x-queue-type": "quorum"})
+        finally:
+            connection.close()
+        async with TaskStoreClient(classic.endpoint) as client:
+            by_python = await dispatch(client, "conf_echo", {"text": "classic"})
+            by_rust = await dispatch(client, "echo", {"text": "classic"})
+            for task in (by_python, by_rust):
+                status, _, _ = await result_of(client, task.task_id)
+                assert status is TaskStatus.COMPLETED
+        assert rust.proc.poll() is None, rust.tail()
+    finally:
+        classic.stop()

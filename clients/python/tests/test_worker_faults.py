@@ -1,18 +1,22 @@
 """The Python worker under faults (docs/worker-conformance.md, cases 4, 8, 9):
-a poison job, a stale lease fenced, a graceful stop that gives the task back.
-Workers are processes; the test only signals them and talks gRPC."""
+a poison job, a stale lease fenced, a graceful stop that gives the task back;
+and a broker outage, told once. Workers are processes; the test only signals
+them, cuts their broker connection and talks gRPC."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 from collections.abc import AsyncIterator, Iterator
+from urllib.parse import urlparse
 
 import pytest
 
 from mcp_taskstore import TaskStatus, TaskStoreClient
 
 import services
+from tcp_proxy import TcpProxy
 from workers import CONFORMANCE_TOOLS, dispatch, log_size, start_worker, wait_for_log
 
 pytestmark = pytest.mark.anyio
@@ -145,3 +149,33 @@ async def test_concurrency_bounds_the_attempts_a_worker_runs(
             break
         await asyncio.sleep(0.05)
     assert most == 2, most
+
+
+async def test_a_broker_outage_is_one_warning(
+    service: services.Service, client: TaskStoreClient, started: list[services.Process]
+) -> None:
+    """As taskworker: one WARNING when the job queue goes, one INFO when it is
+    back; the AMQP library's error per reconnect attempt, and its traceback
+    of the lost connection, only at debug level."""
+    broker = urlparse(services.AMQP_URL)
+    proxy = TcpProxy(broker.hostname or "127.0.0.1", broker.port or 5672)
+    try:
+        url = broker._replace(netloc=f"{broker.username}:{broker.password}@127.0.0.1:{proxy.port}").geturl()
+        worker = start_worker(service, worker_id="py-outage", extra=["--amqp-url", url])
+        started.append(worker)
+        mark = log_size(worker)
+        proxy.cut()
+        # Reconnect attempts after 0.2, 0.4, 0.8 and 1.6 s: four of them fail.
+        await asyncio.sleep(3.5)
+        proxy.restore()
+        await asyncio.to_thread(wait_for_log, worker, "job queue back; consuming again", 30, mark)
+        task = await dispatch(client, "conf_echo", {"text": "after the outage"})
+        stored = await client.get_task_result(task.task_id, wait=True, timeout=30)
+        assert stored.status is TaskStatus.COMPLETED
+        log = worker.log.read_text()[mark:]
+    finally:
+        proxy.close()
+    warnings = [line for line in log.splitlines() if re.search(r" (WARNING|ERROR|CRITICAL) ", line)]
+    assert len(warnings) == 1 and "job queue unavailable" in warnings[0], log
+    assert "reconnecting with backoff until it is back" in warnings[0], log
+    assert "Traceback" not in log, log

@@ -215,6 +215,8 @@ export interface WireHeartbeatRequest {
   busy: number;
   stopping: boolean;
   descriptions: WireToolDescription[];
+  /** Whether it consumes its tools' queues now (unset: older workers, counted as consuming). */
+  consuming?: boolean;
 }
 
 /** One queue argument: exactly one of `text` (AMQP long string) and `integer` (AMQP long int) is set. */

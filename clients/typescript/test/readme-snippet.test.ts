@@ -8,19 +8,15 @@
 // it), pointing it at this test's service.
 import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import { fileURLToPath } from 'node:url';
-import ts from 'typescript';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { CallToolResultSchema } from '@modelcontextprotocol/sdk/types.js';
 import { TaskStoreClient } from '@mcp-taskstore/client';
+import { compileTs, markedBlocks, PKG_ROOT, REPO_ROOT } from './helpers/readme.js';
 import { startService, type RunningService } from './helpers/service.js';
 
-// build-test/test -> package root -> repository root
-const PKG_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const REPO_ROOT = resolve(PKG_ROOT, '..', '..');
 // Inside the package, so that `@mcp-taskstore/client` resolves to it (a
 // package may import itself by name) and the SDK from its node_modules.
 const OUT_DIR = join(PKG_ROOT, 'build-test', 'readme');
@@ -29,45 +25,6 @@ const READMES = [
   { name: 'repository', path: join(REPO_ROOT, 'README.md') },
   { name: 'package', path: join(PKG_ROOT, 'README.md') },
 ];
-
-/** The ts blocks that follow a `<!-- ci-ts: … -->` line, in order. */
-function markedTsBlocks(markdown: string): string[] {
-  const lines = markdown.split('\n');
-  const blocks: string[] = [];
-  for (let i = 0; i < lines.length; i++) {
-    if (!/^<!-- ci-ts:.*-->$/.test(lines[i]!.trim())) continue;
-    assert.equal(lines[i + 1], '```ts', `the marker on line ${i + 1} must precede a ts block`);
-    const end = lines.indexOf('```', i + 2);
-    assert.ok(end > 0, `the ts block after line ${i + 1} is not closed`);
-    blocks.push(lines.slice(i + 2, end).join('\n'));
-    i = end;
-  }
-  return blocks;
-}
-
-/** Type-checks and compiles `file` as the package's own sources are; the .js path. */
-function compile(file: string): string {
-  const program = ts.createProgram([file], {
-    target: ts.ScriptTarget.ES2022,
-    module: ts.ModuleKind.NodeNext,
-    moduleResolution: ts.ModuleResolutionKind.NodeNext,
-    lib: ['lib.es2022.d.ts'],
-    types: ['node'],
-    typeRoots: [join(PKG_ROOT, 'node_modules', '@types')],
-    strict: true,
-    skipLibCheck: true,
-    outDir: OUT_DIR,
-    rootDir: OUT_DIR,
-  });
-  const diagnostics = [...ts.getPreEmitDiagnostics(program), ...program.emit().diagnostics];
-  const text = ts.formatDiagnostics(diagnostics, {
-    getCanonicalFileName: (f) => f,
-    getCurrentDirectory: () => PKG_ROOT,
-    getNewLine: () => '\n',
-  });
-  assert.equal(diagnostics.length, 0, `the README's snippet does not compile:\n${text}`);
-  return file.replace(/\.ts$/, '.js');
-}
 
 type ToolResult = { content: Array<{ type: string; text?: string }> };
 
@@ -85,12 +42,13 @@ describe("the READMEs' TypeScript MCP server, as written", () => {
 
   for (const readme of READMES) {
     it(`${readme.name} README: compiles, serves on stdio, runs its tool as a task kept in taskstore`, async () => {
-      const blocks = markedTsBlocks(readFileSync(readme.path, 'utf8'));
+      const blocks = markedBlocks(readFileSync(readme.path, 'utf8'), 'ci-ts');
       assert.equal(blocks.length, 1, `${readme.path}: one block marked <!-- ci-ts: … --> expected`);
       mkdirSync(OUT_DIR, { recursive: true });
       const source = join(OUT_DIR, `${readme.name}-readme.ts`);
       writeFileSync(source, blocks[0]!);
-      const program = compile(source);
+      compileTs([source], { rootDir: OUT_DIR, outDir: OUT_DIR }, `the ${readme.name} README's snippet`);
+      const program = source.replace(/\.ts$/, '.js');
 
       const stderr: string[] = [];
       const transport = new StdioClientTransport({

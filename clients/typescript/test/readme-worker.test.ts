@@ -8,43 +8,41 @@ import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
-import ts from 'typescript';
 import { TaskStoreClient } from '@mcp-taskstore/client';
+import { codeBlocks, compileTs, markedBlocks, PKG_ROOT, REPO_ROOT } from './helpers/readme.js';
 import { backends, sleep, startService, type RunningService } from './helpers/service.js';
-import { dispatch, PKG_ROOT, resultOf, startTsWorker, toolsListed, type TsWorker } from './helpers/ts-worker.js';
+import { dispatch, resultOf, startTsWorker, toolsListed, type TsWorker } from './helpers/ts-worker.js';
 
 const OUT_DIR = join(PKG_ROOT, 'build-test', 'readme-worker');
-const TOOLS = ['count', 'greet', 'fetch_quote'];
+const TOOLS = ['count_to', 'greet', 'fetch_quote'];
 
 function workerBlock(markdown: string): string {
-  const lines = markdown.split('\n');
-  const at = lines.findIndex((l) => /^<!-- ci-ts-worker:.*-->$/.test(l.trim()));
-  assert.ok(at >= 0, 'the README has a worker example marked <!-- ci-ts-worker: … -->');
-  assert.equal(lines[at + 1], '```ts');
-  const end = lines.indexOf('```', at + 2);
-  return lines.slice(at + 2, end).join('\n');
+  const blocks = markedBlocks(markdown, 'ci-ts-worker');
+  assert.equal(blocks.length, 1, 'the README has one worker example marked <!-- ci-ts-worker: … -->');
+  return blocks[0]!;
 }
 
-function compile(file: string): void {
-  const program = ts.createProgram([file], {
-    target: ts.ScriptTarget.ES2022,
-    module: ts.ModuleKind.NodeNext,
-    moduleResolution: ts.ModuleResolutionKind.NodeNext,
-    lib: ['lib.es2022.d.ts'],
-    types: ['node'],
-    typeRoots: [join(PKG_ROOT, 'node_modules', '@types')],
-    strict: true,
-    skipLibCheck: true,
-    outDir: OUT_DIR,
-    rootDir: OUT_DIR,
-  });
-  const diagnostics = [...ts.getPreEmitDiagnostics(program), ...program.emit().diagnostics];
-  const text = ts.formatDiagnostics(diagnostics, { getCanonicalFileName: (f) => f, getCurrentDirectory: () => PKG_ROOT, getNewLine: () => '\n' });
-  assert.equal(diagnostics.length, 0, `the README's worker example does not compile:\n${text}`);
+/** The tools the Python README's worker example (`# my_tools.py`) declares. */
+function pythonExampleTools(): string[] {
+  const block = codeBlocks(readFileSync(join(PKG_ROOT, '..', 'python', 'README.md'), 'utf8'), 'python').find((b) =>
+    b.code.startsWith('# my_tools.py'),
+  );
+  assert.ok(block, "the Python README's worker example (# my_tools.py)");
+  return [...block.code.matchAll(/@tools\.tool\([^)]*\)\n(?:async )?def (\w+)/g)].map((m) => m[1]!);
 }
+
+it("the Python and TypeScript READMEs' worker examples name different tools", () => {
+  // Shown side by side (the repository README), run against one service:
+  // one name with two input schemas would make its workers disagree.
+  const typescript = [...workerBlock(readFileSync(join(PKG_ROOT, 'README.md'), 'utf8')).matchAll(/defineTool\('(\w+)'/g)].map((m) => m[1]!);
+  assert.deepEqual(typescript, TOOLS);
+  const python = pythonExampleTools();
+  assert.deepEqual(python, ['count', 'confirm', 'flaky']);
+  assert.deepEqual(typescript.filter((tool) => python.includes(tool)), []);
+});
 
 it("the repository README's polyglot section shows the example run here", () => {
-  const repository = workerBlock(readFileSync(join(PKG_ROOT, '..', '..', 'README.md'), 'utf8'));
+  const repository = workerBlock(readFileSync(join(REPO_ROOT, 'README.md'), 'utf8'));
   assert.equal(repository, workerBlock(readFileSync(join(PKG_ROOT, 'README.md'), 'utf8')));
 });
 
@@ -55,7 +53,7 @@ describe("the README's worker example, as written", { skip: !backends().includes
   before(async () => {
     mkdirSync(OUT_DIR, { recursive: true });
     writeFileSync(join(OUT_DIR, 'tools.ts'), workerBlock(readFileSync(join(PKG_ROOT, 'README.md'), 'utf8')));
-    compile(join(OUT_DIR, 'tools.ts'));
+    compileTs([join(OUT_DIR, 'tools.ts')], { rootDir: OUT_DIR, outDir: OUT_DIR }, "the README's worker example");
     service = await startService('serve', { args: ['--retry-backoff-base', '100ms'], moreTools: TOOLS });
     client = new TaskStoreClient({ endpoint: service.endpoint });
     worker = await startTsWorker(service, './build-test/readme-worker/tools.js');
@@ -67,8 +65,8 @@ describe("the README's worker example, as written", { skip: !backends().includes
     await service?.stop();
   });
 
-  it('count reports progress and its result', async () => {
-    const task = await dispatch(client, 'count', { n: 5 });
+  it('count_to reports progress and its result', async () => {
+    const task = await dispatch(client, 'count_to', { n: 5 });
     const seen: string[] = [];
     for await (const t of client.watchTask(task.taskId, { timeoutMs: 20_000 })) if (t.statusMessage?.startsWith('counted')) seen.push(t.statusMessage);
     assert.ok(seen.includes('counted 1 of 5') || seen.includes('counted 2 of 5'), seen.join(','));
@@ -87,13 +85,16 @@ describe("the README's worker example, as written", { skip: !backends().includes
     assert.equal((await resultOf(client, task.taskId)).text, 'Hello, Ada!');
   });
 
-  it('fetch_quote fails retryably, is retried, then fails for good', async () => {
-    const task = await dispatch(client, 'fetch_quote', { symbol: 'ACME' }, { maxAttempts: 2 });
+  it('fetch_quote fails retryably, is retried, then fails for good, with the default attempts', async () => {
+    const task = await dispatch(client, 'fetch_quote', { symbol: 'ACME' });
     const seen: string[] = [];
     for await (const t of client.watchTask(task.taskId, { timeoutMs: 20_000 })) if (t.statusMessage) seen.push(t.statusMessage);
     const done = await resultOf(client, task.taskId);
     assert.equal(done.status, 'failed');
-    assert.equal(done.text, 'no quote for ACME after 2 attempts');
-    assert.ok(seen.some((m) => m.startsWith('attempt 1 of 2 failed: upstream unavailable for ACME; retrying in')), seen.join('\n'));
+    assert.equal(done.text, 'no quote for ACME after 3 attempts');
+    for (const attempt of [1, 2]) {
+      const said = `attempt ${attempt} of 3 failed: upstream unavailable for ACME; retrying in`;
+      assert.ok(seen.some((m) => m.startsWith(said)), seen.join('\n'));
+    }
   });
 });

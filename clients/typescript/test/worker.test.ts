@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
-import { TaskStoreClient } from '@mcp-taskstore/client';
+import { TaskStoreClient, type TaskStoreError } from '@mcp-taskstore/client';
 import { backends, binary, logLine, sleep, startService, type RunningService } from './helpers/service.js';
 import { CONFORMANCE, CONFORMANCE_TOOLS, collectLog, dispatch, resultOf, startTsWorker, toolsListed, type TsWorker } from './helpers/ts-worker.js';
 
@@ -47,10 +47,11 @@ describe('the TypeScript worker (mcp-taskstore-worker) with the conformance tool
     assert.deepEqual((echo.description?.inputSchema['properties'] as Record<string, unknown>)['text'], { type: 'string' });
     assert.deepEqual(echo.description?.inputSchema['required'], ['text']);
     const status = execFileSync(binary('TASKSTORE_BIN', 'taskstore'), ['status', '--endpoint', service.endpoint], { encoding: 'utf8' });
-    assert.match(status, /ts-conf\s+conf_ask,conf_crash,conf_echo,conf_noop,conf_retryable,conf_sleep,conf_tool_error\s+2\s/);
+    // Its row: the tools, every tenant (`*`), consuming, 2 slots.
+    assert.match(status, /ts-conf\s+conf_ask,conf_crash,conf_echo,conf_noop,conf_retryable,conf_sleep,conf_tool_error\s+\*\s+yes\s+2\s/);
   });
 
-  it('a result; a tool error (failed, one attempt, the result stored); arguments its schema refuses', async () => {
+  it('a result; a tool error (failed, one attempt, the result stored)', async () => {
     const echo = await resultOf(client, (await dispatch(client, 'conf_echo', { text: 'hello' })).taskId);
     assert.deepEqual([echo.status, echo.text], ['completed', 'hello']);
 
@@ -60,10 +61,31 @@ describe('the TypeScript worker (mcp-taskstore-worker) with the conformance tool
     const before = Date.now() * 1000;
     const noop = await resultOf(client, (await dispatch(client, 'conf_noop', { n: 1 })).taskId);
     assert.ok(Number(noop.text) >= before - 1000 && Number(noop.text) <= Date.now() * 1000, `conf_noop started at ${noop.text} µs`);
+  });
 
-    const bad = await resultOf(client, (await dispatch(client, 'conf_echo', { text: 5 })).taskId);
-    assert.equal(bad.status, 'failed');
-    assert.match(bad.text, /^Input validation error: Invalid arguments for tool conf_echo: .*text/);
+  it('arguments its schema refuses: refused by the service while the worker serves the tool, failed by the worker otherwise', async () => {
+    // The service checks them against the schema the worker described.
+    await assert.rejects(dispatch(client, 'conf_echo', { text: 5 }), (err: TaskStoreError) => {
+      assert.equal(err.codeName, 'INVALID_ARGUMENT');
+      assert.match(err.message, /arguments\.text/);
+      return true;
+    });
+    // A task created while no worker served the tool (the service then
+    // takes any arguments) meets the worker's own check.
+    const unserved = await startService('serve', { workerTools: '', moreTools: CONFORMANCE_TOOLS });
+    const fresh = new TaskStoreClient({ endpoint: unserved.endpoint });
+    let late: TsWorker | undefined;
+    try {
+      const task = await dispatch(fresh, 'conf_echo', { text: 5 });
+      late = await startTsWorker(unserved, CONFORMANCE);
+      const bad = await resultOf(fresh, task.taskId);
+      assert.equal(bad.status, 'failed');
+      assert.match(bad.text, /^Input validation error: Invalid arguments for tool conf_echo: .*text/);
+    } finally {
+      await late?.stop();
+      fresh.close();
+      await unserved.stop();
+    }
   });
 
   it('a retryable failure is retried until it succeeds, each attempt counted', async () => {

@@ -20,10 +20,19 @@ use taskstore_telemetry::Telemetry;
 /// are routine, not news.
 const QUIET: [&str; 1] = ["sqlx::postgres::notice=warn"];
 
+/// Added for `dev`, a person's terminal: one access line per RPC (the
+/// embedded workers' claims and reports, the CLI's calls) would be most of
+/// what it prints. `TASKSTORE_LOG=info,taskstore::access=info` shows them.
+const QUIET_IN_DEV: [&str; 2] = ["sqlx::postgres::notice=warn", "taskstore::access=warn"];
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Cli::parse();
-    let telemetry = match Telemetry::init("taskstore", args.log_format, &args.log_level, &QUIET) {
+    let quiet: &[&str] = match (&args.command, args.log_level.contains("taskstore::access")) {
+        (Command::Dev(_), false) => &QUIET_IN_DEV,
+        _ => &QUIET,
+    };
+    let telemetry = match Telemetry::init("taskstore", args.log_format, &args.log_level, quiet) {
         Ok(telemetry) => telemetry,
         Err(err) => {
             report(Label::Error, &err);
@@ -100,11 +109,5 @@ async fn run_keys(keys: cli::KeysArgs) -> ExitCode {
         Ok(store) => cli::keys::run(keys.action, store).await,
         Err(err) => Err(cli::ClientError::Failed(err.to_string())),
     };
-    match exit {
-        Ok(exit) => exit.into(),
-        Err(err) => {
-            report(Label::Error, &err.to_string());
-            err.exit().into()
-        }
-    }
+    cli::finish(exit)
 }

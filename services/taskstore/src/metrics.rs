@@ -11,6 +11,31 @@ use metrics::{counter, gauge, histogram};
 
 use crate::domain::{AttemptEnd, NextStep, OutboxBacklog, TaskStatus};
 
+/// Exports, at zero, the series that count rare events, so that a panel or
+/// an alert over them sees 0 on a healthy system rather than no data (a
+/// counter exists only once incremented). The label values are every one
+/// the service records.
+pub fn export_at_zero() {
+    for cause in ["retryable_error", "shutdown", "lease_expired", "parked"] {
+        counter!("taskstore_poison_failures_total", "cause" => cause).increment(0);
+    }
+    for limit in ["create_rate", "waiting_calls"] {
+        counter!("taskstore_admission_refused_total", "limit" => limit).increment(0);
+    }
+    for condition in [
+        "disk_full",
+        "out_of_memory",
+        "too_many_connections",
+        "configuration_limit_exceeded",
+        "insufficient_resources",
+    ] {
+        counter!("taskstore_database_resource_refusals_total", "condition" => condition)
+            .increment(0);
+    }
+    counter!("taskstore_jobs_held_total").increment(0);
+    gauge!("taskstore_queue_blocked").set(0.0);
+}
+
 /// A dashboard action was taken (`login`, `cancel`, `delete`, `answer`,
 /// `run`): who did it is in the log line beside it.
 pub fn dashboard_action(action: &'static str) {

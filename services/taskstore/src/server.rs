@@ -24,6 +24,10 @@ pub const SERVICE_NAME: &str = "mcp.tasks.v1.TaskStore";
 /// The name health checks use for the worker-facing execution service.
 pub const EXECUTION_SERVICE_NAME: &str = "mcp.tasks.v1.TaskExecution";
 
+/// How often each connection is pinged, and how long its answer may take.
+const PING_EVERY: Duration = Duration::from_secs(20);
+const PING_ANSWER_WITHIN: Duration = Duration::from_secs(10);
+
 /// Every protobuf this server describes through reflection.
 const DESCRIPTORS: [&[u8]; 2] = [
     taskstore_proto::FILE_DESCRIPTOR_SET,
@@ -147,7 +151,11 @@ impl Server {
             }
         };
         let incoming = TcpIncoming::from(self.listener).with_nodelay(Some(true));
-        let mut builder = tonic::transport::Server::builder();
+        // A peer that stops answering pings (gone, or never reading) is
+        // dropped rather than holding its connection for good.
+        let mut builder = tonic::transport::Server::builder()
+            .http2_keepalive_interval(Some(PING_EVERY))
+            .http2_keepalive_timeout(Some(PING_ANSWER_WITHIN));
         if let Some(tls) = self.tls {
             builder = builder.tls_config(tls)?;
         }

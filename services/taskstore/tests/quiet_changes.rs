@@ -344,6 +344,7 @@ async fn a_result_stored_on_another_replica_reaches_a_waiting_call_without_a_rea
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_session_holding_the_registrations_delays_a_registration_by_a_second_at_most() {
     let (pool, database) = own_database().await;
+    #[allow(clippy::disallowed_methods)] // a test's own transaction, never cancelled
     let mut holder = pool.begin().await.expect("begin");
     holder
         .execute("SELECT count(*) FROM change_listeners")

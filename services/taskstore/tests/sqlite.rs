@@ -306,3 +306,86 @@ async fn a_corrupt_file_is_refused_untouched() {
     ));
     assert_eq!(digest(&path), forged, "the file was not modified");
 }
+
+/// The key store: PostgreSQL and SQLite run the same statements
+/// (`store/keys/sql.rs`); both keep, find, list, revoke and record keys,
+/// and end dashboard sessions, as the in-memory one does.
+#[tokio::test]
+async fn the_key_stores_keep_keys_and_ended_sessions_alike() {
+    use taskstore::domain::{Reach, Role, TenantId};
+    use taskstore::store::keys::{KeyStore, MemoryKeys, PgKeys, StoredKey};
+
+    let path = common::sqlite_path();
+    sqlite::open(&path, StoreConfig::default())
+        .await
+        .expect("the file, migrated");
+    let stores: Vec<(&str, Box<dyn KeyStore>)> = vec![
+        ("memory", Box::new(MemoryKeys::default())),
+        ("sqlite", Box::new(sqlite::keys(&path).await.expect("keys"))),
+        (
+            "postgres",
+            Box::new(PgKeys::new(common::migrated_pool().await)),
+        ),
+    ];
+    // An hour ago, in whole seconds (what every database keeps exactly).
+    let created_at =
+        chrono::DateTime::from_timestamp(chrono::Utc::now().timestamp() - 3600, 0).expect("time");
+    let key = |id: &str, reach: Reach| StoredKey {
+        key_id: id.to_owned(),
+        secret_sha256: [7; 32],
+        reach,
+        role: Role::Client,
+        name: format!("key {id}"),
+        created_at,
+        revoked_at: None,
+        last_used_at: None,
+    };
+    let tenant = Reach::Tenant(TenantId::parse("acme").expect("tenant"));
+    for (name, store) in stores {
+        store
+            .insert_key(&key("b", Reach::AllTenants))
+            .await
+            .expect(name);
+        store
+            .insert_key(&key("a", tenant.clone()))
+            .await
+            .expect(name);
+        assert!(
+            store
+                .insert_key(&key("a", Reach::AllTenants))
+                .await
+                .is_err(),
+            "{name}: a key id is unique"
+        );
+        let found = store.find_key("a").await.expect(name);
+        assert_eq!(found, Some(key("a", tenant.clone())), "{name}");
+        assert_eq!(store.find_key("nope").await.expect(name), None, "{name}");
+        let listed: Vec<_> = store
+            .list_keys()
+            .await
+            .expect(name)
+            .into_iter()
+            .map(|k| k.key_id)
+            .collect();
+        assert_eq!(listed, ["a", "b"], "{name}: oldest first, then by id");
+
+        store.record_use("a").await.expect(name);
+        let used = store.find_key("a").await.expect(name).expect("kept");
+        assert!(
+            used.last_used_at.is_some_and(|at| at > created_at),
+            "{name}"
+        );
+        assert!(store.revoke_key("a").await.expect(name), "{name}");
+        assert!(!store.revoke_key("a").await.expect(name), "{name}: once");
+        assert!(!store.revoke_key("nope").await.expect(name), "{name}");
+        let revoked = store.find_key("a").await.expect(name).expect("kept");
+        assert!(revoked.revoked_at.is_some(), "{name}");
+
+        let until = chrono::Utc::now() + chrono::Duration::hours(1);
+        assert!(!store.session_ended("s1").await.expect(name), "{name}");
+        store.end_session("s1", until).await.expect(name);
+        store.end_session("s1", until).await.expect(name);
+        assert!(store.session_ended("s1").await.expect(name), "{name}");
+        assert!(!store.session_ended("s2").await.expect(name), "{name}");
+    }
+}

@@ -289,6 +289,18 @@ impl Env {
         )
     }
 
+    /// Where the running service serves `/mcp` (started with
+    /// `--mcp-listen`), from its `listening` line: `http://host:port`.
+    pub fn mcp_address(&self) -> String {
+        let logs = self.service_logs.lock().expect("logs").clone();
+        logs.iter()
+            .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+            .find(|event| event["message"] == "listening")
+            .and_then(|event| event["mcp"].as_str().map(str::to_owned))
+            .and_then(|url| url.strip_suffix("/mcp").map(str::to_owned))
+            .expect("the listening line names the mcp endpoint")
+    }
+
     pub async fn client(&self) -> TaskStoreClient<Channel> {
         let channel = tonic::transport::Endpoint::from_shared(self.endpoint.clone())
             .expect("endpoint")

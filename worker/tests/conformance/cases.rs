@@ -206,6 +206,7 @@ pub async fn progress_seen_by_a_watcher(language: Language) {
         .client
         .clone()
         .watch_task(pb::WatchTaskRequest {
+            lease_token: None,
             task_id: id.clone(),
             session_id: None,
         })

@@ -194,8 +194,15 @@ impl Fleet {
     /// The service (`--auth api-keys`, 2 s leases) and keys for a client
     /// of tenant `acme`, the workers (every tenant) and an admin.
     pub async fn start() -> Self {
+        Self::start_with(&[]).await
+    }
+
+    /// As [`Fleet::start`], with more flags for `serve`.
+    pub async fn start_with(flags: &[&str]) -> Self {
         let mut env = Env::new().await;
-        env.start_service(&["--auth", "api-keys"]);
+        let mut all = vec!["--auth", "api-keys"];
+        all.extend_from_slice(flags);
+        env.start_service(&all);
         let client_key = make_key(&env, "acme", "client");
         let worker_key = make_key(&env, "*", "worker");
         let admin_key = make_key(&env, "*", "admin");
@@ -228,12 +235,26 @@ impl Fleet {
         concurrency: usize,
         grace: &str,
     ) -> WorkerProcess {
+        let (endpoint, amqp) = (self.env.endpoint.clone(), common::amqp_url());
+        self.spawn_at(language, id, concurrency, grace, &endpoint, &amqp)
+    }
+
+    /// As [`Fleet::spawn`], pointed at `endpoint` and the broker at `amqp`.
+    pub fn spawn_at(
+        &self,
+        language: Language,
+        id: &str,
+        concurrency: usize,
+        grace: &str,
+        endpoint: &str,
+        amqp: &str,
+    ) -> WorkerProcess {
         let (program, leading, dir) = language.command();
         let concurrency = concurrency.to_string();
         let mut child = Command::new(&program)
             .args(&leading)
-            .args(["--endpoint", &self.env.endpoint])
-            .args(["--amqp-url", &common::amqp_url()])
+            .args(["--endpoint", endpoint])
+            .args(["--amqp-url", amqp])
             .args(["--queue-prefix", &self.env.prefix])
             .args(["--concurrency", &concurrency, "--worker-id", id])
             .args(["--shutdown-grace", grace, "--token", &self.worker_key])

@@ -15,8 +15,9 @@ mod common;
 mod cases;
 mod faults;
 mod fleet;
+mod setup;
 
-/// The ten cases, as tests of one language.
+/// The cases, as tests of one language.
 macro_rules! conformance {
     ($module:ident, $language:expr) => {
         mod $module {
@@ -72,6 +73,11 @@ macro_rules! conformance {
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn tools_appear() {
                 crate::cases::tools_appear(LANGUAGE).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_misconfigured_worker_says_so() {
+                crate::setup::a_misconfigured_worker_says_so(LANGUAGE).await;
             }
         }
     };

@@ -13,6 +13,12 @@ from the store, ``enable_durable_tasks``). The workers load the same module
 and run the same functions (``from_fastmcp``). A worker that dies mid-call
 leaves the task to another once its lease lapses; the call still gets one
 result. Tools the server keeps (``keep=``) run in the server as before.
+
+A tool that asks its caller (FastMCP's ``ctx.elicit`` on the worker) asks
+this server's client: while the client waits (the plain call, or its
+``tasks/result``), the question goes to it as an ``elicitation/create`` on
+that request's stream, and its answer is stored with the task
+(``question_relay``).
 """
 
 from __future__ import annotations
@@ -24,12 +30,14 @@ from datetime import timedelta
 from typing import Any
 
 import mcp.types as types
+from mcp.server.session import ServerSession
 
 from mcp_taskstore.channel import ClientOptions
 from mcp_taskstore.errors import DeadlineExceededError, TaskStoreError, UnavailableError
 from mcp_taskstore.holding import tool_call_json
 from mcp_taskstore.mcp_convert import result_from_json
 from mcp_taskstore.models import Dispatch, TaskStatus, TlsConfig
+from mcp_taskstore.question_relay import questions_relayed
 from mcp_taskstore.server_handlers import enable_durable_tasks
 from mcp_taskstore.store import GrpcTaskStore
 
@@ -53,11 +61,15 @@ def serve_on_fleet(
 ) -> GrpcTaskStore:
     """Answer the FastMCP ``server``'s tool calls as tasks the fleet runs.
 
-    ``endpoint`` is the taskstore service (or a ``GrpcTaskStore``); ``keep``
-    names tools that stay in the server; ``max_attempts`` per task (None:
-    the service's default); ``ttl_ms`` keeps a plain call's task that long
-    (a task-augmented call asks its own). Returns the store (close it when
-    the server stops).
+    ``endpoint`` is the taskstore service (or a ``GrpcTaskStore``, used as
+    it is); ``token``, ``tls``, ``tenant`` as ``GrpcTaskStore``'s.
+    ``session_id``: the service session the tasks are created in, and the
+    only tasks this server's ``tasks/get``, ``tasks/result``, ``tasks/list``
+    and ``tasks/cancel`` reach; None: every task of the tenant (tasks/list
+    lists them all). ``keep`` names tools that stay in the server;
+    ``max_attempts`` per task (None: the service's default); ``ttl_ms``
+    keeps a plain call's task that long (a task-augmented call asks its
+    own). Returns the store (close it when the server stops).
     """
     lowlevel = getattr(server, "_mcp_server", server)
     if isinstance(endpoint, GrpcTaskStore):
@@ -83,7 +95,7 @@ def serve_on_fleet(
             task = await store.create_dispatched_task(metadata, call, tool=name, max_attempts=max_attempts)
             return types.ServerResult(types.CreateTaskResult(task=task))
         try:
-            result = await _run_on_fleet(store, call, name, max_attempts, ttl_ms)
+            result = await _run_on_fleet(store, call, name, max_attempts, ttl_ms, ctx.session)
         except TaskStoreError as error:
             result = types.CallToolResult(content=[types.TextContent(type="text", text=str(error))], isError=True)
         return types.ServerResult(result)
@@ -93,9 +105,15 @@ def serve_on_fleet(
 
 
 async def _run_on_fleet(
-    store: GrpcTaskStore, call: dict[str, Any], tool: str, max_attempts: int | None, ttl_ms: int
+    store: GrpcTaskStore,
+    call: dict[str, Any],
+    tool: str,
+    max_attempts: int | None,
+    ttl_ms: int,
+    session: ServerSession,
 ) -> types.CallToolResult:
-    """A plain call: dispatch it and wait for its one result."""
+    """A plain call: dispatch it and wait for its one result; the tool's
+    questions go to the caller meanwhile, on the call's own stream."""
     info = await store.client.create_task(
         request_json=call,
         request_id=call["id"],
@@ -104,14 +122,15 @@ async def _run_on_fleet(
         dispatch=Dispatch(tool=tool, max_attempts=max_attempts),
     )
     try:
-        while True:
-            try:
-                stored = await store.client.get_task_result(
-                    info.task_id, session_id=store.session_id, wait=True, timeout=_WAIT_SLICE
-                )
-                break
-            except (DeadlineExceededError, UnavailableError):
-                await asyncio.sleep(0.2)
+        async with questions_relayed(store, info.task_id, session, call["id"], as_task=False):
+            while True:
+                try:
+                    stored = await store.client.get_task_result(
+                        info.task_id, session_id=store.session_id, wait=True, timeout=_WAIT_SLICE
+                    )
+                    break
+                except (DeadlineExceededError, UnavailableError):
+                    await asyncio.sleep(0.2)
     except asyncio.CancelledError:
         # The client gave up on the call (notifications/cancelled): so does the fleet.
         await asyncio.shield(_cancel(store, info.task_id))

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import enum
 import logging
 import os
 import socket
@@ -96,6 +97,14 @@ def capture_tool_calls(server: Any) -> None:
         experimental._request_handlers = capturing
 
 
+class HoldStart(enum.Enum):
+    """What a first hold came to (``Holds.start``)."""
+
+    HELD = "held"
+    ENDED = "ended"
+    UNHELD = "unheld"
+
+
 @dataclass(eq=False)
 class _Hold:
     task_id: str
@@ -122,17 +131,32 @@ class Holds:
     def __contains__(self, task_id: str) -> bool:
         return task_id in self._holds
 
-    async def start(self, task_id: str) -> bool:
-        """First hold; True when held (and renewed from now on)."""
+    async def start(self, task_id: str) -> HoldStart:
+        """First hold: ``HELD`` (renewed from now on), ``ENDED`` (cancelled,
+        expired or finished before its work began: there is nothing to run),
+        or ``UNHELD`` (runs, but unprotected against this process dying)."""
         try:
             held = await self.client.hold_task(task_id, holder=self.holder, session_id=self.session_id)
-        except (FailedPreconditionError, NotFoundError) as error:
+        except NotFoundError:
+            return HoldStart.ENDED
+        except FailedPreconditionError as error:
+            if await self._has_ended(task_id):
+                return HoldStart.ENDED
             logger.warning("task %s not held (%s); it is not protected against this process dying", task_id, error)
-            return False
+            return HoldStart.UNHELD
         hold = _Hold(task_id, held.lease_token, held.lease_duration.total_seconds())
         self._holds[task_id] = hold
         hold.renewer = asyncio.get_running_loop().create_task(self._renew(hold), name=f"hold {task_id}")
-        return True
+        return HoldStart.HELD
+
+    async def _has_ended(self, task_id: str) -> bool:
+        try:
+            info = await self.client.get_task(task_id, session_id=self.session_id)
+        except NotFoundError:
+            return True
+        except TaskStoreError:
+            return False
+        return info.status.is_terminal
 
     def attach(self, task_id: str, scope: anyio.CancelScope) -> None:
         """The work of ``task_id`` runs in ``scope``: a stop cancels it."""
@@ -219,12 +243,21 @@ class _HoldingTaskGroup:
         holds = self._holds
 
         async def held() -> None:
-            # Held before the work starts; refused (it ended meanwhile), it runs unheld.
-            await holds.start(task_id)
+            # Held before the work starts. A task cancelled before then (a
+            # client may cancel as soon as it has the id) has nothing to run.
+            if await holds.start(task_id) is HoldStart.ENDED:
+                logger.info("task %s ended before its work started; not running it", task_id)
+                return
             with anyio.CancelScope() as scope:
                 holds.attach(task_id, scope)
                 try:
                     await func(*args)
+                except Exception:
+                    # The SDK's wrapper stores the work's failure; when the
+                    # store refuses that too (the task ended elsewhere
+                    # meanwhile), raising here would end the whole task group,
+                    # and with it the client's MCP session.
+                    logger.warning("task %s: its outcome could not be stored", task_id, exc_info=True)
                 finally:
                     holds.release(task_id)
 

@@ -32,6 +32,7 @@ from mcp.types import (
 from mcp_taskstore.errors import NotFoundError
 from mcp_taskstore.holding import capture_tool_calls, default_holder, make_holding
 from mcp_taskstore.mcp_convert import to_mcp_task
+from mcp_taskstore.question_relay import questions_relayed
 from mcp_taskstore.store import GrpcTaskStore
 
 
@@ -64,8 +65,11 @@ def enable_durable_tasks(server: Server, store: GrpcTaskStore, queue: TaskMessag
     async def get_task_result(request: GetTaskPayloadRequest) -> GetTaskPayloadResult:
         # The SDK's handler delivers queued messages and waits (through
         # store.wait_for_update, i.e. WatchTask) until the task is terminal.
+        # Questions a fleet worker asks are kept in the service, not in that
+        # queue: they go to the client beside it, on this request's stream.
         ctx = server.request_context
-        return await support.handler.handle(request, ctx.session, ctx.request_id)
+        async with questions_relayed(store, request.params.taskId, ctx.session, ctx.request_id, as_task=True):
+            return await support.handler.handle(request, ctx.session, ctx.request_id)
 
     @server.experimental.list_tasks()
     async def list_tasks(request: ListTasksRequest) -> ListTasksResult:

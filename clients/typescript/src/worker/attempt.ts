@@ -158,7 +158,7 @@ async function watchForEnd(rpc: WorkerRpc, reporter: Reporter, control: Control,
   await sleep(WATCH_AFTER_MS, done);
   while (!done.aborted) {
     try {
-      for await (const task of rpc.watch(reporter.taskId, reporter.scope, done)) {
+      for await (const task of rpc.watch(reporter.taskId, reporter.leaseToken, reporter.scope, done)) {
         if (task.status === 'TASK_STATUS_CANCELLED') return control.stop('cancelled');
         if (task.status === 'TASK_STATUS_COMPLETED' || task.status === 'TASK_STATUS_FAILED') return control.stop('finished');
         control.changed();

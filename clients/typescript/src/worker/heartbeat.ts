@@ -42,6 +42,8 @@ export class Heartbeat {
     private readonly descriptions: WireToolDescription[],
     private readonly slots: () => { slots: number; busy: number },
     private readonly log: Logger,
+    /** Whether it consumes its tools' queues now: a worker that cannot reach the broker serves nothing. */
+    private readonly consuming: () => boolean = () => true,
   ) {}
 
   /** One report; `listed` false reports no tools (before the worker consumes, so a listed tool has its queue). */
@@ -55,6 +57,7 @@ export class Heartbeat {
       busy,
       stopping: options.stopping ?? false,
       descriptions: listed ? this.descriptions : [],
+      consuming: this.consuming(),
     });
     const intervalMs = res.interval ? durationToMs(res.interval) : 0;
     return { intervalMs: intervalMs > 0 ? intervalMs : DEFAULT_INTERVAL_MS, topology: res.topology ? topologyFromWire(res.topology) : undefined };
@@ -74,6 +77,13 @@ export class Heartbeat {
       } catch (err) {
         const code = err instanceof TaskStoreError ? err.code : undefined;
         const message = (err as Error).message;
+        // An HTTP port (the MCP endpoint, say) answers with an HTTP status
+        // and no grpc-status: no retry finds a taskstore there.
+        if (code === Status.UNIMPLEMENTED && /HTTP status code/i.test(message)) {
+          throw new WorkerRefused(
+            `${this.endpoint} is not a taskstore service: the address answers, but not as the taskstore gRPC API; point --endpoint at the service's gRPC port (--listen, 50051 by default), not its MCP (50052) or dashboard (50053) port (${message})`,
+          );
+        }
         if (code === Status.UNIMPLEMENTED) {
           this.log.warn('the service does not take worker heartbeats (an older version); running without them', { endpoint: this.endpoint });
           return undefined;

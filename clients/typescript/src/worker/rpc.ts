@@ -77,10 +77,13 @@ export class WorkerRpc {
     return this.unary(this.store, 'storeTaskResult', 'StoreTaskResult', req, scope);
   }
 
-  /** WatchTask: the task now, then after every change until it is terminal. Cancel with `signal`. */
-  async *watch(taskId: string, scope: CallScope, signal: AbortSignal): AsyncGenerator<WireTask> {
+  /**
+   * WatchTask: the task now, then after every change until it is terminal. Cancel with `signal`.
+   * A worker follows only the task its attempt runs: it passes the attempt's lease.
+   */
+  async *watch(taskId: string, leaseToken: string, scope: CallScope, signal: AbortSignal): AsyncGenerator<WireTask> {
     const fn = (this.store as unknown as Record<string, Streaming>)['watchTask']!;
-    const call = fn.call(this.store, { taskId }, this.metadata(scope), {});
+    const call = fn.call(this.store, { taskId, leaseToken }, this.metadata(scope), {});
     const cancel = () => call.cancel();
     signal.addEventListener('abort', cancel, { once: true });
     try {

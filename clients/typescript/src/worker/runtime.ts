@@ -123,7 +123,7 @@ export class Worker {
     this.free = this.o.concurrency;
     this.topology = topologyFor(options.queuePrefix ?? 'taskstore', this.o.queueType);
     this.rpc = new WorkerRpc({ endpoint: this.o.endpoint, ...(options.token && { token: options.token }), ...(options.tls && { tls: options.tls }) });
-    this.heartbeat = new Heartbeat(this.rpc, this.o.endpoint, this.workerId, [...byName.keys()], tools.map(describeTool), () => ({ slots: this.o.concurrency, busy: this.o.concurrency - this.free }), this.log);
+    this.heartbeat = new Heartbeat(this.rpc, this.o.endpoint, this.workerId, [...byName.keys()], tools.map(describeTool), () => ({ slots: this.o.concurrency, busy: this.o.concurrency - this.free }), this.log, () => this.consuming);
     let resolve!: () => void;
     let reject!: (err: unknown) => void;
     const promise = new Promise<void>((ok, fail) => ((resolve = ok), (reject = fail)));
@@ -186,7 +186,10 @@ export class Worker {
         }
         this.feed = feed;
         await feed.want(this.free - this.pending.length);
-        if (outage) this.log.info('job queue back; consuming again');
+        if (outage) {
+          this.log.info('job queue back; consuming again');
+          if (!registered) void this.heartbeat.send().catch(() => undefined);
+        }
         outage = false;
         delay = 200;
         if (registered) {
@@ -202,6 +205,8 @@ export class Worker {
         if (this.stopping.signal.aborted) break;
         this.feed = undefined;
         this.requeuePending();
+        // The service hears at once that this worker serves nothing now.
+        if (!registered) void this.heartbeat.send().catch(() => undefined);
         if (lost) this.log.warn('job queue unavailable; reconnecting with backoff until it is back', { error: lost.message });
         outage = lost !== undefined;
       }

@@ -261,7 +261,7 @@ export type LoggedProcess = ChildProcess & { logTail: string[] };
 
 // Keeps the last lines of a child's stderr, to explain a failure, and echoes
 // them when TASKSTORE_TEST_LOGS is set.
-export function spawnLogged(cmd: string, args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}): LoggedProcess {
+export function spawnLogged(cmd: string, args: string[], options: { cwd?: string; env?: NodeJS.ProcessEnv; detached?: boolean } = {}): LoggedProcess {
   const proc = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'], ...options }) as LoggedProcess;
   proc.logTail = [];
   let partial = '';

@@ -7,6 +7,7 @@
 pub mod api_keys;
 pub mod jwt;
 pub mod mtls;
+pub mod oidc;
 
 use std::sync::Arc;
 

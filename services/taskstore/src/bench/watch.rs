@@ -36,6 +36,7 @@ impl Watchers {
             let mut client = shared.client(index);
             let started = Instant::now();
             let request = pb::WatchTaskRequest {
+                lease_token: None,
                 task_id: task_id.clone(),
                 session_id: None,
             };

@@ -4,7 +4,6 @@ use std::time::Duration;
 
 use tokio_stream::StreamExt;
 
-use super::args::{ClientArgs, ClientCommand};
 use super::create::{new_task, warn_if_unserved};
 use super::exit::{ClientError, Exit};
 use super::input::{Inputs, task_id_arg, tool_arg};
@@ -12,6 +11,7 @@ use super::list::{Listing, list};
 use super::output::{Output, print_json};
 use super::questions;
 use super::{Connection, scope};
+use crate::config::{ClientArgs, ClientCommand};
 use crate::domain::{
     JsonObject, NewResult, ResultStatus, Scope, StatusUpdate, TaskFilter, TaskId, TaskStatus,
 };
@@ -105,8 +105,29 @@ pub(super) async fn run(
                 .map_err(ClientError::about(&id))?;
             let mut last = None;
             let mut shown = questions::Shown::default();
-            while let Some(task) = watch.next().await {
-                let task = task.map_err(ClientError::about(&id))?;
+            let mut seen_at = None;
+            // Since when the service has been away, while it is.
+            let mut away: Option<Outage> = None;
+            loop {
+                let task = match watch.next().await {
+                    None => break,
+                    Some(Ok(task)) => task,
+                    // The service restarted (a rolling restart, a replica
+                    // going away): follow the task on whichever answers.
+                    Some(Err(StoreError::Unavailable(why))) => {
+                        let outage = away.get_or_insert_with(|| Outage::began(&id, &why));
+                        watch = rewatch(store, &scope, &id, outage).await?;
+                        continue;
+                    }
+                    Some(Err(err)) => return Err(ClientError::about(&id)(err)),
+                };
+                away = None;
+                // After a reconnection the first message repeats the task
+                // as it is: a change already shown is not shown again.
+                if seen_at.is_some_and(|at| task.last_updated_at <= at) {
+                    continue;
+                }
+                seen_at = Some(task.last_updated_at);
                 let open = questions::open_questions(store, &scope, &task).await?;
                 if out.is_json() && !open.is_empty() {
                     print_json(&questions::task_json(&task, &open))?;
@@ -207,15 +228,30 @@ async fn on_one_task(
         Action::Cancel => store.cancel_task(scope, &id).await,
     }
     .map_err(ClientError::about(&id))?;
-    let open = if shows_questions {
-        questions::open_questions(store, scope, &task).await?
+    let (open, execution) = if shows_questions {
+        let open = questions::open_questions(store, scope, &task).await?;
+        let execution = store
+            .task_execution(scope, &id)
+            .await
+            .map_err(ClientError::about(&id))?;
+        (open, execution.filter(super::output::worth_showing))
     } else {
-        Vec::new()
+        (Vec::new(), None)
     };
-    if out.is_json() && !open.is_empty() {
-        print_json(&questions::task_json(&task, &open))?;
+    if out.is_json() && (!open.is_empty() || execution.is_some()) {
+        let mut json = questions::task_json(&task, &open);
+        if let (Some(object), Some(execution)) = (json.as_object_mut(), &execution) {
+            object.insert(
+                "execution".into(),
+                super::output::execution_json(&task, execution),
+            );
+        }
+        print_json(&json)?;
     } else {
         out.task(&task)?;
+        if let Some(execution) = &execution {
+            out.execution(&task, execution)?;
+        }
         questions::write_questions(&mut std::io::stdout().lock(), &id, &open)?;
     }
     Ok(Exit::Done)
@@ -274,5 +310,55 @@ async fn result(
         (TaskStatus::Completed | TaskStatus::Failed, _) => {
             Err(ClientError::Store(StoreError::FailedPrecondition(refusal)))
         }
+    }
+}
+
+/// How long `watch` looks for the service again after it went away.
+const REWATCH_FOR: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// One absence of the service while `watch` follows a task: warned of once,
+/// however many times a replica that answers goes away again at once.
+struct Outage {
+    until: tokio::time::Instant,
+}
+
+impl Outage {
+    fn began(id: &crate::domain::TaskId, why: &str) -> Self {
+        super::exit::report(
+            super::exit::Label::Warning,
+            &format!("the service went away ({why}); following task {id} again when it is back"),
+        );
+        Outage {
+            until: tokio::time::Instant::now() + REWATCH_FOR,
+        }
+    }
+}
+
+/// The task's watch again, once a service answers (before the outage's end).
+async fn rewatch(
+    store: &crate::grpc::GrpcTaskStore,
+    scope: &crate::domain::Scope,
+    id: &crate::domain::TaskId,
+    outage: &Outage,
+) -> Result<crate::store::TaskWatch, ClientError> {
+    let mut delay = std::time::Duration::from_millis(200);
+    loop {
+        tokio::time::sleep(delay).await;
+        match store.watch_task(scope, id).await {
+            Ok(watch) => return Ok(watch),
+            Err(StoreError::Unavailable(why))
+                if tokio::time::Instant::now() + delay < outage.until =>
+            {
+                tracing::debug!(error = %why, "service still away");
+            }
+            Err(StoreError::Unavailable(why)) => {
+                return Err(ClientError::Store(StoreError::Unavailable(format!(
+                    "the service did not come back within {} s to follow task {id} ({why})",
+                    REWATCH_FOR.as_secs()
+                ))));
+            }
+            Err(err) => return Err(ClientError::about(id)(err)),
+        }
+        delay = (delay * 2).min(std::time::Duration::from_secs(5));
     }
 }

@@ -1,9 +1,9 @@
 //! `create`: its flags, parsed into a new task before anything is sent, and
 //! the warning when no worker serves a dispatched task's tool.
 
-use super::args::CreateArgs;
 use super::exit::{ClientError, Label, report};
 use super::input::{Inputs, tool_arg};
+use crate::config::CreateArgs;
 use crate::domain::{
     DispatchRequest, FleetPolicy, JsonObject, NewTask, RequestId, TaskId, ToolName, Ttl,
 };
@@ -129,7 +129,16 @@ pub(super) async fn warn_if_unserved(store: &GrpcTaskStore, tool: &ToolName) {
     let Ok(served) = store.list_tools().await else {
         return;
     };
-    if served.iter().any(|served| served.name == tool.as_str()) {
+    if let Some(served) = served.iter().find(|served| served.name == tool.as_str()) {
+        if served.consuming == 0 {
+            report(
+                Label::Warning,
+                &format!(
+                    "tool {:?} has workers, but none consumes its queue (they cannot reach the job queue): the task waits until one does",
+                    tool.as_str()
+                ),
+            );
+        }
         return;
     }
     let names: Vec<&str> = served.iter().map(|t| t.name.as_str()).collect();

@@ -1,5 +1,5 @@
 //! How a client command ends: one exit status a script can rely on (the
-//! table in `args::EXIT_STATUSES`) and, on failure, one line on stderr that
+//! table in `config::EXIT_STATUSES`) and, on failure, one line on stderr that
 //! says what happened and what to do.
 
 use std::process::ExitCode;

@@ -3,50 +3,14 @@
 //! runs it holds the database credentials already). A key is printed once,
 //! when it is made; only its digest is kept.
 
+use std::io::Write as _;
 use std::sync::Arc;
-
-use clap::{Args, Subcommand};
 
 use super::exit::{ClientError, Exit};
 use crate::auth::api_keys::{self, REVOCATION_DELAY};
-use crate::config::DatabaseArgs;
+use crate::config::KeysAction;
 use crate::domain::{Reach, Role};
 use crate::store::keys::{KeyStore, StoredKey};
-
-#[derive(Debug, Args)]
-pub struct KeysArgs {
-    #[command(subcommand)]
-    pub action: KeysAction,
-    #[command(flatten)]
-    pub database: DatabaseArgs,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum KeysAction {
-    /// Make a key and print it (once: store it now).
-    Create {
-        /// The tenant the key acts in; `*` for every tenant (workers of a
-        /// shared fleet, operators).
-        #[arg(long)]
-        tenant: String,
-        /// client (the task-store API), worker (running tasks) or admin.
-        #[arg(long)]
-        role: String,
-        /// A note for `keys list`: who holds it, what for.
-        #[arg(long, default_value = "")]
-        name: String,
-        #[arg(long)]
-        json: bool,
-    },
-    /// List every key (never the keys themselves).
-    List {
-        #[arg(long)]
-        json: bool,
-    },
-    /// Revoke a key by its id (the part after `tsk_`, before the second
-    /// `_`, as `keys list` shows it); it stops working within seconds.
-    Revoke { key_id: String },
-}
 
 /// The longest name a key may have.
 const MAX_NAME_BYTES: usize = 200;
@@ -80,9 +44,9 @@ pub async fn run(action: KeysAction, keys: Arc<dyn KeyStore>) -> Result<Exit, Cl
             if json {
                 let mut shown = described(&issued.stored);
                 shown["key"] = issued.key.clone().into();
-                println!("{shown}");
+                writeln!(std::io::stdout().lock(), "{shown}")?;
             } else {
-                println!("{}", issued.key);
+                writeln!(std::io::stdout().lock(), "{}", issued.key)?;
                 eprintln!(
                     "key {} ({role} in tenant {tenant}): shown once, store it now; pass it as --token, or with --token-file",
                     issued.stored.key_id
@@ -94,13 +58,19 @@ pub async fn run(action: KeysAction, keys: Arc<dyn KeyStore>) -> Result<Exit, Cl
             let all = keys.list_keys().await?;
             if json {
                 for key in &all {
-                    println!("{}", described(key));
+                    writeln!(std::io::stdout().lock(), "{}", described(key))?;
                 }
             } else {
-                println!(
+                writeln!(
+                    std::io::stdout().lock(),
                     "{:<14} {:<20} {:<7} {:<8} {:<20} {:<20} NAME",
-                    "KEY ID", "TENANT", "ROLE", "STATE", "CREATED", "LAST USED"
-                );
+                    "KEY ID",
+                    "TENANT",
+                    "ROLE",
+                    "STATE",
+                    "CREATED",
+                    "LAST USED"
+                )?;
                 for key in &all {
                     let state = if key.revoked_at.is_some() {
                         "revoked"
@@ -111,7 +81,8 @@ pub async fn run(action: KeysAction, keys: Arc<dyn KeyStore>) -> Result<Exit, Cl
                         || "never".to_owned(),
                         |at| at.format("%Y-%m-%d %H:%M:%S").to_string(),
                     );
-                    println!(
+                    writeln!(
+                        std::io::stdout().lock(),
                         "{:<14} {:<20} {:<7} {:<8} {:<20} {:<20} {}",
                         key.key_id,
                         key.reach,
@@ -120,7 +91,7 @@ pub async fn run(action: KeysAction, keys: Arc<dyn KeyStore>) -> Result<Exit, Cl
                         key.created_at.format("%Y-%m-%d %H:%M:%S"),
                         last_used,
                         key.name
-                    );
+                    )?;
                 }
             }
             Ok(Exit::Done)

@@ -1,9 +1,9 @@
 //! `list`: a page (or, with `--all`, every page) of tasks, and the command
 //! that prints the next page.
 
-use super::args::ClientArgs;
 use super::exit::{ClientError, Exit};
 use super::output::Output;
+use crate::config::ClientArgs;
 use crate::domain::{PageRequest, Scope, TaskFilter};
 use crate::error::StoreError;
 use crate::grpc::GrpcTaskStore;

@@ -4,7 +4,6 @@
 //! suite exercises. Each command parses its flags before it connects, so a
 //! usage error is reported as one even when the service is down.
 
-mod args;
 mod commands;
 mod create;
 mod exit;
@@ -17,9 +16,9 @@ mod status;
 
 use std::process::ExitCode;
 
-pub use self::args::{ClientArgs, ClientCommand, CreateArgs, EXIT_STATUSES};
 pub use self::exit::{ClientError, Exit, Label, report};
-pub use self::keys::{KeysAction, KeysArgs};
+pub use crate::config::{ClientArgs, ClientCommand, CreateArgs, EXIT_STATUSES};
+pub use crate::config::{KeysAction, KeysArgs};
 
 use taskstore_proto::credentials::{Credentials, TokenSettings};
 use taskstore_proto::endpoint::ClientTls;
@@ -38,8 +37,18 @@ const TOKEN_SETTINGS: TokenSettings = TokenSettings {
 /// Runs a client command: prints its output, or one line saying what went
 /// wrong, and returns the exit status documented in [`EXIT_STATUSES`].
 pub async fn run(command: ClientCommand) -> ExitCode {
-    match execute(command).await {
+    finish(execute(command).await)
+}
+
+/// The exit status of a command that ended with `outcome`, its error said
+/// on stderr, but nothing said when its reader went away (`… | head`): as
+/// `ls | head`, a closed output pipe ends the command quietly.
+pub fn finish(outcome: Result<Exit, ClientError>) -> ExitCode {
+    match outcome {
         Ok(exit) => exit.into(),
+        Err(ClientError::Output(err)) if err.kind() == std::io::ErrorKind::BrokenPipe => {
+            ExitCode::SUCCESS
+        }
         Err(err) => {
             report(Label::Error, &err.to_string());
             err.exit().into()

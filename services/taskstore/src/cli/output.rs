@@ -9,6 +9,7 @@ use serde::Serialize;
 use serde_json::json;
 
 use crate::domain::{Task, TaskId, TaskPage, TaskResult};
+use crate::grpc::pb;
 
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Output {
@@ -40,6 +41,19 @@ impl Output {
         }
         let mut out = std::io::stdout().lock();
         for (name, value) in task_fields(task) {
+            writeln!(out, "{name:<16}{value}")?;
+        }
+        Ok(())
+    }
+
+    /// A task's attempt and lease holder, after its fields.
+    pub(super) fn execution(
+        &self,
+        task: &Task,
+        execution: &pb::TaskExecutionState,
+    ) -> std::io::Result<()> {
+        let mut out = std::io::stdout().lock();
+        for (name, value) in execution_fields(task, execution) {
             writeln!(out, "{name:<16}{value}")?;
         }
         Ok(())
@@ -204,6 +218,54 @@ pub(super) fn print_json(value: &impl Serialize) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     serde_json::to_writer(&mut out, value)?;
     writeln!(out)
+}
+
+/// Whether a task's execution says anything: it is run by workers (or was
+/// held by an SDK server's lease).
+pub(super) fn worth_showing(execution: &pb::TaskExecutionState) -> bool {
+    execution.max_attempts.is_some() || execution.attempt > 0 || execution.lease_holder.is_some()
+}
+
+/// When the lease of a task still running ends.
+fn lease_expiry(task: &Task, execution: &pb::TaskExecutionState) -> Option<String> {
+    if task.status.is_terminal() {
+        return None;
+    }
+    let at = execution.lease_expires_at.as_ref()?;
+    let at = chrono::DateTime::from_timestamp(at.seconds, u32::try_from(at.nanos).ok()?)?;
+    Some(at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+}
+
+fn execution_fields(
+    task: &Task,
+    execution: &pb::TaskExecutionState,
+) -> Vec<(&'static str, String)> {
+    let attempt = match (execution.attempt, execution.max_attempts) {
+        (0, _) => "not run yet".to_owned(),
+        (n, Some(max)) => format!("{n} of {max}"),
+        (n, None) => n.to_string(),
+    };
+    let mut fields = vec![("attempt", attempt)];
+    // As the dashboard says it: the holder while the task runs, the last
+    // one once it ended.
+    match (&execution.lease_holder, lease_expiry(task, execution)) {
+        (Some(holder), Some(until)) => {
+            fields.push(("worker", format!("{holder}, lease until {until}")))
+        }
+        (Some(holder), None) => fields.push(("worker", format!("{holder} (last)"))),
+        (None, _) => {}
+    }
+    fields
+}
+
+/// The `execution` member of `get --json`.
+pub(super) fn execution_json(task: &Task, execution: &pb::TaskExecutionState) -> serde_json::Value {
+    json!({
+        "attempt": execution.attempt,
+        "maxAttempts": execution.max_attempts,
+        "worker": execution.lease_holder,
+        "leaseExpiresAt": lease_expiry(task, execution),
+    })
 }
 
 #[cfg(test)]

@@ -70,12 +70,12 @@ pub(super) async fn answer(
         InputKey::parse(raw_key).map_err(|err| ClientError::Usage(format!("the key {err}")))?;
     let answer = given.into_answer()?;
     let answered = store
-        .answer_input_requests(scope, &id, vec![(key.clone(), answer)])
+        .answer_questions(scope, &id, vec![(key.clone(), answer)])
         .await
         .map_err(ClientError::about(&id))?;
     if answered.taken.is_empty() {
         let open = store
-            .input_requests(scope, &id)
+            .questions(scope, &id)
             .await
             .map_err(ClientError::about(&id))?
             .into_iter()
@@ -114,7 +114,7 @@ pub(super) async fn open_questions(
         return Ok(Vec::new());
     }
     let questions = store
-        .input_requests(scope, &task.task_id)
+        .questions(scope, &task.task_id)
         .await
         .map_err(ClientError::about(&task.task_id))?;
     Ok(questions

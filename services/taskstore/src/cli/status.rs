@@ -8,9 +8,9 @@ use chrono::{DateTime, Utc};
 use serde_json::json;
 
 use super::Connection;
-use super::args::ClientArgs;
 use super::exit::{ClientError, Exit};
 use super::output::{print_json, write_table};
+use crate::config::ClientArgs;
 use crate::domain::ToolName;
 use crate::grpc::pb;
 
@@ -76,13 +76,20 @@ async fn ask(connection: &mut Connection) -> Result<pb::GetStatusResponse, Clien
 fn problems(status: &pb::GetStatusResponse, expected: &Expected) -> Vec<String> {
     let mut problems = Vec::new();
     for tool in &expected.tools {
-        if !status
-            .tools
-            .iter()
-            .any(|served| served.name == tool.as_str())
-        {
-            problems.push(format!("no worker serves tool {tool}"));
+        match status.tools.iter().find(|served| served.name == tool.as_str()) {
+            None => problems.push(format!("no worker serves tool {tool}")),
+            Some(served) if served.consuming == 0 => problems.push(format!(
+                "no worker of tool {tool} consumes its queue ({} cannot reach the job queue): its tasks wait",
+                plural(served.workers, "worker")
+            )),
+            Some(_) => {}
         }
+    }
+    for tool in status.tools.iter().filter(|t| t.descriptions > 1) {
+        problems.push(format!(
+            "the workers of tool {} describe it {} different ways: calls may fail on some (see their descriptions under workers)",
+            tool.name, tool.descriptions
+        ));
     }
     if let Some(database) = status.database.as_ref().filter(|d| !d.healthy) {
         problems.push(format!("the database is unreachable: {}", database.error));
@@ -202,37 +209,58 @@ fn print_text(
     }
     writeln!(out, "workers   {} reporting", status.workers.len())?;
     if !status.workers.is_empty() {
-        let rows: Vec<[String; 5]> = status
+        let rows: Vec<[String; 7]> = status
             .workers
             .iter()
             .map(|w| {
                 [
                     format!("  {}", w.worker_id),
                     w.tools.join(","),
+                    if w.reach.is_empty() {
+                        "*".to_owned()
+                    } else {
+                        w.reach.clone()
+                    },
+                    if w.consuming { "yes" } else { "NO" }.to_owned(),
                     w.slots.to_string(),
                     w.busy.to_string(),
                     ago(time(w.last_seen_at)),
                 ]
             })
             .collect();
-        let header = ["  WORKER", "TOOLS", "SLOTS", "BUSY", "LAST SEEN"].map(str::to_owned);
+        let header = [
+            "  WORKER",
+            "TOOLS",
+            "TENANTS",
+            "CONSUMING",
+            "SLOTS",
+            "BUSY",
+            "LAST SEEN",
+        ]
+        .map(str::to_owned);
         write_table(&mut out, &header, &rows)?;
+        for worker in &status.workers {
+            for (tool, said) in &worker.differing_descriptions {
+                writeln!(out, "  {} describes {tool}: {said}", worker.worker_id)?;
+            }
+        }
     }
     writeln!(out, "tools     {} served", status.tools.len())?;
     if !status.tools.is_empty() {
-        let rows: Vec<[String; 4]> = status
+        let rows: Vec<[String; 5]> = status
             .tools
             .iter()
             .map(|t| {
                 [
                     format!("  {}", t.name),
                     t.workers.to_string(),
+                    t.consuming.to_string(),
                     t.slots.to_string(),
                     t.busy.to_string(),
                 ]
             })
             .collect();
-        let header = ["  TOOL", "WORKERS", "SLOTS", "BUSY"].map(str::to_owned);
+        let header = ["  TOOL", "WORKERS", "CONSUMING", "SLOTS", "BUSY"].map(str::to_owned);
         write_table(&mut out, &header, &rows)?;
     }
     if problems.is_empty() {
@@ -278,6 +306,9 @@ fn as_json(
         "workers": status.workers.iter().map(|w| json!({
             "workerId": w.worker_id,
             "tools": w.tools,
+            "tenants": w.reach,
+            "consuming": w.consuming,
+            "differingDescriptions": w.differing_descriptions,
             "slots": w.slots,
             "busy": w.busy,
             "firstSeenAt": time(w.first_seen_at),
@@ -286,9 +317,20 @@ fn as_json(
         "tools": status.tools.iter().map(|t| json!({
             "name": t.name,
             "workers": t.workers,
+            "consuming": t.consuming,
+            "descriptions": t.descriptions,
             "slots": t.slots,
             "busy": t.busy,
             "lastSeenAt": time(t.last_seen_at),
         })).collect::<Vec<_>>(),
     })
+}
+
+/// `n thing` or `n things`.
+fn plural(n: u32, thing: &str) -> String {
+    if n == 1 {
+        format!("{n} {thing}")
+    } else {
+        format!("{n} {thing}s")
+    }
 }

@@ -7,6 +7,7 @@ use clap::Args;
 
 use super::Mode;
 use super::values::ListenAddress;
+use crate::auth::AuthMethod;
 use crate::mcp::McpSettings;
 
 /// Where `dev` and `mcp` serve MCP unless told otherwise: beside gRPC's
@@ -62,8 +63,9 @@ impl McpArgs {
         mode: Mode,
         max_body_bytes: usize,
         max_wait: std::time::Duration,
-        authenticated: bool,
+        auth: &[AuthMethod],
     ) -> Result<Option<McpSettings>, String> {
+        let authenticated = auth != [AuthMethod::None];
         let listen = match (&self.mcp_listen, mode) {
             (Some(McpListen::Off), _) | (None, Mode::Serve) => return Ok(None),
             (Some(McpListen::On(listen)), _) => listen.clone(),
@@ -79,6 +81,13 @@ impl McpArgs {
         {
             return Err(format!("--mcp-resource-url {url:?} must be an http(s) URL"));
         }
+        // The protected-resource metadata names the resource tokens are for;
+        // taken from a request's Host, anyone could make it name theirs.
+        if auth.contains(&AuthMethod::Jwt) && self.mcp_resource_url.is_none() {
+            return Err(
+                "--auth jwt with the MCP endpoint needs --mcp-resource-url (TASKSTORE_MCP_RESOURCE_URL): the URL clients reach /mcp at, which the OAuth protected-resource metadata names (e.g. https://tasks.example.com/mcp)".to_owned(),
+            );
+        }
         Ok(Some(McpSettings {
             allowed_origins: self.mcp_allowed_origins.clone(),
             max_body_bytes,
@@ -87,5 +96,41 @@ impl McpArgs {
             max_connections: usize::try_from(self.mcp_max_connections).unwrap_or(usize::MAX),
             ..McpSettings::on(listen.to_string())
         }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(listen: &str, resource: Option<&str>) -> McpArgs {
+        McpArgs {
+            mcp_listen: Some(listen.parse().expect("listen")),
+            mcp_allowed_origins: Vec::new(),
+            mcp_resource_url: resource.map(str::to_owned),
+            mcp_max_connections: 8,
+        }
+    }
+
+    fn settings(args: &McpArgs, auth: &[AuthMethod]) -> Result<Option<McpSettings>, String> {
+        args.settings(Mode::Serve, 1024, std::time::Duration::from_secs(1), auth)
+    }
+
+    #[test]
+    fn jwt_needs_the_resource_url_rather_than_trusting_a_host_header() {
+        let bare = args("127.0.0.1:0", None);
+        let refused = settings(&bare, &[AuthMethod::Jwt]).expect_err("refused");
+        assert!(refused.contains("--mcp-resource-url"), "{refused}");
+        assert!(settings(&bare, &[AuthMethod::ApiKeys]).is_ok());
+        let named = args("127.0.0.1:0", Some("https://tasks.example.com/mcp"));
+        let on = settings(&named, &[AuthMethod::ApiKeys, AuthMethod::Jwt])
+            .expect("settings")
+            .expect("on");
+        assert_eq!(
+            on.resource_url.as_deref(),
+            Some("https://tasks.example.com/mcp")
+        );
+        // Off, nothing is served, so nothing is needed.
+        assert_eq!(settings(&args("off", None), &[AuthMethod::Jwt]), Ok(None));
     }
 }

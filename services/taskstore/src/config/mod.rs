@@ -2,8 +2,10 @@
 //! their translation into the library's configuration types
 //! ([`crate::settings`]), once, here at the edge.
 
+mod client;
 mod dashboard;
 mod jwt;
+mod keys;
 mod mcp;
 mod serve;
 mod tenant_limits;
@@ -14,11 +16,13 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+pub use self::client::{ClientArgs, ClientCommand, CreateArgs, EXIT_STATUSES};
 pub use self::dashboard::{DEFAULT_DASHBOARD_LISTEN, DashboardArgs};
+pub use self::keys::{KeysAction, KeysArgs};
 pub use self::mcp::{DEFAULT_MCP_LISTEN, McpArgs, McpListen};
 pub use self::serve::ServeArgs;
 pub use self::values::{Limit, ListenAddress};
-use crate::cli::ClientCommand;
+
 use crate::durations::parse_duration;
 use crate::settings::StoreLocation;
 use crate::store::postgres::PoolSettings;
@@ -66,7 +70,7 @@ pub enum Command {
     /// Apply pending database migrations and exit.
     Migrate(DatabaseArgs),
     /// Make, list and revoke API keys (in the database of --database-url).
-    Keys(crate::cli::KeysArgs),
+    Keys(KeysArgs),
     /// Print a shell completion script: `taskstore completions bash >
     /// /etc/bash_completion.d/taskstore` (or zsh, fish, elvish, powershell).
     Completions { shell: clap_complete::Shell },

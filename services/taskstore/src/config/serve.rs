@@ -262,7 +262,7 @@ impl ServeArgs {
                 mode,
                 self.max_message_bytes,
                 self.max_result_wait,
-                self.auth_methods(mode)? != [AuthMethod::None],
+                &self.auth_methods(mode)?,
             )?,
             dashboard: self.dashboard.settings(
                 mode,

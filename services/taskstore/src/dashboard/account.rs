@@ -17,6 +17,7 @@ use super::pages;
 use super::params::{pairs, value};
 use super::render::{Frame, Nav, html_response, page, see_other};
 use super::session::{Session, set_cookie};
+use super::viewer::Viewer;
 use crate::auth::{AuthFailure, Authenticator};
 use crate::domain::{Reach, TenantId, may_log_in};
 
@@ -93,6 +94,7 @@ pub async fn log_in(State(board): State<Arc<Board>>, body: Bytes) -> Response {
         }
     };
     let session = Session {
+        session_id: Session::new_id(),
         key_id: caller.subject.strip_prefix("key:").map(str::to_owned),
         signed_in: None,
         tenant,
@@ -123,28 +125,43 @@ pub(super) fn session_end(board: &Board, credential_expires_at: Option<i64>) -> 
 
 /// The `Set-Cookie` header of `session`; `None` if it could not be sealed.
 pub(super) fn session_cookie(board: &Board, session: &Session) -> Option<HeaderValue> {
+    // A session without an id could not be ended by a logout.
+    session.session_id.as_ref()?;
     let sealed = board.sessions.seal(session)?;
     let max_age = u64::try_from(session.expires_at - Utc::now().timestamp()).unwrap_or(0);
     let cookie = set_cookie(
         Some(&sealed),
-        &cookie_path(board.base()),
+        board.base(),
         board.settings.secure_cookie,
         max_age,
     );
     HeaderValue::from_str(&cookie).ok()
 }
 
-pub async fn log_out(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response {
-    if let Ok(viewer) = board.viewer(&headers).await {
-        tracing::info!(subject = %viewer.caller.subject, "dashboard logout");
+/// Ends the session on every replica (a copy of its cookie is worth
+/// nothing after), and clears the cookie.
+/// (Its viewer was identified by the body gate, like every action's.)
+pub async fn log_out(
+    State(board): State<Arc<Board>>,
+    viewer: Viewer,
+    headers: HeaderMap,
+) -> Response {
+    tracing::info!(subject = %viewer.caller.subject, "dashboard logout");
+    if let Some(session) = board.session_of(&headers)
+        && let Some(id) = &session.session_id
+    {
+        let until = chrono::DateTime::from_timestamp(session.expires_at, 0).unwrap_or_default();
+        if let Err(err) = board.keys.end_session(id, until).await {
+            tracing::warn!(error = %err, "dashboard logout: the session could not be ended; it lasts until it expires");
+            return login_page(
+                &board,
+                StatusCode::SERVICE_UNAVAILABLE,
+                Some("the session could not be ended now; try again in a moment"),
+            );
+        }
     }
     let mut response = see_other(&format!("{}/login", board.base()));
-    let cookie = set_cookie(
-        None,
-        &cookie_path(board.base()),
-        board.settings.secure_cookie,
-        0,
-    );
+    let cookie = set_cookie(None, board.base(), board.settings.secure_cookie, 0);
     if let Ok(cookie) = HeaderValue::from_str(&cookie) {
         response.headers_mut().insert(header::SET_COOKIE, cookie);
     }
@@ -174,8 +191,4 @@ pub(super) fn home(base: &str) -> String {
     } else {
         base.to_owned()
     }
-}
-
-fn cookie_path(base: &str) -> String {
-    home(base)
 }

@@ -8,7 +8,6 @@ use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::{Value, json};
 
@@ -70,11 +69,11 @@ fn logged(viewer: &Viewer, action: &'static str, task: &str) {
 
 pub async fn cancel_one(
     State(board): State<Arc<Board>>,
-    headers: HeaderMap,
+    viewer: Viewer,
     Path(id): Path<String>,
 ) -> Response {
     board
-        .act(&headers, Operation::CancelTask, async |viewer| {
+        .act(viewer, Operation::CancelTask, async |viewer| {
             let id = TaskId::parse(&id).map_err(|_| Refused::NotFound)?;
             board.store.cancel_task(&scope(viewer), &id).await?;
             logged(viewer, "cancel", id.as_str());
@@ -89,11 +88,11 @@ pub async fn cancel_one(
 
 pub async fn cancel_selected(
     State(board): State<Arc<Board>>,
-    headers: HeaderMap,
+    viewer: Viewer,
     body: Bytes,
 ) -> Response {
     board
-        .act(&headers, Operation::CancelTask, async |viewer| {
+        .act(viewer, Operation::CancelTask, async |viewer| {
             let ids = selected_tasks(&form(&body)?).map_err(Refused::BadRequest)?;
             let cancelled = cancel_each(&board, viewer, &ids).await?;
             Ok(see_other(&format!(
@@ -160,12 +159,12 @@ async fn unfinished_matching(
 
 pub async fn confirm_cancel_matching(
     State(board): State<Arc<Board>>,
-    headers: HeaderMap,
+    viewer: Viewer,
     RawQuery(raw): RawQuery,
 ) -> Response {
     board
         .page(
-            &headers,
+            viewer,
             Operation::CancelTask,
             "Cancel matching tasks",
             Nav::Tasks,
@@ -186,12 +185,12 @@ pub async fn confirm_cancel_matching(
 
 pub async fn cancel_matching(
     State(board): State<Arc<Board>>,
-    headers: HeaderMap,
+    viewer: Viewer,
     RawQuery(raw): RawQuery,
     body: Bytes,
 ) -> Response {
     board
-        .act(&headers, Operation::CancelTask, async |viewer| {
+        .act(viewer, Operation::CancelTask, async |viewer| {
             let query =
                 TaskQuery::parse(raw.as_deref().unwrap_or("")).map_err(Refused::BadRequest)?;
             // No more than the confirmation page counted: tasks that began
@@ -206,8 +205,18 @@ pub async fn cancel_matching(
             let (mut ids, _) = unfinished_matching(&board, viewer, &query).await?;
             ids.truncate(expected);
             let cancelled = cancel_each(&board, viewer, &ids).await?;
+            // Back to the same filtered list, with the notice.
+            let filter = raw
+                .as_deref()
+                .map(|raw| {
+                    raw.split('&')
+                        .filter(|pair| !pair.is_empty() && !pair.starts_with("notice="))
+                        .map(|pair| format!("&{pair}"))
+                        .collect::<String>()
+                })
+                .unwrap_or_default();
             Ok(see_other(&format!(
-                "{}/tasks?notice=cancelled-{cancelled}",
+                "{}/tasks?notice=cancelled-{cancelled}{filter}",
                 board.base()
             )))
         })
@@ -216,11 +225,11 @@ pub async fn cancel_matching(
 
 pub async fn delete_one(
     State(board): State<Arc<Board>>,
-    headers: HeaderMap,
+    viewer: Viewer,
     Path(id): Path<String>,
 ) -> Response {
     board
-        .act(&headers, Operation::DeleteTask, async |viewer| {
+        .act(viewer, Operation::DeleteTask, async |viewer| {
             let id = TaskId::parse(&id).map_err(|_| Refused::NotFound)?;
             board.store.delete_task(&scope(viewer), &id).await?;
             logged(viewer, "delete", id.as_str());
@@ -231,19 +240,19 @@ pub async fn delete_one(
 
 pub async fn answer(
     State(board): State<Arc<Board>>,
-    headers: HeaderMap,
+    viewer: Viewer,
     Path(id): Path<String>,
     body: Bytes,
 ) -> Response {
     board
-        .act(&headers, Operation::AnswerQuestions, async |viewer| {
+        .act(viewer, Operation::AnswerQuestions, async |viewer| {
             let id = TaskId::parse(&id).map_err(|_| Refused::NotFound)?;
             let form = form(&body)?;
             let key =
                 value(&form, "key").ok_or_else(|| Refused::BadRequest("key: missing".into()))?;
             let key = InputKey::parse(key)
                 .map_err(|err| Refused::BadRequest(format!("key {}", err.0)))?;
-            let questions = board.store.input_requests(&scope(viewer), &id).await?;
+            let questions = board.store.questions(&scope(viewer), &id).await?;
             let question = questions
                 .iter()
                 .find(|question| question.key == key)
@@ -257,7 +266,7 @@ pub async fn answer(
             }
             board
                 .store
-                .answer_input_requests(&scope(viewer), &id, vec![(key, answer)])
+                .answer_questions(&scope(viewer), &id, vec![(key, answer)])
                 .await?;
             logged(viewer, "answer", id.as_str());
             Ok(see_other(&format!(
@@ -299,14 +308,14 @@ fn answer_of(
 
 pub async fn run_tool(
     State(board): State<Arc<Board>>,
-    headers: HeaderMap,
+    viewer: Viewer,
     Path(name): Path<String>,
     body: Bytes,
 ) -> Response {
     board
-        .act(&headers, Operation::CreateTask, async |viewer| {
+        .act(viewer, Operation::CreateTask, async |viewer| {
             let tool = ToolName::parse(&name).map_err(|_| Refused::NotFound)?;
-            let (tools, _) = board.tools().await?;
+            let (tools, _) = board.tools(viewer).await?;
             let served = tools
                 .iter()
                 .find(|served| served.name == tool)
@@ -343,11 +352,11 @@ pub async fn run_tool(
 
 pub async fn rerun(
     State(board): State<Arc<Board>>,
-    headers: HeaderMap,
+    viewer: Viewer,
     Path(id): Path<String>,
 ) -> Response {
     board
-        .act(&headers, Operation::CreateTask, async |viewer| {
+        .act(viewer, Operation::CreateTask, async |viewer| {
             let id = TaskId::parse(&id).map_err(|_| Refused::NotFound)?;
             let details = board.insights.task_details(&viewer.tenant, &id).await?;
             let tool =

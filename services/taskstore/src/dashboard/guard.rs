@@ -13,9 +13,14 @@ const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; st
      img-src 'self' data:; media-src 'self' data:; connect-src 'self'; form-action 'self'; \
      frame-ancestors 'none'; base-uri 'none'";
 
-/// Adds the security headers; refuses a cross-site request that is not a
-/// plain read.
-pub async fn guard(request: Request<Body>, next: Next) -> Response {
+/// Adds the security headers to every response.
+pub async fn security_headers(request: Request<Body>, next: Next) -> Response {
+    with_headers(next.run(request).await)
+}
+
+/// Refuses a cross-site request that is not a plain read (the layer of
+/// every route that changes anything).
+pub async fn same_site_only(request: Request<Body>, next: Next) -> Response {
     let safe = matches!(*request.method(), Method::GET | Method::HEAD);
     if !safe && is_cross_site(request.headers()) {
         tracing::warn!(
@@ -23,9 +28,9 @@ pub async fn guard(request: Request<Body>, next: Next) -> Response {
             path = %request.uri().path(),
             "dashboard refused a cross-site request"
         );
-        return with_headers((StatusCode::FORBIDDEN, "cross-site request refused").into_response());
+        return (StatusCode::FORBIDDEN, "cross-site request refused").into_response();
     }
-    with_headers(next.run(request).await)
+    next.run(request).await
 }
 
 fn with_headers(mut response: Response) -> Response {

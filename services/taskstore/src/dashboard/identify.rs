@@ -5,12 +5,17 @@
 //!
 //! [`Caller`]: crate::domain::Caller
 
+use std::sync::Arc;
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
+use axum::response::Response;
 use chrono::Utc;
 
 use super::Board;
 use super::refused::Refused;
-use super::session::{COOKIE, Session, cookie_value};
+use super::session::{Session, cookie_name, cookie_values};
 use super::viewer::Viewer;
 use crate::auth::{AuthFailure, Authenticator};
 use crate::domain::{Caller, TenantId, may_log_in};
@@ -36,6 +41,27 @@ fn addressed_to_loopback(headers: &HeaderMap) -> bool {
     })
 }
 
+/// A handler that takes a [`Viewer`] is served to identified viewers only;
+/// anyone else gets the refusal's page (the login, or 403). A changing
+/// action's viewer was identified before its form was read
+/// (`body_gate.rs`), and is handed over rather than identified twice.
+impl FromRequestParts<Arc<Board>> for Viewer {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        board: &Arc<Board>,
+    ) -> Result<Self, Self::Rejection> {
+        if let Some(viewer) = parts.extensions.get::<Viewer>() {
+            return Ok(viewer.clone());
+        }
+        board
+            .viewer(&parts.headers)
+            .await
+            .map_err(|refused| refused.respond(board.base(), None))
+    }
+}
+
 impl Board {
     /// The viewer of a request: with authentication off, the one caller
     /// there is, in the default tenant; else the session cookie's key, if
@@ -59,6 +85,13 @@ impl Board {
             });
         }
         let session = self.session_of(headers).ok_or(Refused::LogIn)?;
+        // Ended by a logout, on any replica.
+        let id = session.session_id.as_deref().ok_or(Refused::LogIn)?;
+        match self.keys.session_ended(id).await {
+            Ok(false) => {}
+            Ok(true) => return Err(Refused::LogIn),
+            Err(err) => return Err(Refused::Unavailable(err.to_string())),
+        }
         let caller = match (&session.key_id, &session.signed_in) {
             (Some(key_id), _) => {
                 let keys = self.authenticator.api_keys().ok_or(Refused::LogIn)?;
@@ -94,15 +127,18 @@ impl Board {
         })
     }
 
-    /// The unexpired session in the request's cookie, if any.
-    fn session_of(&self, headers: &HeaderMap) -> Option<Session> {
+    /// The unexpired session in the request's cookie, if any: the first
+    /// of the cookies of our name that opens (one planted beside ours
+    /// under another path cannot shadow it).
+    pub(super) fn session_of(&self, headers: &HeaderMap) -> Option<Session> {
+        let name = cookie_name(self.base(), self.settings.secure_cookie);
         headers
             .get_all(header::COOKIE)
             .iter()
             .filter_map(|value| value.to_str().ok())
-            .find_map(|value| cookie_value(value, COOKIE))
-            .and_then(|value| self.sessions.open::<Session>(value))
-            .filter(|session| !session.is_expired(Utc::now()))
+            .flat_map(|value| cookie_values(value, name))
+            .filter_map(|value| self.sessions.open::<Session>(value))
+            .find(|session| !session.is_expired(Utc::now()))
     }
 }
 

@@ -40,11 +40,13 @@ const NEW_PER_LOOK: u32 = 20;
 pub async fn events(
     State(board): State<Arc<Board>>,
     headers: HeaderMap,
+    viewer: Result<Viewer, Response>,
     RawQuery(raw): RawQuery,
 ) -> Response {
-    let viewer = match board.allow(&headers, Operation::ListTasks).await {
-        Ok(viewer) => viewer,
-        Err(_) => return (StatusCode::UNAUTHORIZED, "log in again").into_response(),
+    // An event stream cannot show a page: a refusal is its status alone.
+    let viewer = match viewer {
+        Ok(viewer) if viewer.may(Operation::ListTasks) => viewer,
+        _ => return (StatusCode::UNAUTHORIZED, "log in again").into_response(),
     };
     let query = match TaskQuery::parse(raw.as_deref().unwrap_or("")) {
         Ok(query) => query,

@@ -15,11 +15,11 @@
 mod account;
 mod actions;
 mod assets;
+mod body_gate;
 mod gate;
 mod guard;
 mod identify;
 mod live;
-mod oidc;
 mod pages;
 mod params;
 mod refused;
@@ -35,16 +35,17 @@ use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-pub use oidc::{ClientSecret, OidcSettings};
+pub use crate::auth::oidc::{ClientSecret, OidcSettings};
 pub use settings::DashboardSettings;
 
-use self::oidc::OidcClient;
 use self::session::SessionSealer;
 use crate::auth::Authenticator;
+use crate::auth::oidc::OidcClient;
 use crate::domain::InputLimits;
 use crate::edge::{Admissions, ConnectionLimits, serve_until_stopped};
 use crate::store::TaskStore;
 use crate::store::insights::TaskInsights;
+use crate::store::keys::KeyStore;
 use crate::store::operations::OperationsStore;
 
 /// What the dashboard is built from.
@@ -55,6 +56,8 @@ pub struct DashboardParts {
     pub authenticator: Authenticator,
     pub admissions: Arc<Admissions>,
     pub limits: InputLimits,
+    /// Where logouts are kept, for every replica to refuse them.
+    pub keys: Arc<dyn KeyStore>,
 }
 
 impl std::fmt::Debug for DashboardParts {
@@ -75,6 +78,8 @@ pub(crate) struct Board {
     /// the streams kept open (the live updates).
     pub admissions: Arc<Admissions>,
     pub limits: InputLimits,
+    /// The sessions ended by a logout (with the API keys).
+    pub keys: Arc<dyn KeyStore>,
     pub sessions: SessionSealer,
     /// Seals the short-lived cookie of a single sign-on in progress (its
     /// own key: neither cookie opens as the other).
@@ -124,6 +129,7 @@ impl Dashboard {
                 authenticator: parts.authenticator,
                 admissions: parts.admissions,
                 limits: parts.limits,
+                keys: parts.keys,
                 sessions,
                 sign_ins,
                 oidc,
@@ -143,6 +149,7 @@ impl Dashboard {
         let settings = &self.board.settings;
         let limits = ConnectionLimits {
             header_read_timeout: settings.header_read_timeout,
+            idle_timeout: settings.idle_timeout,
             max_connections: settings.max_connections,
         };
         let app = routes::router(self.board.clone());

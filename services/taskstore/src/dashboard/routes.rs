@@ -11,44 +11,66 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use chrono::Utc;
 
-use super::oidc::CALLBACK_PATH;
 use super::params::{MAX_FORM_BYTES, TaskQuery};
 use super::refused::Refused;
 use super::render::{Nav, live_region};
-use super::{Board, account, actions, assets, guard, live, pages, sign_in};
+use super::viewer::Viewer;
+use super::{Board, account, actions, assets, body_gate, guard, live, pages, sign_in};
+use crate::auth::oidc::CALLBACK_PATH;
 use crate::domain::{MAX_SESSIONS, MAX_WAITING_QUESTIONS, Operation, TaskId};
 
+/// The routes, grouped by what guards them: public ones (logging in, the
+/// assets), pages (a [`Viewer`] extractor on each), and changing actions,
+/// whose sender is identified before their form is read (`body_gate.rs`).
+/// The public routes and the actions refuse cross-site requests that change
+/// anything; every response carries the security headers (`guard.rs`).
 pub fn router(board: Arc<Board>) -> Router {
     let base = board.settings.base_path.clone();
-    let inner = Router::new()
+    let public = Router::new()
+        .route("/login", get(account::login_form).post(account::log_in))
+        .route("/login/oidc", get(sign_in::start))
+        .route(CALLBACK_PATH, get(sign_in::callback))
+        .route("/assets/{file}", get(assets::serve));
+    let pages = Router::new()
         .route("/", get(overview))
         .route("/tasks", get(tasks))
-        .route("/tasks/cancel", post(actions::cancel_selected))
         .route(
             "/tasks/cancel-matching",
-            get(actions::confirm_cancel_matching).post(actions::cancel_matching),
+            get(actions::confirm_cancel_matching),
         )
         .route("/tasks/{id}", get(task))
+        .route("/questions", get(questions))
+        .route("/tools", get(tools))
+        .route("/tools/{name}", get(tool))
+        .route("/workers", get(workers))
+        .route("/sessions", get(sessions))
+        .route("/system", get(system))
+        .route("/events", get(live::events));
+    let actions = Router::new()
+        .route("/tasks/cancel", post(actions::cancel_selected))
+        .route("/tasks/cancel-matching", post(actions::cancel_matching))
         .route("/tasks/{id}/cancel", post(actions::cancel_one))
         .route("/tasks/{id}/delete", post(actions::delete_one))
         .route("/tasks/{id}/answer", post(actions::answer))
         .route("/tasks/{id}/rerun", post(actions::rerun))
-        .route("/questions", get(questions))
-        .route("/tools", get(tools))
-        .route("/tools/{name}", get(tool))
         .route("/tools/{name}/run", post(actions::run_tool))
-        .route("/workers", get(workers))
-        .route("/sessions", get(sessions))
-        .route("/system", get(system))
-        .route("/events", get(live::events))
-        .route("/login", get(account::login_form).post(account::log_in))
-        .route("/login/oidc", get(sign_in::start))
-        .route(CALLBACK_PATH, get(sign_in::callback))
-        .route("/logout", post(account::log_out))
-        .route("/assets/{file}", get(assets::serve))
+        .route("/logout", post(account::log_out));
+    // Changing requests: refused cross-site first (the outer layer), then
+    // their form read only once its sender is known, within limits.
+    let changing = |routes: Router<Arc<Board>>| {
+        routes
+            .layer(DefaultBodyLimit::max(MAX_FORM_BYTES))
+            .layer(axum::middleware::from_fn_with_state(
+                board.clone(),
+                body_gate::read_after_identifying,
+            ))
+            .layer(axum::middleware::from_fn(guard::same_site_only))
+    };
+    let inner = changing(public)
+        .merge(pages)
+        .merge(changing(actions))
         .fallback(not_found)
-        .layer(DefaultBodyLimit::max(MAX_FORM_BYTES))
-        .layer(axum::middleware::from_fn(guard::guard))
+        .layer(axum::middleware::from_fn(guard::security_headers))
         .with_state(board);
     if base.is_empty() {
         inner
@@ -57,16 +79,16 @@ pub fn router(board: Arc<Board>) -> Router {
     }
 }
 
-async fn overview(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response {
+async fn overview(State(board): State<Arc<Board>>, viewer: Viewer) -> Response {
     board
         .page(
-            &headers,
+            viewer,
             Operation::ListTasks,
             "Overview",
             Nav::Overview,
             async |viewer| {
                 let overview = board.insights.overview(&viewer.tenant, Utc::now()).await?;
-                let (_, workers) = board.tools().await?;
+                let (_, workers) = board.tools(viewer).await?;
                 let outbox = if viewer.sees_every_tenant() {
                     Some(board.operations.outbox_backlog().await?)
                 } else {
@@ -83,13 +105,13 @@ async fn overview(State(board): State<Arc<Board>>, headers: HeaderMap) -> Respon
 
 async fn tasks(
     State(board): State<Arc<Board>>,
-    headers: HeaderMap,
+    viewer: Viewer,
     RawQuery(raw): RawQuery,
 ) -> Response {
     let raw = raw.unwrap_or_default();
     board
         .page(
-            &headers,
+            viewer,
             Operation::ListTasks,
             "Tasks",
             Nav::Tasks,
@@ -113,14 +135,10 @@ async fn tasks(
         .await
 }
 
-async fn task(
-    State(board): State<Arc<Board>>,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> Response {
+async fn task(State(board): State<Arc<Board>>, viewer: Viewer, Path(id): Path<String>) -> Response {
     board
         .page(
-            &headers,
+            viewer,
             Operation::ReadTask,
             "Task",
             Nav::Tasks,
@@ -136,10 +154,10 @@ async fn task(
         .await
 }
 
-async fn questions(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response {
+async fn questions(State(board): State<Arc<Board>>, viewer: Viewer) -> Response {
     board
         .page(
-            &headers,
+            viewer,
             Operation::ReadQuestions,
             "Needs input",
             Nav::Questions,
@@ -157,15 +175,15 @@ async fn questions(State(board): State<Arc<Board>>, headers: HeaderMap) -> Respo
         .await
 }
 
-async fn tools(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response {
+async fn tools(State(board): State<Arc<Board>>, viewer: Viewer) -> Response {
     board
         .page(
-            &headers,
+            viewer,
             Operation::ReadTools,
             "Tools",
             Nav::Tools,
             async |viewer| {
-                let (tools, _) = board.tools().await?;
+                let (tools, _) = board.tools(viewer).await?;
                 let activity = board
                     .insights
                     .tool_activity(&viewer.tenant, Utc::now())
@@ -181,17 +199,17 @@ async fn tools(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response 
 
 async fn tool(
     State(board): State<Arc<Board>>,
-    headers: HeaderMap,
+    viewer: Viewer,
     Path(name): Path<String>,
 ) -> Response {
     board
         .page(
-            &headers,
+            viewer,
             Operation::ReadTools,
             "Tool",
             Nav::Tools,
             async |viewer| {
-                let (tools, workers) = board.tools().await?;
+                let (tools, workers) = board.tools(viewer).await?;
                 let tool = tools
                     .iter()
                     .find(|tool| tool.name.as_str() == name)
@@ -216,15 +234,15 @@ async fn tool(
         .await
 }
 
-async fn workers(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response {
+async fn workers(State(board): State<Arc<Board>>, viewer: Viewer) -> Response {
     board
         .page(
-            &headers,
+            viewer,
             Operation::ReadTools,
             "Workers",
             Nav::Workers,
-            async |_viewer| {
-                let (_, workers) = board.tools().await?;
+            async |viewer| {
+                let (_, workers) = board.tools(viewer).await?;
                 Ok(live_region(
                     board.base(),
                     pages::workers::body(board.base(), &workers),
@@ -234,10 +252,10 @@ async fn workers(State(board): State<Arc<Board>>, headers: HeaderMap) -> Respons
         .await
 }
 
-async fn sessions(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response {
+async fn sessions(State(board): State<Arc<Board>>, viewer: Viewer) -> Response {
     board
         .page(
-            &headers,
+            viewer,
             Operation::ListTasks,
             "Sessions",
             Nav::Sessions,
@@ -255,17 +273,17 @@ async fn sessions(State(board): State<Arc<Board>>, headers: HeaderMap) -> Respon
         .await
 }
 
-async fn system(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response {
+async fn system(State(board): State<Arc<Board>>, viewer: Viewer) -> Response {
     board
         .page(
-            &headers,
+            viewer,
             Operation::ReadStatus,
             "System",
             Nav::System,
-            async |_viewer| {
+            async |viewer| {
                 let by_status = board.operations.tasks_by_status().await?;
                 let outbox = board.operations.outbox_backlog().await?;
-                let (_, workers) = board.tools().await?;
+                let (_, workers) = board.tools(viewer).await?;
                 Ok(live_region(
                     board.base(),
                     pages::system::body(&by_status, &outbox, &workers),
@@ -275,6 +293,7 @@ async fn system(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response
         .await
 }
 
+/// Anyone's: a viewer, if identified, keeps the page's frame.
 async fn not_found(State(board): State<Arc<Board>>, headers: HeaderMap) -> Response {
     let viewer = board.viewer(&headers).await.ok();
     Refused::NotFound.respond(board.base(), viewer.as_ref())

@@ -6,7 +6,10 @@
 //! at login; afterwards every request looks the key up by id, so a revoked
 //! key logs its sessions out within the key cache's few seconds, on every
 //! replica. An identity provider's token is verified once too; its session
-//! ends when the token would have expired.
+//! ends when the token would have expired. Each session has a random id:
+//! logging out ends it on every replica (the key store keeps the ended ids
+//! until they would have expired), so a copy of the cookie taken before
+//! is worth nothing after.
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -18,8 +21,22 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::{Caller, Reach, Role};
 
-/// The cookie's name.
+/// The cookie's name where the `__Host-` prefix cannot be used.
 pub const COOKIE: &str = "taskstore_dashboard";
+/// Its name where it can (served over HTTPS at the root path): a browser
+/// takes such a cookie only from this very host, over HTTPS, for path `/`,
+/// so a sibling host cannot plant a session of its choosing.
+pub const HOST_COOKIE: &str = "__Host-taskstore_dashboard";
+
+/// The session cookie's name for a dashboard under `base` (`""` for the
+/// root), with `secure` cookies or not.
+pub fn cookie_name(base: &str, secure: bool) -> &'static str {
+    if secure && base.is_empty() {
+        HOST_COOKIE
+    } else {
+        COOKIE
+    }
+}
 /// No cookie of ours is longer; a longer one is not opened.
 const MAX_COOKIE_CHARS: usize = 1024;
 const NONCE_BYTES: usize = 24;
@@ -27,6 +44,10 @@ const NONCE_BYTES: usize = 24;
 /// What a session cookie carries.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Session {
+    /// This login's random id: what a logout ends on every replica. A
+    /// cookie without one (sealed by an older version) is not accepted.
+    #[serde(rename = "s", skip_serializing_if = "Option::is_none", default)]
+    pub session_id: Option<String>,
     /// The API key's id (`None` with authentication off).
     #[serde(rename = "k", skip_serializing_if = "Option::is_none", default)]
     pub key_id: Option<String>,
@@ -75,6 +96,14 @@ impl SignedIn {
 impl Session {
     pub fn is_expired(&self, now: DateTime<Utc>) -> bool {
         now.timestamp() >= self.expires_at
+    }
+
+    /// A fresh, unguessable session id (128 bits); `None` only when the
+    /// system has no randomness to give.
+    pub fn new_id() -> Option<String> {
+        let mut bytes = [0u8; 16];
+        getrandom::getrandom(&mut bytes).ok()?;
+        Some(URL_SAFE_NO_PAD.encode(bytes))
     }
 }
 
@@ -126,18 +155,24 @@ impl SessionSealer {
 }
 
 /// The value of cookie `name` in a `Cookie` header, if any.
-pub fn cookie_value<'a>(header: &'a str, name: &str) -> Option<&'a str> {
+pub fn cookie_value<'a>(header: &'a str, name: &'a str) -> Option<&'a str> {
+    cookie_values(header, name).next()
+}
+
+/// Every value of cookie `name` in a `Cookie` header, in order.
+pub fn cookie_values<'a>(header: &'a str, name: &'a str) -> impl Iterator<Item = &'a str> {
     header
         .split(';')
         .filter_map(|pair| pair.trim().split_once('='))
-        .find(|(key, _)| *key == name)
+        .filter(move |(key, _)| *key == name)
         .map(|(_, value)| value)
 }
 
-/// A `Set-Cookie` value for the session cookie `value` under `path` (a
-/// removal when `None`).
-pub fn set_cookie(value: Option<&str>, path: &str, secure: bool, max_age_secs: u64) -> String {
-    cookie_header(COOKIE, value, path, "Strict", secure, max_age_secs)
+/// A `Set-Cookie` value for the session cookie `value` of a dashboard
+/// under `base` (a removal when `None`).
+pub fn set_cookie(value: Option<&str>, base: &str, secure: bool, max_age_secs: u64) -> String {
+    let name = cookie_name(base, secure);
+    cookie_header(name, value, base, "Strict", secure, max_age_secs)
 }
 
 /// A `Set-Cookie` value: HttpOnly always, `same_site` `Strict` or `Lax`.
@@ -166,6 +201,7 @@ mod tests {
 
     fn session() -> Session {
         Session {
+            session_id: Some("AAAAAAAAAAAAAAAAAAAAAA".into()),
             key_id: Some("abcdefghijkl".into()),
             signed_in: None,
             tenant: None,
@@ -219,5 +255,20 @@ mod tests {
             set.contains("HttpOnly") && set.contains("SameSite=Strict") && set.contains("Path=/")
         );
         assert!(set_cookie(None, "/ops", true, 0).contains("Max-Age=0; Secure"));
+    }
+
+    #[test]
+    fn the_host_prefix_is_used_wherever_a_browser_allows_it() {
+        let root = set_cookie(Some("v"), "", true, 60);
+        assert!(
+            root.starts_with("__Host-taskstore_dashboard=v; Path=/;"),
+            "{root}"
+        );
+        assert!(root.ends_with("; Secure"), "{root}");
+        // Under a base path, or without HTTPS, a browser refuses the prefix.
+        assert!(set_cookie(Some("v"), "/ops", true, 60).starts_with("taskstore_dashboard=v"));
+        assert!(set_cookie(Some("v"), "", false, 60).starts_with("taskstore_dashboard=v"));
+        let (a, b) = (Session::new_id(), Session::new_id());
+        assert!(a.is_some() && a != b, "random ids");
     }
 }

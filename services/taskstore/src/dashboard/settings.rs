@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::oidc::OidcSettings;
+use crate::auth::oidc::OidcSettings;
 
 /// What a trace link template names the trace id by.
 pub const TRACE_ID: &str = "{trace_id}";
@@ -20,8 +20,11 @@ pub struct DashboardSettings {
     pub read_only: bool,
     /// Connections served at once; more are closed when accepted.
     pub max_connections: usize,
-    /// How long a connection may take to send a request's headers.
+    /// How long a connection may take to send a request's headers (and,
+    /// on the dashboard, a form's body).
     pub header_read_timeout: Duration,
+    /// How long a connection may stay open with no request in flight.
+    pub idle_timeout: Duration,
     /// Whether the session cookie is `Secure` (sent over HTTPS only).
     /// Off only for a loopback port without TLS in front (`dev`).
     pub secure_cookie: bool,
@@ -43,6 +46,7 @@ impl DashboardSettings {
             read_only: false,
             max_connections: 256,
             header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
             secure_cookie: true,
             session_lifetime: Duration::from_secs(12 * 3600),
             trace_url: None,

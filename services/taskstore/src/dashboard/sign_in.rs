@@ -27,11 +27,11 @@ use subtle::ConstantTimeEq;
 
 use super::Board;
 use super::account::{home, login_page, session_cookie, session_end};
-use super::oidc::{OidcFailure, printable, random_token};
 use super::params::{pairs, value};
 use super::render::{Frame, Nav, html_response, page};
 use super::session::{Session, SignedIn, cookie_header, cookie_value};
 use crate::auth::AuthFailure;
+use crate::auth::oidc::{OidcFailure, printable, random_token};
 use crate::domain::{Reach, TenantId, may_log_in};
 
 /// The cookie of a sign-on in progress.
@@ -146,7 +146,7 @@ pub async fn callback(
 /// The session the callback's request earns, or the page saying why not.
 async fn signed_in(
     board: &Board,
-    oidc: &super::oidc::OidcClient,
+    oidc: &crate::auth::oidc::OidcClient,
     headers: &HeaderMap,
     raw: Option<&str>,
 ) -> Result<Session, Response> {
@@ -232,6 +232,7 @@ async fn signed_in(
     tracing::info!(subject = %caller.subject, role = %caller.role, method = "oidc", "dashboard login");
     crate::metrics::dashboard_action("login");
     Ok(Session {
+        session_id: Session::new_id(),
         key_id: None,
         signed_in: Some(SignedIn::of(&caller)),
         tenant,

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
+use super::caller::Reach;
 use super::execution::ToolName;
-use super::ids::InvalidId;
+use super::ids::{InvalidId, TenantId};
 use super::tools::ToolDescription;
 
 /// How often workers report, and how long a report counts.
@@ -63,6 +64,11 @@ impl fmt::Display for WorkerId {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerHeartbeat {
     pub worker_id: WorkerId,
+    /// Who announced it: the tenants its credentials reach. The registry
+    /// files a worker under its id *and* this, so that credentials of one
+    /// reach can neither overwrite nor forget a worker of another, and a
+    /// worker bound to one tenant is seen by that tenant only.
+    pub reach: Reach,
     /// Sorted, without repeats.
     pub tools: Vec<ToolName>,
     /// Attempts it runs at once, and how many run now.
@@ -71,6 +77,10 @@ pub struct WorkerHeartbeat {
     /// What its tools are, for those it described (at most one per tool,
     /// each one of `tools`), by name.
     pub descriptions: Vec<ToolDescription>,
+    /// Whether it consumes its tools' queues now: a worker that cannot
+    /// reach the job queue serves nothing (older workers do not say, and
+    /// count as consuming).
+    pub consuming: bool,
 }
 
 impl WorkerHeartbeat {
@@ -83,10 +93,33 @@ impl WorkerHeartbeat {
         tools.dedup();
         Self {
             worker_id,
+            reach: Reach::AllTenants,
             tools,
             slots,
             busy: busy.min(slots),
             descriptions: Vec::new(),
+            consuming: true,
+        }
+    }
+
+    /// Consuming its queues now, or not.
+    pub fn consuming(mut self, consuming: bool) -> Self {
+        self.consuming = consuming;
+        self
+    }
+
+    /// Announced by credentials of `reach` (every tenant by default).
+    pub fn announced_by(mut self, reach: Reach) -> Self {
+        self.reach = reach;
+        self
+    }
+
+    /// Whether `tenant` sees this worker and its tools: a fleet's worker
+    /// serves every tenant, a tenant-bound one its own.
+    pub fn serves(&self, tenant: &TenantId) -> bool {
+        match &self.reach {
+            Reach::AllTenants => true,
+            Reach::Tenant(own) => own == tenant,
         }
     }
 
@@ -131,16 +164,41 @@ pub struct ServedTool {
     /// What the tool is, as the latest worker that described it says (an
     /// undescribed tool takes any arguments, task optional).
     pub description: ToolDescription,
+    /// Its workers that consume its queue now (none: its tasks wait).
+    pub consuming: u32,
+    /// How many different descriptions its workers give it (more than one:
+    /// they disagree, and calls may fail on some of them).
+    pub descriptions: u32,
+}
+
+/// The workers `tenant` sees: the fleet's and its own.
+pub fn workers_of(tenant: &TenantId, workers: &[WorkerInfo]) -> Vec<WorkerInfo> {
+    workers
+        .iter()
+        .filter(|worker| worker.heartbeat.serves(tenant))
+        .cloned()
+        .collect()
+}
+
+/// The tools served to `tenant`: those of the workers it sees.
+pub fn served_tools_of(tenant: &TenantId, workers: &[WorkerInfo]) -> Vec<ServedTool> {
+    served_tools(&workers_of(tenant, workers))
 }
 
 /// The tools `workers` serve, by name.
 pub fn served_tools(workers: &[WorkerInfo]) -> Vec<ServedTool> {
     let mut tools: BTreeMap<&ToolName, ServedTool> = BTreeMap::new();
-    // Whose description of each tool is listed: the worker that started
-    // last (then the greatest id), so that while workers of two versions
-    // report during a rollout, the new version's description is listed
-    // steadily rather than whichever reported last.
-    let mut described_by: BTreeMap<&ToolName, (DateTime<Utc>, &WorkerId)> = BTreeMap::new();
+    // Whose description of each tool is listed: a fleet worker's (serving
+    // every tenant, run by the operator) before a tenant-bound one's, so
+    // that a tenant's own worker never redescribes a shared tool even to
+    // its own tenant; then the worker that started last (then the greatest
+    // id), so that while workers of two versions report during a rollout,
+    // the new version's description is listed steadily rather than
+    // whichever reported last.
+    let mut described_by: BTreeMap<&ToolName, (bool, DateTime<Utc>, &WorkerId)> = BTreeMap::new();
+    // The different descriptions of each tool (an undescribed report counts
+    // as one more way to describe it).
+    let mut distinct: BTreeMap<&ToolName, Vec<Option<&ToolDescription>>> = BTreeMap::new();
     for worker in workers {
         let report = &worker.heartbeat;
         for name in &report.tools {
@@ -151,12 +209,22 @@ pub fn served_tools(workers: &[WorkerInfo]) -> Vec<ServedTool> {
                 busy: 0,
                 last_seen_at: worker.last_seen_at,
                 description: ToolDescription::undescribed(name.clone()),
+                consuming: 0,
+                descriptions: 0,
             });
             tool.workers += 1;
+            tool.consuming += u32::from(report.consuming);
+            let given = report.description_of(name);
+            let seen = distinct.entry(name).or_default();
+            if !seen.contains(&given) {
+                seen.push(given);
+            }
+            tool.descriptions = u32::try_from(seen.len()).unwrap_or(u32::MAX);
             tool.slots = tool.slots.saturating_add(report.slots);
             tool.busy = tool.busy.saturating_add(report.busy);
             tool.last_seen_at = tool.last_seen_at.max(worker.last_seen_at);
-            let newer = (worker.first_seen_at, &report.worker_id);
+            let fleet = report.reach == Reach::AllTenants;
+            let newer = (fleet, worker.first_seen_at, &report.worker_id);
             if let Some(description) = report.description_of(name)
                 && described_by.get(name).is_none_or(|known| *known < newer)
             {
@@ -166,6 +234,37 @@ pub fn served_tools(workers: &[WorkerInfo]) -> Vec<ServedTool> {
         }
     }
     tools.into_values().collect()
+}
+
+/// The tools `workers` describe differently, and how each worker describes
+/// each of them (a few words and a fingerprint of the whole), for the
+/// operator to see which worker serves which.
+pub fn differing_descriptions(
+    workers: &[WorkerInfo],
+) -> BTreeMap<WorkerId, BTreeMap<ToolName, String>> {
+    let differing: Vec<ToolName> = served_tools(workers)
+        .into_iter()
+        .filter(|tool| tool.descriptions > 1)
+        .map(|tool| tool.name)
+        .collect();
+    let mut by_worker = BTreeMap::new();
+    for worker in workers {
+        let report = &worker.heartbeat;
+        let mine: BTreeMap<ToolName, String> = differing
+            .iter()
+            .filter(|name| report.tools.binary_search(name).is_ok())
+            .map(|name| {
+                let said = report
+                    .description_of(name)
+                    .map_or_else(|| "undescribed".to_owned(), ToolDescription::summary);
+                (name.clone(), said)
+            })
+            .collect();
+        if !mine.is_empty() {
+            by_worker.insert(report.worker_id.clone(), mine);
+        }
+    }
+    by_worker
 }
 
 /// Jobs in the outbox: committed, not yet in the queue.
@@ -217,6 +316,8 @@ mod tests {
                     busy: 3,
                     last_seen_at: DateTime::from_timestamp_micros(20).expect("time"),
                     description: ToolDescription::undescribed(tool("echo")),
+                    consuming: 2,
+                    descriptions: 1,
                 },
                 ServedTool {
                     name: tool("sleep"),
@@ -225,6 +326,8 @@ mod tests {
                     busy: 1,
                     last_seen_at: DateTime::from_timestamp_micros(10).expect("time"),
                     description: ToolDescription::undescribed(tool("sleep")),
+                    consuming: 1,
+                    descriptions: 1,
                 },
             ]
         );
@@ -267,6 +370,89 @@ mod tests {
                 ToolDescription::undescribed(tool("sleep"))
             );
         }
+    }
+
+    fn bound_to(tenant: &str, mut info: WorkerInfo) -> WorkerInfo {
+        let tenant = TenantId::parse(tenant).expect("tenant");
+        info.heartbeat = info.heartbeat.announced_by(Reach::Tenant(tenant));
+        info
+    }
+
+    #[test]
+    fn a_tenant_sees_the_fleet_and_its_own_workers_only() {
+        let acme = TenantId::parse("acme").expect("tenant");
+        let globex = TenantId::parse("globex").expect("tenant");
+        let workers = [
+            worker("fleet", &["echo"], 4, 0, 10),
+            bound_to("acme", worker("acme-1", &["echo", "private"], 2, 0, 20)),
+            bound_to("globex", worker("globex-1", &["secret"], 1, 0, 30)),
+        ];
+        let names = |tools: Vec<ServedTool>| -> Vec<(String, u32)> {
+            tools
+                .into_iter()
+                .map(|t| (t.name.to_string(), t.workers))
+                .collect()
+        };
+        assert_eq!(
+            names(served_tools_of(&acme, &workers)),
+            [("echo".to_owned(), 2), ("private".to_owned(), 1)]
+        );
+        assert_eq!(
+            names(served_tools_of(&globex, &workers)),
+            [("echo".to_owned(), 1), ("secret".to_owned(), 1)]
+        );
+        assert_eq!(workers_of(&globex, &workers).len(), 2);
+    }
+
+    #[test]
+    fn a_fleet_workers_description_wins_over_a_tenant_bound_one() {
+        let acme = TenantId::parse("acme").expect("tenant");
+        let mut fleet = worker("fleet", &["echo"], 1, 0, 10);
+        fleet.heartbeat = fleet
+            .heartbeat
+            .with_descriptions(vec![described("echo", "the operator's")]);
+        // Started later, yet a tenant's own worker does not redescribe it.
+        let mut own = bound_to("acme", worker("acme-1", &["echo"], 1, 0, 20));
+        own.heartbeat = own
+            .heartbeat
+            .with_descriptions(vec![described("echo", "the tenant's")]);
+        let served = served_tools_of(&acme, &[own.clone(), fleet]);
+        assert_eq!(
+            served[0].description.description.as_deref(),
+            Some("the operator's")
+        );
+        // Alone, the tenant's own description is its tenant's.
+        let served = served_tools_of(&acme, &[own]);
+        assert_eq!(
+            served[0].description.description.as_deref(),
+            Some("the tenant's")
+        );
+    }
+
+    #[test]
+    fn workers_that_consume_and_that_describe_alike_are_counted() {
+        let mut first = worker("a", &["echo"], 1, 0, 10);
+        first.heartbeat = first
+            .heartbeat
+            .with_descriptions(vec![described("echo", "counts to n")]);
+        let mut second = worker("b", &["echo"], 1, 0, 20);
+        second.heartbeat = second
+            .heartbeat
+            .clone()
+            .with_descriptions(vec![described("echo", "counts to n")])
+            .consuming(false);
+        let served = served_tools(&[first.clone(), second.clone()]);
+        assert_eq!((served[0].consuming, served[0].descriptions), (1, 1));
+        assert!(differing_descriptions(&[first.clone(), second.clone()]).is_empty());
+        second.heartbeat = second
+            .heartbeat
+            .with_descriptions(vec![described("echo", "counts from n")]);
+        let served = served_tools(&[first.clone(), second.clone()]);
+        assert_eq!(served[0].descriptions, 2);
+        let who = differing_descriptions(&[first, second]);
+        assert_eq!(who.len(), 2, "{who:?}");
+        let said = &who[&WorkerId::parse("b").expect("id")][&tool("echo")];
+        assert!(said.starts_with("counts from n (schema "), "{said}");
     }
 
     #[test]

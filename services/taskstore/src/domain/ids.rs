@@ -34,6 +34,20 @@ impl TaskId {
         }
     }
 
+    /// Whether a caller may give a new task this id: every well-formed id
+    /// but `.` and `..`, which URLs cannot carry as a path segment
+    /// (browsers and proxies resolve them away, so such a task's dashboard
+    /// page and actions would be unreachable; percent-encoding does not
+    /// help: `%2E` segments are resolved too).
+    pub fn check_new(&self) -> Result<(), InvalidId> {
+        if self.0 == "." || self.0 == ".." {
+            return Err(InvalidId(
+                "must not be . or .. (URLs cannot address a path segment of that name)",
+            ));
+        }
+        Ok(())
+    }
+
     /// A fresh, unguessable id: 128 bits from the operating system's CSPRNG,
     /// written as 32 lowercase hex digits.
     pub fn generate() -> Result<Self, getrandom::Error> {
@@ -138,6 +152,18 @@ mod tests {
         assert!(TaskId::parse("a").is_ok());
         assert!(TaskId::parse(&"x".repeat(128)).is_ok());
         assert!(TaskId::parse("tool-call:42/{\"x\"}~").is_ok());
+    }
+
+    #[test]
+    fn new_tasks_cannot_be_named_like_path_segments_urls_resolve() {
+        for refused in [".", ".."] {
+            let id = TaskId::parse(refused).expect("well-formed");
+            assert!(id.check_new().is_err(), "{refused}");
+        }
+        for allowed in ["...", ".a", "a.", "a..b", "x"] {
+            let id = TaskId::parse(allowed).expect("well-formed");
+            assert_eq!(id.check_new(), Ok(()), "{allowed}");
+        }
     }
 
     #[test]

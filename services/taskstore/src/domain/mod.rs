@@ -2,6 +2,9 @@
 //! becomes these types once, at the edge; past it, values are known valid.
 
 mod access;
+pub mod answers;
+mod asked;
+mod caller;
 mod cursor;
 mod execution;
 mod fleet;
@@ -14,6 +17,7 @@ mod overview;
 mod poll;
 mod progress;
 pub mod questions;
+pub mod schema_check;
 mod seal;
 mod search;
 mod sessions;
@@ -24,19 +28,21 @@ mod tools;
 mod ttl;
 
 pub use access::{
-    Caller, Operation, Reach, Role, TENANT_METADATA, TenantRefused, UnknownRole, may, may_call,
-    may_in_dashboard, may_log_in,
+    Operation, acts_only_through_its_attempt, may, may_call, may_in_dashboard, may_log_in,
 };
+pub use caller::{Caller, Reach, Role, TENANT_METADATA, TenantRefused, UnknownRole};
 pub use cursor::{CursorCodec, CursorPosition, InvalidCursor};
 pub use execution::{
     AttemptEnd, AttemptHistory, AttemptOutcome, AttemptRecord, AttemptState, Claim, ClaimRefusal,
-    DispatchRequest, ExecutionPolicy, FenceRefusal, HoldOutcome, HoldRefusal, HoldState, HoldStep,
-    Holder, LeaseToken, MAX_ATTEMPT_RECORDS, MAX_END_MESSAGE_CHARS, MAX_HOLDER_BYTES, NextStep,
-    RUNNING_MESSAGE_FORMAT, ReleaseOutcome, ReleaseReason, Renewal, StopReason, ToolName,
-    after_attempt, decide_hold, error_result, running_message, waiting_for_worker_message,
+    DispatchChange, DispatchRequest, Effects, ExecutionPolicy, Fence, FenceRefusal, HoldOutcome,
+    HoldRefusal, HoldState, HoldStep, Holder, LeaseChange, LeaseGrant, LeaseToken,
+    MAX_ATTEMPT_RECORDS, MAX_END_MESSAGE_CHARS, MAX_HOLDER_BYTES, NextStep, RUNNING_MESSAGE_FORMAT,
+    ReleaseOutcome, ReleaseReason, Renewal, StopReason, ToolName, after_attempt, decide_hold,
+    error_result, held_by, running_message, waiting_for_worker_message,
 };
 pub use fleet::{
-    FleetPolicy, OutboxBacklog, ServedTool, WorkerHeartbeat, WorkerId, WorkerInfo, served_tools,
+    FleetPolicy, OutboxBacklog, ServedTool, WorkerHeartbeat, WorkerId, WorkerInfo,
+    differing_descriptions, served_tools, served_tools_of, workers_of,
 };
 pub use ids::{InvalidId, SessionId, TaskId, TenantId};
 pub use input_limits::InputLimits;

@@ -7,8 +7,10 @@
 use std::fmt;
 
 use chrono::{DateTime, Utc};
-use serde_json::Value;
 
+use super::answers::{AnswerRefused, check_answer};
+pub use super::asked::{InputMethod, InputRequest};
+use super::execution::{DispatchChange, Effects};
 use super::json::{InvalidJson, JsonObject};
 use super::status::TaskStatus;
 use super::task::Task;
@@ -44,125 +46,6 @@ impl InputKey {
 impl fmt::Display for InputKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.pad(&self.0)
-    }
-}
-
-/// What an MCP input request asks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum InputMethod {
-    /// `elicitation/create`: a form or a URL for a person.
-    Elicitation,
-    /// `sampling/createMessage`: a completion from the client's model.
-    Sampling,
-    /// `roots/list`: the client's roots.
-    Roots,
-}
-
-impl InputMethod {
-    pub const ALL: [InputMethod; 3] = [
-        InputMethod::Elicitation,
-        InputMethod::Sampling,
-        InputMethod::Roots,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            InputMethod::Elicitation => "elicitation/create",
-            InputMethod::Sampling => "sampling/createMessage",
-            InputMethod::Roots => "roots/list",
-        }
-    }
-}
-
-/// An input request as MCP writes it, `{"method": …, "params": {…}}`, kept
-/// as the text the tool sent.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InputRequest {
-    method: InputMethod,
-    /// What a person reads in the task's status message.
-    summary: String,
-    text: JsonObject,
-}
-
-impl InputRequest {
-    /// Longest summary kept in a status message, in characters.
-    const SUMMARY_CHARS: usize = 200;
-    /// Largest request, in bytes: a form's schema fits many times over.
-    pub const MAX_BYTES: usize = 64 * 1024;
-
-    /// Parses `{"method", "params"}`: a method of [`InputMethod`], params an
-    /// object (absent for `roots/list`); an elicitation needs a `message`.
-    pub fn parse(text: impl Into<String>) -> Result<Self, InvalidJson> {
-        let text = text.into();
-        if text.len() > Self::MAX_BYTES {
-            return Err(InvalidJson(format!(
-                "is larger than {} bytes",
-                Self::MAX_BYTES
-            )));
-        }
-        let text = JsonObject::parse(text)?;
-        let value: Value = serde_json::from_str(text.as_str())
-            .map_err(|err| InvalidJson(format!("is not valid JSON: {err}")))?;
-        let method_name = value.get("method").and_then(Value::as_str).ok_or_else(|| {
-            InvalidJson(
-                "needs a method: elicitation/create, sampling/createMessage or roots/list".into(),
-            )
-        })?;
-        let method = InputMethod::ALL
-            .into_iter()
-            .find(|m| m.as_str() == method_name)
-            .ok_or_else(|| {
-                InvalidJson(format!(
-                    "method {method_name:?} is not an input request (elicitation/create, sampling/createMessage or roots/list)"
-                ))
-            })?;
-        if let Some(extra) = value.as_object().and_then(|o| {
-            o.keys()
-                .find(|k| !matches!(k.as_str(), "method" | "params"))
-        }) {
-            return Err(InvalidJson(format!(
-                "has {extra:?}: an input request holds only method and params"
-            )));
-        }
-        let params = value.get("params");
-        if params.is_some_and(|p| !p.is_object()) {
-            return Err(InvalidJson("params must be an object".into()));
-        }
-        let summary = match method {
-            InputMethod::Elicitation => params
-                .and_then(|p| p.get("message"))
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-                .ok_or_else(|| InvalidJson("elicitation/create needs params.message".into()))?,
-            InputMethod::Sampling => "asks for a completion from the client's model".to_owned(),
-            InputMethod::Roots => "asks for the client's roots".to_owned(),
-        };
-        let summary = summary.chars().take(Self::SUMMARY_CHARS).collect();
-        Ok(Self {
-            method,
-            summary,
-            text,
-        })
-    }
-
-    pub fn method(&self) -> InputMethod {
-        self.method
-    }
-
-    /// What is asked, in a few words (an elicitation's message).
-    pub fn summary(&self) -> &str {
-        &self.summary
-    }
-
-    pub fn as_json(&self) -> &JsonObject {
-        &self.text
-    }
-
-    /// Whether `other` asks the same: the same method and params, however
-    /// the JSON was spaced or ordered.
-    pub fn same_as(&self, other: &InputRequest) -> bool {
-        let parse = |r: &InputRequest| serde_json::from_str::<Value>(r.text.as_str()).ok();
-        self.method == other.method && parse(self) == parse(other)
     }
 }
 
@@ -232,7 +115,9 @@ pub fn ask(
 
 /// Which of the given answers are taken: those for open questions, once
 /// each. Answers to unknown or answered keys are ignored (MCP: the client
-/// may repeat itself, or answer a request superseded since).
+/// may repeat itself, or answer a request superseded since). A taken
+/// answer that does not answer its question (`answers::check_answer`)
+/// refuses them all: nothing is stored and the question stays open.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Answering {
     pub taken: Vec<InputKey>,
@@ -241,22 +126,24 @@ pub struct Answering {
 
 pub fn answering<'a>(
     questions: impl IntoIterator<Item = &'a Question>,
-    given: impl IntoIterator<Item = &'a InputKey>,
-) -> Answering {
-    let open: Vec<&InputKey> = questions
+    given: &[(InputKey, JsonObject)],
+) -> Result<Answering, AnswerRefused> {
+    let open: Vec<&Question> = questions
         .into_iter()
         .filter(|q| q.answer.is_none())
-        .map(|q| &q.key)
         .collect();
     let mut answering = Answering::default();
-    for key in given {
-        if open.contains(&key) && !answering.taken.contains(key) {
-            answering.taken.push(key.clone());
-        } else {
-            answering.ignored.push(key.clone());
+    for (key, answer) in given {
+        match open.iter().find(|q| &q.key == key) {
+            Some(question) if !answering.taken.contains(key) => {
+                check_answer(&question.request, answer)
+                    .map_err(|refused| AnswerRefused(format!("answer to {key}: {refused}")))?;
+                answering.taken.push(key.clone());
+            }
+            _ => answering.ignored.push(key.clone()),
         }
     }
-    answering
+    Ok(answering)
 }
 
 /// The task's status and status message given the requests still open:
@@ -315,6 +202,58 @@ pub fn after_answers(still_open: usize, parked: bool) -> AfterAnswers {
 
 /// The status message of a task dispatched again after its answers came.
 pub const RESUMED_MESSAGE: &str = "answered; dispatched again to continue";
+
+/// What the questions still waiting for an answer ask.
+pub fn open_requests(questions: &[Question]) -> Vec<&InputRequest> {
+    questions
+        .iter()
+        .filter(|q| q.answer.is_none())
+        .map(|q| &q.request)
+        .collect()
+}
+
+/// The status and message the `open` questions call for, as effects on a
+/// task that now has `status` and `message`: none when it says so already.
+pub fn waiting_effects(
+    open: &[&InputRequest],
+    status: TaskStatus,
+    message: Option<&str>,
+) -> Effects {
+    let (next, text) = waiting_status(open);
+    if status == next && message == Some(text.as_str()) {
+        return Effects::default();
+    }
+    Effects {
+        status: Some(next),
+        message: Some(Some(text)),
+        ..Effects::default()
+    }
+}
+
+/// What answers just stored do to the task ([`after_answers`] decided
+/// `step`): dispatched again, or the status the still `open` questions
+/// call for. It changes either way, so that the attempt waiting for the
+/// answers hears of them.
+pub fn effects_after_answers(
+    step: AfterAnswers,
+    open: &[&InputRequest],
+    status: TaskStatus,
+    message: Option<&str>,
+) -> Effects {
+    match step {
+        AfterAnswers::Redispatch => Effects {
+            status: Some(TaskStatus::Working),
+            message: Some(Some(RESUMED_MESSAGE.to_owned())),
+            dispatch: DispatchChange::Again {
+                after: std::time::Duration::ZERO,
+            },
+            ..Effects::default()
+        },
+        AfterAnswers::Continue | AfterAnswers::StillWaiting => {
+            waiting_effects(open, status, message).or_touch()
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -428,10 +367,19 @@ mod tests {
             question("c", confirm(), None),
         ];
         let key = |k: &str| InputKey::parse(k).expect("key");
-        let given = [key("a"), key("b"), key("zz"), key("a")];
-        let answering = answering(&questions, &given);
+        let yes = JsonObject::parse(r#"{"action":"accept","content":{}}"#).expect("json");
+        let given: Vec<_> = ["a", "b", "zz", "a"]
+            .into_iter()
+            .map(|k| (key(k), yes.clone()))
+            .collect();
+        let answering = answering(&questions, &given).expect("valid answers");
         assert_eq!(answering.taken, vec![key("a")]);
         assert_eq!(answering.ignored, vec![key("b"), key("zz"), key("a")]);
+        // One bad answer refuses them all, naming its key.
+        let bad = JsonObject::parse(r#"{"action":"approve"}"#).expect("json");
+        let refused =
+            super::answering(&questions, &[(key("a"), yes), (key("c"), bad)]).expect_err("refused");
+        assert!(refused.0.starts_with("answer to c: "), "{refused}");
     }
 
     #[test]

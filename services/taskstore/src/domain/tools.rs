@@ -84,6 +84,30 @@ impl ToolDescription {
         }
     }
 
+    /// A few words of it and a fingerprint of the whole (title, text,
+    /// schema, task support), to tell two descriptions apart at a glance.
+    pub fn summary(&self) -> String {
+        use sha2::Digest as _;
+        let whole = format!(
+            "{:?}\u{0}{:?}\u{0}{}\u{0}{}",
+            self.title,
+            self.description,
+            self.input_schema.as_str(),
+            self.task_support.as_str()
+        );
+        let digest = sha2::Sha256::digest(whole.as_bytes());
+        let fingerprint: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+        let words: String = self
+            .description
+            .as_deref()
+            .or(self.title.as_deref())
+            .unwrap_or("no description")
+            .chars()
+            .take(60)
+            .collect();
+        format!("{words} (schema {fingerprint})")
+    }
+
     /// Checks a description's parts; empty strings mean "not given".
     pub fn parse(
         name: ToolName,

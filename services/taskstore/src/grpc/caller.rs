@@ -6,7 +6,7 @@
 
 use tonic::{Request, Status};
 
-use crate::domain::{Caller, TenantId, TenantRefused};
+use crate::domain::{Caller, Operation, TenantId, TenantRefused, acts_only_through_its_attempt};
 
 pub use taskstore_proto::TENANT_METADATA;
 
@@ -48,4 +48,29 @@ fn named_in_metadata<T>(request: &Request<T>) -> Result<Option<TenantId>, Status
     TenantId::parse(raw)
         .map(Some)
         .map_err(|err| Status::invalid_argument(format!("{TENANT_METADATA} {err}")))
+}
+
+/// Refuses a caller that may do `operation` on a task only through an
+/// attempt it holds (a worker: `access::acts_only_through_its_attempt`)
+/// when the request carries no lease.
+pub(super) fn through_an_attempt<T>(
+    request: &Request<T>,
+    operation: Operation,
+    carries_lease: bool,
+) -> Result<(), Status> {
+    let caller = caller_of(request)?;
+    if !carries_lease && acts_only_through_its_attempt(caller, operation) {
+        return Err(Status::permission_denied(format!(
+            "the {} role reads and reports on a task only through the attempt it holds: pass that attempt's lease_token (WatchTask, UpdateTaskStatus, StoreTaskResult)",
+            caller.role
+        )));
+    }
+    Ok(())
+}
+
+/// Whether `request`'s caller reaches every tenant and names none (an
+/// operator's view across tenants, where one is allowed).
+pub(super) fn reaches_every_tenant_unnamed<T>(request: &Request<T>) -> bool {
+    caller_of(request).is_ok_and(|caller| caller.reach == crate::domain::Reach::AllTenants)
+        && matches!(named_in_metadata(request), Ok(None))
 }

@@ -51,6 +51,8 @@ impl From<ServedTool> for pb::ServedTool {
             busy: tool.busy,
             last_seen_at: Some(timestamp(tool.last_seen_at)),
             description: Some(tool.description.into()),
+            consuming: tool.consuming,
+            descriptions: tool.descriptions,
         }
     }
 }

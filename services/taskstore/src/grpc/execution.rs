@@ -35,6 +35,8 @@ pub struct TaskExecutionService {
     fleet: FleetPolicy,
     /// Where the service publishes jobs (a broker's), told to workers.
     topology: Option<taskstore_proto::jobs::Topology>,
+    /// The tools served, to notice workers that describe one differently.
+    catalog: Arc<crate::edge::ToolCatalog>,
 }
 
 impl std::fmt::Debug for TaskExecutionService {
@@ -51,6 +53,7 @@ impl TaskExecutionService {
             operations,
             fleet: FleetPolicy::default(),
             topology: None,
+            catalog: Arc::default(),
         }
     }
 
@@ -225,11 +228,13 @@ impl TaskExecutionRpc for TaskExecutionService {
         &self,
         request: Request<pb::HeartbeatRequest>,
     ) -> Result<Response<pb::HeartbeatResponse>, Status> {
+        // Who announces it: a worker of one reach never changes another's.
+        let reach = super::caller::caller_of(&request)?.reach.clone();
         let req = request.into_inner();
         let worker =
             WorkerId::parse(&req.worker_id).map_err(|err| StoreError::invalid("worker_id", err))?;
         if req.stopping {
-            self.operations.forget_worker(&worker).await?;
+            self.operations.forget_worker(&worker, &reach).await?;
             tracing::info!("worker stopped; forgotten");
         } else {
             if req.tools.len() > WorkerHeartbeat::MAX_TOOLS {
@@ -246,9 +251,14 @@ impl TaskExecutionRpc for TaskExecutionService {
                 .collect::<Result<Vec<_>, _>>()?;
             let descriptions = super::parse::tool_descriptions(req.descriptions)?;
             let heartbeat = WorkerHeartbeat::new(worker, tools, req.slots, req.busy)
-                .with_descriptions(descriptions);
+                .with_descriptions(descriptions)
+                .announced_by(reach)
+                .consuming(req.consuming.unwrap_or(true));
             self.operations.record_heartbeat(&heartbeat).await?;
             tracing::debug!("worker reported");
+            self.catalog
+                .note_disagreements(self.operations.as_ref(), &self.fleet)
+                .await;
         }
         Ok(Response::new(pb::HeartbeatResponse {
             interval: Some(duration(self.fleet.heartbeat_interval)),

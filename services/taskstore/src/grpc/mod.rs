@@ -8,6 +8,7 @@
 mod authenticate;
 mod caller;
 mod client;
+mod client_task_store;
 mod convert;
 mod execution;
 mod execution_client;
@@ -17,6 +18,7 @@ mod operations;
 mod parse;
 mod service;
 mod status;
+mod task_execution;
 
 /// The input limits live in `domain` (every edge applies them); named
 /// here too, where gRPC callers have always found them.

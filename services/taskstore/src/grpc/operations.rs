@@ -2,6 +2,7 @@
 //! `taskstore status` and operators. It answers even when the database or
 //! the queue is down: saying so is its job.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -10,7 +11,9 @@ use tonic::{Request, Response, Status};
 use super::convert::{duration, timestamp};
 use super::pb;
 use super::pb::operations_server::{Operations as OperationsRpc, OperationsServer};
-use crate::domain::{FleetPolicy, WorkerInfo, served_tools};
+use crate::domain::{
+    FleetPolicy, ToolName, WorkerId, WorkerInfo, differing_descriptions, served_tools,
+};
 use crate::health::{DATABASE_SHORTAGES, QueueHealth};
 use crate::store::operations::OperationsStore;
 
@@ -101,9 +104,23 @@ impl OperationsService {
     }
 }
 
-fn worker_status(worker: &WorkerInfo) -> pb::WorkerStatus {
+fn worker_status(
+    worker: &WorkerInfo,
+    differing: &BTreeMap<WorkerId, BTreeMap<ToolName, String>>,
+) -> pb::WorkerStatus {
     let report = &worker.heartbeat;
     pb::WorkerStatus {
+        consuming: report.consuming,
+        reach: report.reach.to_string(),
+        differing_descriptions: differing
+            .get(&report.worker_id)
+            .map(|tools| {
+                tools
+                    .iter()
+                    .map(|(name, said)| (name.to_string(), said.clone()))
+                    .collect()
+            })
+            .unwrap_or_default(),
         worker_id: report.worker_id.to_string(),
         tools: report.tools.iter().map(ToString::to_string).collect(),
         slots: report.slots,
@@ -148,7 +165,13 @@ impl OperationsRpc for OperationsService {
                 .into_iter()
                 .map(pb::ServedTool::from)
                 .collect(),
-            workers: workers.iter().map(worker_status).collect(),
+            workers: {
+                let differing = differing_descriptions(&workers);
+                workers
+                    .iter()
+                    .map(|worker| worker_status(worker, &differing))
+                    .collect()
+            },
         }))
     }
 }

@@ -11,24 +11,36 @@ use taskstore_telemetry::propagation::current_traceparent;
 use tonic::{Request, Response, Status};
 use tracing::Span;
 
-use super::caller::tenant_of;
+use super::caller::{tenant_of, through_an_attempt};
 use super::observe::IncomingTraceparent;
 use super::parse::Edge;
 use super::pb;
 use super::pb::task_store_server::{TaskStore as TaskStoreRpc, TaskStoreServer};
+use crate::StoreError;
 use crate::domain::InputLimits;
-use crate::domain::{AdmissionPolicy, FleetPolicy, Scope, TaskId, served_tools};
-use crate::edge::Admissions;
+use crate::domain::{
+    AdmissionPolicy, FenceRefusal, FleetPolicy, NewTask, Operation, Renewal, Scope, StopReason,
+    TaskId, served_tools, served_tools_of,
+};
+use crate::edge::{Admissions, ToolCatalog};
 use crate::edge::{EndOnShutdown, unless_shutting_down};
 use crate::store::TaskStore;
+use crate::store::execution::ExecutionStore;
 use crate::store::operations::OperationsStore;
 
 /// `mcp.tasks.v1.TaskStore` over any [`TaskStore`] backend.
 #[derive(Clone)]
 pub struct TaskStoreService {
-    store: Arc<dyn TaskStore>,
+    pub(super) store: Arc<dyn TaskStore>,
+    /// Where GetTaskExecution reads a task's attempt and lease (none: it is
+    /// UNIMPLEMENTED).
+    pub(super) insights: Option<Arc<dyn crate::store::TaskInsights>>,
+    /// Where a worker's watch checks the lease of its attempt.
+    execution: Arc<dyn ExecutionStore>,
     /// The worker registry, for ListTools.
     operations: Arc<dyn OperationsStore>,
+    /// The tools served, for checking a dispatched task's arguments.
+    catalog: Arc<ToolCatalog>,
     fleet: FleetPolicy,
     limits: InputLimits,
     max_result_wait: Duration,
@@ -49,12 +61,16 @@ impl std::fmt::Debug for TaskStoreService {
 impl TaskStoreService {
     pub fn new(
         store: Arc<dyn TaskStore>,
+        execution: Arc<dyn ExecutionStore>,
         operations: Arc<dyn OperationsStore>,
         limits: InputLimits,
     ) -> Self {
         Self {
             store,
+            insights: None,
+            execution,
             operations,
+            catalog: Arc::default(),
             fleet: FleetPolicy::default(),
             limits,
             max_result_wait: Duration::from_secs(600),
@@ -99,13 +115,13 @@ impl TaskStoreService {
     }
 
     /// The edge for `request`: its limits, and the tenant it acts in.
-    fn edge<T>(&self, request: &Request<T>) -> Result<Edge<'_>, Status> {
+    pub(super) fn edge<T>(&self, request: &Request<T>) -> Result<Edge<'_>, Status> {
         Ok(Edge::new(&self.limits, tenant_of(request, None)?))
     }
 
     /// The task a request names, parsed at the edge and recorded on the
     /// request's span.
-    fn lookup(
+    pub(super) fn lookup(
         &self,
         edge: &Edge<'_>,
         task_id: &str,
@@ -113,6 +129,36 @@ impl TaskStoreService {
     ) -> Result<(Scope, TaskId), Status> {
         record_task_id(task_id);
         Ok(edge.lookup(task_id, session)?)
+    }
+}
+
+impl TaskStoreService {
+    /// Refuses a dispatched task whose arguments its tool's declared
+    /// `inputSchema` refuses, before the task exists (a tool no worker
+    /// serves now, or that declared no schema, takes any).
+    async fn check_arguments(&self, scope: &Scope, task: &NewTask) -> Result<(), Status> {
+        let Some(dispatch) = &task.dispatch else {
+            return Ok(());
+        };
+        let served = self
+            .catalog
+            .tool(
+                self.operations.as_ref(),
+                &self.fleet,
+                &scope.tenant,
+                &dispatch.tool,
+            )
+            .await?;
+        let Some(tool) = served else {
+            return Ok(());
+        };
+        let arguments = serde_json::from_str::<serde_json::Value>(task.request.as_str())
+            .ok()
+            .and_then(|request| request.pointer("/params/arguments").cloned())
+            .unwrap_or_else(|| serde_json::json!({}));
+        self.catalog
+            .check_arguments(&tool.description, &arguments)
+            .map_err(|why| StoreError::InvalidArgument(why).into())
     }
 }
 
@@ -157,6 +203,7 @@ impl TaskStoreRpc for TaskStoreService {
         });
         let edge = self.edge(&request)?;
         let (scope, new_task) = edge.create(request.into_inner(), trace.as_deref())?;
+        self.check_arguments(&scope, &new_task).await?;
         self.admissions.admit_create(&scope.tenant)?;
         let task = self.store.create_task(&scope, new_task).await?;
         record_task_id(task.task_id.as_str());
@@ -168,6 +215,7 @@ impl TaskStoreRpc for TaskStoreService {
         &self,
         request: Request<pb::GetTaskRequest>,
     ) -> Result<Response<pb::Task>, Status> {
+        through_an_attempt(&request, Operation::ReadTask, false)?;
         let edge = self.edge(&request)?;
         let req = request.into_inner();
         let (scope, task_id) = self.lookup(&edge, &req.task_id, req.session_id.as_deref())?;
@@ -175,10 +223,20 @@ impl TaskStoreRpc for TaskStoreService {
         Ok(Response::new(task.into()))
     }
 
+    async fn get_task_execution(
+        &self,
+        request: Request<pb::GetTaskRequest>,
+    ) -> Result<Response<pb::TaskExecutionState>, Status> {
+        through_an_attempt(&request, Operation::ReadTask, false)?;
+        self.task_execution(request).await
+    }
+
     async fn update_task_status(
         &self,
         request: Request<pb::UpdateTaskStatusRequest>,
     ) -> Result<Response<pb::Task>, Status> {
+        let carries_lease = request.get_ref().lease_token.is_some();
+        through_an_attempt(&request, Operation::ReportOnTask, carries_lease)?;
         let edge = self.edge(&request)?;
         let req = request.into_inner();
         record_task_id(&req.task_id);
@@ -191,6 +249,8 @@ impl TaskStoreRpc for TaskStoreService {
         &self,
         request: Request<pb::StoreTaskResultRequest>,
     ) -> Result<Response<pb::Task>, Status> {
+        let carries_lease = request.get_ref().lease_token.is_some();
+        through_an_attempt(&request, Operation::ReportOnTask, carries_lease)?;
         let edge = self.edge(&request)?;
         let req = request.into_inner();
         record_task_id(&req.task_id);
@@ -205,6 +265,7 @@ impl TaskStoreRpc for TaskStoreService {
     ) -> Result<Response<pb::GetTaskResultResponse>, Status> {
         // Answer shortly before the caller's deadline rather than after it.
         let deadline = grpc_timeout(&request).map(|timeout| timeout.mul_f64(0.9));
+        through_an_attempt(&request, Operation::ReadTask, false)?;
         let edge = self.edge(&request)?;
         let req = request.into_inner();
         let (scope, task_id) = self.lookup(&edge, &req.task_id, req.session_id.as_deref())?;
@@ -245,9 +306,30 @@ impl TaskStoreRpc for TaskStoreService {
         &self,
         request: Request<pb::WatchTaskRequest>,
     ) -> Result<Response<Self::WatchTaskStream>, Status> {
+        let carries_lease = request.get_ref().lease_token.is_some();
+        through_an_attempt(&request, Operation::ReadTask, carries_lease)?;
         let edge = self.edge(&request)?;
         let req = request.into_inner();
         let (scope, task_id) = self.lookup(&edge, &req.task_id, req.session_id.as_deref())?;
+        if let Some(raw) = req.lease_token.as_deref() {
+            // The attempt's lease must be the task's current one (checked
+            // by a renewal, which the running attempt makes anyway).
+            let lease = super::parse::lease_token(raw)?;
+            match self
+                .execution
+                .renew(&scope.tenant, &task_id, &lease)
+                .await?
+            {
+                // Ended with this attempt or cancelled: the watch's first
+                // message says so.
+                Renewal::KeepRunning
+                | Renewal::Stop(StopReason::Cancelled | StopReason::Finished) => {}
+                Renewal::Stop(StopReason::Gone) => return Err(StoreError::NotFound.into()),
+                Renewal::Stop(StopReason::LeaseLost) => {
+                    return Err(StoreError::from(FenceRefusal::LeaseLost).into());
+                }
+            }
+        }
         let slot = self.admissions.hold_waiting(&scope.tenant)?;
         let watch = self.store.watch_task(&scope, &task_id).await?;
         // The slot lives as long as the stream.
@@ -312,13 +394,23 @@ impl TaskStoreRpc for TaskStoreService {
 
     async fn list_tools(
         &self,
-        _request: Request<pb::ListToolsRequest>,
+        request: Request<pb::ListToolsRequest>,
     ) -> Result<Response<pb::ListToolsResponse>, Status> {
+        // A tenant sees the fleet's tools and its own workers'; credentials
+        // of every tenant naming none see every worker's (an operator).
+        let tenant = match tenant_of(&request, None) {
+            Ok(tenant) => Some(tenant),
+            Err(_) if super::caller::reaches_every_tenant_unnamed(&request) => None,
+            Err(refused) => return Err(refused),
+        };
         let workers = self.operations.workers(self.fleet.seen_within).await?;
-        let tools = served_tools(&workers)
-            .into_iter()
-            .map(pb::ServedTool::from)
-            .collect();
+        let tools = match &tenant {
+            Some(tenant) => served_tools_of(tenant, &workers),
+            None => served_tools(&workers),
+        }
+        .into_iter()
+        .map(pb::ServedTool::from)
+        .collect();
         Ok(Response::new(pb::ListToolsResponse { tools }))
     }
 
@@ -329,7 +421,7 @@ impl TaskStoreRpc for TaskStoreService {
         let edge = self.edge(&request)?;
         let req = request.into_inner();
         let (scope, task_id) = self.lookup(&edge, &req.task_id, req.session_id.as_deref())?;
-        let questions = self.store.input_requests(&scope, &task_id).await?;
+        let questions = self.store.questions(&scope, &task_id).await?;
         Ok(Response::new(pb::ListInputRequestsResponse {
             input_requests: questions.into_iter().map(pb::InputRequest::from).collect(),
         }))
@@ -364,7 +456,7 @@ impl TaskStoreRpc for TaskStoreService {
         let (scope, task_id, answers) = edge.answers(req)?;
         let answered = self
             .store
-            .answer_input_requests(&scope, &task_id, answers)
+            .answer_questions(&scope, &task_id, answers)
             .await?;
         tracing::info!(
             taken = answered.taken.len(),

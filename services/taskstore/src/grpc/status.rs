@@ -61,6 +61,13 @@ impl From<ShuttingDown> for Status {
 
 /// Client side: a status from the server, as the store error it stands for.
 pub fn store_error_from_status(status: Status) -> StoreError {
+    if taskstore_proto::endpoint::answered_by_no_grpc_service(&status) {
+        return StoreError::Unavailable(format!(
+            "{} ({})",
+            taskstore_proto::endpoint::NOT_THE_GRPC_API,
+            status.message()
+        ));
+    }
     let message = status.message().to_owned();
     match status.code() {
         Code::InvalidArgument | Code::OutOfRange => StoreError::InvalidArgument(message),
@@ -68,17 +75,16 @@ pub fn store_error_from_status(status: Status) -> StoreError {
         Code::AlreadyExists => StoreError::AlreadyExists(message),
         Code::FailedPrecondition => StoreError::FailedPrecondition(refusal_from(&status)),
         Code::ResourceExhausted => StoreError::ResourceExhausted(message),
-        Code::Unavailable | Code::DeadlineExceeded | Code::Aborted => {
+        // Cancelled: the connection went away under the call (a server
+        // stopping), which a retry can get past, as an outage.
+        Code::Unavailable | Code::DeadlineExceeded | Code::Aborted | Code::Cancelled => {
             StoreError::Unavailable(message)
         }
         Code::Unauthenticated => StoreError::Unauthenticated(message),
         Code::PermissionDenied => StoreError::PermissionDenied(message),
-        Code::Ok
-        | Code::Cancelled
-        | Code::Unknown
-        | Code::Unimplemented
-        | Code::Internal
-        | Code::DataLoss => StoreError::Internal(format!("{:?}: {message}", status.code())),
+        Code::Ok | Code::Unknown | Code::Unimplemented | Code::Internal | Code::DataLoss => {
+            StoreError::Internal(format!("{:?}: {message}", status.code()))
+        }
     }
 }
 
@@ -94,6 +100,7 @@ fn refusal_reason(refusal: &Refusal) -> (&'static str, HashMap<String, String>) 
         Refusal::Claim(ClaimRefusal::NotNow) => ("CLAIM_NOT_NOW", HashMap::new()),
         Refusal::Fence(FenceRefusal::Terminal(s)) => ("FENCE_TERMINAL", status(s)),
         Refusal::Fence(FenceRefusal::LeaseLost) => ("FENCE_LEASE_LOST", HashMap::new()),
+        Refusal::Fence(FenceRefusal::LeaseRequired) => ("FENCE_LEASE_REQUIRED", HashMap::new()),
         Refusal::NoResult(s) => ("NO_RESULT", status(s)),
         Refusal::Question(QuestionRefusal::KeyReused(key)) => (
             "QUESTION_KEY_REUSED",
@@ -134,6 +141,7 @@ fn refusal_from(status: &Status) -> Refusal {
         "CLAIM_NOT_NOW" => Some(Refusal::Claim(ClaimRefusal::NotNow)),
         "FENCE_TERMINAL" => task_status().map(|s| Refusal::Fence(FenceRefusal::Terminal(s))),
         "FENCE_LEASE_LOST" => Some(Refusal::Fence(FenceRefusal::LeaseLost)),
+        "FENCE_LEASE_REQUIRED" => Some(Refusal::Fence(FenceRefusal::LeaseRequired)),
         "NO_RESULT" => task_status().map(Refusal::NoResult),
         "QUESTION_KEY_REUSED" => info
             .metadata
@@ -232,6 +240,7 @@ mod tests {
             Refusal::Claim(ClaimRefusal::NotNow),
             Refusal::Fence(FenceRefusal::Terminal(TaskStatus::Completed)),
             Refusal::Fence(FenceRefusal::LeaseLost),
+            Refusal::Fence(FenceRefusal::LeaseRequired),
             Refusal::NoResult(TaskStatus::InputRequired),
             Refusal::Question(QuestionRefusal::KeyReused("confirm".into())),
             Refusal::Question(QuestionRefusal::TooMany(100)),

@@ -74,9 +74,9 @@ pub(super) async fn take_response(
     call: &Call,
     id: &Id,
     outcome: Result<Map<String, Value>, Value>,
-) {
+) -> Result<(), RpcError> {
     if !may(&call.caller, Operation::AnswerQuestions) {
-        return;
+        return Ok(());
     }
     let Some(token) = id
         .as_json()
@@ -84,7 +84,7 @@ pub(super) async fn take_response(
         .and_then(|s| s.strip_prefix(ID_PREFIX))
     else {
         tracing::debug!("mcp response to no request of ours; dropped");
-        return;
+        return Ok(());
     };
     let Some((task_id, key)) = gateway
         .sealer
@@ -96,7 +96,7 @@ pub(super) async fn take_response(
         })
     else {
         tracing::info!("mcp response with an id not sealed for this caller; dropped");
-        return;
+        return Ok(());
     };
     let result = match outcome {
         Ok(result) => result,
@@ -104,28 +104,33 @@ pub(super) async fn take_response(
             // The client could not ask (no elicitation support, say): the
             // question stays open for another way to answer it.
             tracing::info!(task_id = %task_id, key = %key, error = %error, "mcp client answered an input request with an error; the question stays open");
-            return;
+            return Ok(());
         }
     };
     let answer = match JsonObject::parse(Value::Object(result).to_string()) {
         Ok(answer) if answer.as_str().len() <= gateway.limits.max_json_bytes => answer,
         _ => {
             tracing::info!(task_id = %task_id, "mcp answer too large or malformed; dropped");
-            return;
+            return Ok(());
         }
     };
     match gateway
         .store
-        .answer_input_requests(&call.scope, &task_id, vec![(key.clone(), answer)])
+        .answer_questions(&call.scope, &task_id, vec![(key.clone(), answer)])
         .await
     {
         Ok(answered) => {
             tracing::info!(task_id = %task_id, key = %key, taken = !answered.taken.is_empty(), "input request answered over mcp");
         }
+        // An answer that does not answer its question (content against
+        // the requested schema): the client is told, the question stays
+        // open.
+        Err(err @ StoreError::InvalidArgument(_)) => return Err(RpcError::from(err)),
         Err(err) => {
             tracing::info!(task_id = %task_id, key = %key, error = %err, "mcp answer not stored");
         }
     }
+    Ok(())
 }
 
 /// 2026-07-28: the open questions as `inputRequests` (key → request).
@@ -189,7 +194,7 @@ pub(super) async fn answer(
     }
     match gateway
         .store
-        .answer_input_requests(scope, task_id, answers)
+        .answer_questions(scope, task_id, answers)
         .await
     {
         Ok(_) | Err(StoreError::FailedPrecondition(_)) => Ok(()),

@@ -7,7 +7,6 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::in_flight::InFlight;
-use super::served::ServedCache;
 use crate::auth::Authenticator;
 use crate::domain::InputLimits;
 use crate::domain::{FleetPolicy, Sealer};
@@ -35,8 +34,11 @@ pub struct McpSettings {
     /// The URL clients reach `/mcp` at, for the OAuth protected-resource
     /// metadata (served when JWT authentication is on).
     pub resource_url: Option<String>,
-    /// How long a connection may take to send a request's headers.
+    /// How long a connection may take to send a request's headers (and,
+    /// on the dashboard, a form's body).
     pub header_read_timeout: Duration,
+    /// How long a connection may stay open with no request in flight.
+    pub idle_timeout: Duration,
     /// Connections served at once; more are closed when accepted.
     pub max_connections: usize,
 }
@@ -51,6 +53,7 @@ impl McpSettings {
             max_wait: Duration::from_secs(600),
             resource_url: None,
             header_read_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
             max_connections: 4096,
         }
     }
@@ -72,8 +75,11 @@ pub(crate) struct Gateway {
     pub shutdown: CancellationToken,
     /// This replica's synchronous tool calls.
     pub in_flight: InFlight,
+    /// This replica's `tasks/result` streams, which carry their task's
+    /// changes instead of the session's GET stream.
+    pub result_streams: super::result_streams::ResultStreams,
     /// The tools served now, read at most once a second.
-    pub served: ServedCache,
+    pub served: crate::edge::ToolCatalog,
     /// Seals what clients carry back to any replica: input request ids,
     /// request states.
     pub sealer: Sealer,
@@ -124,7 +130,8 @@ impl Gateway {
             authorization_server: parts.authorization_server,
             shutdown,
             in_flight: InFlight::default(),
-            served: ServedCache::default(),
+            result_streams: Default::default(),
+            served: crate::edge::ToolCatalog::default(),
         }
     }
 }

@@ -95,8 +95,10 @@ async fn post_message(
         Ok(Message::Response { id, outcome }) => {
             // An answer to an input request we sent: acknowledged whatever
             // it names; a good one is stored (`asking.rs`).
-            if let Ok(call) = call_of(&gateway, &headers, caller, "", &Map::new(), None) {
-                asking::take_response(&gateway, &call, &id, outcome).await;
+            if let Ok(call) = call_of(&gateway, &headers, caller, "", &Map::new(), None)
+                && let Err(refused) = asking::take_response(&gateway, &call, &id, outcome).await
+            {
+                return refuse(StatusCode::BAD_REQUEST, Some(&id), refused);
             }
             StatusCode::ACCEPTED.into_response()
         }
@@ -122,15 +124,13 @@ fn is_json(headers: &HeaderMap) -> bool {
 }
 
 /// RFC 9728 metadata: which authorization server issues tokens for `/mcp`.
-async fn resource_metadata(State(gateway): State<Arc<Gateway>>, headers: HeaderMap) -> Response {
-    let resource = gateway.settings.resource_url.clone().unwrap_or_else(|| {
-        let host = header_str(&headers, header::HOST.as_str()).unwrap_or("localhost");
-        format!("http://{host}/mcp")
-    });
+async fn resource_metadata(State(gateway): State<Arc<Gateway>>) -> Response {
+    // Never from the request's Host (configuration requires the URL with
+    // JWT); without one, the metadata names no resource.
     json_response(
         StatusCode::OK,
         &json!({
-            "resource": resource,
+            "resource": gateway.settings.resource_url,
             "authorization_servers": gateway.authorization_server.iter().collect::<Vec<_>>(),
             "bearer_methods_supported": ["header"],
         }),

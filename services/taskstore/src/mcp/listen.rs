@@ -182,8 +182,15 @@ impl SessionStream {
     fn show(&mut self, changed: &ChangedTask) {
         let task = &changed.task;
         self.last = self.last.max(task.last_updated_at);
-        let status = self.event_at(Some(&status_notification(task)));
-        self.pending.push_back(status);
+        // A `tasks/result` stream of this session carries it (here).
+        if !self
+            .gateway
+            .result_streams
+            .carries(&self.scope, &task.task_id)
+        {
+            let status = self.event_at(Some(&status_notification(task)));
+            self.pending.push_back(status);
+        }
         if let Some(token) = &changed.progress_token
             && let Some(progress) = progress_notification(token, task)
         {

@@ -15,8 +15,8 @@
 //!   standard headers checked against the body;
 //! - [`jsonrpc`]: messages and error codes;
 //! - [`methods`]: which method does what, per revision;
-//! - [`tools`], [`tasks`]: the methods over the store; [`served`]: the
-//!   fleet's tools, read at most once a second; [`waiting`]: waiting for a
+//! - [`tools`], [`tasks`]: the methods over the store (the fleet's tools
+//!   from `edge::ToolCatalog`); [`waiting`]: waiting for a
 //!   task to end; [`in_flight`]: the synchronous calls running here;
 //! - [`shapes`]: tasks and tools as each revision writes them;
 //! - [`errors`]: store and admission errors as JSON-RPC errors, in one place.
@@ -34,8 +34,8 @@ mod listen;
 mod methods;
 mod reply;
 mod request;
+mod result_streams;
 mod resume;
-mod served;
 mod server;
 mod shapes;
 mod sse;

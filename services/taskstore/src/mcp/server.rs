@@ -36,6 +36,7 @@ impl McpGateway {
         let settings = &self.gateway.settings;
         let limits = ConnectionLimits {
             header_read_timeout: settings.header_read_timeout,
+            idle_timeout: settings.idle_timeout,
             max_connections: settings.max_connections,
         };
         let app = router(self.gateway.clone());

@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::gateway::Gateway;
 use super::jsonrpc::{self, Id, RpcError};
-use super::resume::{Position, WaitPosition};
+use super::resume::{Position, WaitKind, WaitPosition};
 use super::sse::{Event, EventSource, events_of, sse};
 use crate::domain::Scope;
 
@@ -191,6 +191,10 @@ struct Streaming<F> {
     prime: bool,
     answered: Option<F>,
     ended: bool,
+    /// A `tasks/result` that streams carries its task's status changes
+    /// itself: the session's `GET` stream leaves them out meanwhile. (One
+    /// that answers plain JSON sends none, so the GET stream does.)
+    _carried: Option<super::result_streams::ResultStream>,
 }
 
 impl<F> Streaming<F>
@@ -204,6 +208,11 @@ where
         first: Option<Outgoing>,
         answered: F,
     ) -> Self {
+        let carried = (waiting.position.kind == WaitKind::TasksResult).then(|| {
+            gateway
+                .result_streams
+                .open(&scope, &waiting.position.task_id)
+        });
         Self {
             gateway,
             scope,
@@ -212,6 +221,7 @@ where
             first,
             answered: Some(answered),
             ended: false,
+            _carried: carried,
         }
     }
 

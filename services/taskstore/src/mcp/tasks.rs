@@ -71,10 +71,7 @@ pub(super) async fn detailed(
         }
         // Every outstanding request, under its key (SEP-2663: MUST).
         (ExtensionOutcome::InputRequired, _) => {
-            let questions = gateway
-                .store
-                .input_requests(&call.scope, &task.task_id)
-                .await?;
+            let questions = gateway.store.questions(&call.scope, &task.task_id).await?;
             object.insert("inputRequests".into(), asking::input_requests(&questions));
         }
         (ExtensionOutcome::Working | ExtensionOutcome::Cancelled, _) => {}

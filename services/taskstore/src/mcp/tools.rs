@@ -25,15 +25,20 @@ use crate::domain::{
 use crate::edge::WaitingSlot;
 use crate::error::StoreError;
 
-async fn served(gateway: &Gateway) -> Result<Arc<Vec<ServedTool>>, StoreError> {
+/// The tools served to the caller's tenant.
+async fn served(gateway: &Gateway, call: &Call) -> Result<Vec<ServedTool>, StoreError> {
     gateway
         .served
-        .get(gateway.operations.as_ref(), &gateway.fleet)
+        .served(
+            gateway.operations.as_ref(),
+            &gateway.fleet,
+            &call.scope.tenant,
+        )
         .await
 }
 
 pub(super) async fn list(gateway: &Gateway, call: &Call) -> Result<Value, RpcError> {
-    let tools: Vec<Value> = served(gateway)
+    let tools: Vec<Value> = served(gateway, call)
         .await?
         .iter()
         .map(|tool| shapes::tool(call.revision, &tool.description))
@@ -70,12 +75,17 @@ pub(super) async fn call(
     let unknown =
         || RpcError::invalid_params(format!("unknown tool {name:?}: no worker serves it now"));
     let tool_name = ToolName::parse(name).map_err(|_| unknown())?;
-    let tool = served(gateway)
+    let tool = served(gateway, call)
         .await?
-        .iter()
+        .into_iter()
         .find(|tool| tool.name == tool_name)
-        .cloned()
         .ok_or_else(unknown)?;
+    // Arguments its schema refuses never become a task.
+    let arguments = params.get("arguments").cloned().unwrap_or(json!({}));
+    gateway
+        .served
+        .check_arguments(&tool.description, &arguments)
+        .map_err(RpcError::invalid_params)?;
     let (mode, ttl) = decide_mode(call, params, &tool)?;
     let new_task = new_task(gateway, call, body, tool_name, ttl)?;
     let progress = ProgressToken::of_request(&new_task.request);

@@ -104,7 +104,7 @@ pub(super) async fn wait_for_end(
         if task.status != TaskStatus::InputRequired {
             continue;
         }
-        let asked = gateway.store.input_requests(scope, task_id).await?;
+        let asked = gateway.store.questions(scope, task_id).await?;
         match &questions {
             Questions::EndTheWait => {
                 let open: Vec<Question> =

@@ -31,6 +31,7 @@ pub(super) async fn bind(
     admissions: Arc<Admissions>,
 ) -> Result<BoundDashboard, StartupError> {
     let bind_error = |source| StartupError::Bind {
+        port: super::Listener::Dashboard,
         address: dashboard.listen.clone(),
         source,
     };
@@ -46,6 +47,7 @@ pub(super) async fn bind(
             authenticator,
             admissions,
             limits: settings.limits,
+            keys: backends.keys.clone(),
         },
         dashboard.clone(),
     )

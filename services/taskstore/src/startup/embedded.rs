@@ -4,10 +4,14 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 
+use std::time::Duration;
+
 use taskstore_proto::credentials::BearerToken;
 use taskworker::queue::InProcessQueue;
 use taskworker::tools::register;
 use taskworker::{JobSource, Worker, WorkerConfig};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
 
 use super::StartupError;
 use crate::settings::EmbeddedWorkers;
@@ -47,4 +51,37 @@ pub(super) fn workers(
             .map_err(StartupError::Config)
         })
         .collect()
+}
+
+/// How long startup waits for the embedded workers to register.
+const WORKERS_READY_WITHIN: Duration = Duration::from_secs(10);
+
+/// Starts the embedded workers and waits (a while) until each is
+/// registered and consuming.
+pub(super) async fn start_workers(
+    workers: Vec<Worker>,
+    stop: CancellationToken,
+) -> Vec<JoinHandle<Result<(), taskworker::WorkerError>>> {
+    let mut readiness = Vec::new();
+    let running: Vec<_> = workers
+        .into_iter()
+        .map(|worker| {
+            let (ready, is_ready) = tokio::sync::oneshot::channel();
+            readiness.push(is_ready);
+            tokio::spawn(worker.with_ready_signal(ready).run(stop.clone()))
+        })
+        .collect();
+    let all_ready = async {
+        for signal in readiness {
+            // A dropped sender (a worker that stopped) counts as done.
+            let _ = signal.await;
+        }
+    };
+    if tokio::time::timeout(WORKERS_READY_WITHIN, all_ready)
+        .await
+        .is_err()
+    {
+        tracing::warn!("the embedded workers are not ready yet; serving anyway");
+    }
+    running
 }

@@ -31,6 +31,7 @@ pub(super) async fn bind(
     admissions: Arc<Admissions>,
 ) -> Result<BoundGateway, StartupError> {
     let bind_error = |source| StartupError::Bind {
+        port: super::Listener::Mcp,
         address: mcp.listen.clone(),
         source,
     };

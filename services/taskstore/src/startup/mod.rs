@@ -8,24 +8,26 @@
 mod backends;
 mod dashboard;
 mod embedded;
+mod error;
 mod loops;
 mod mcp;
 mod ports;
+mod stop;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use taskstore_proto::credentials::BearerToken;
-use taskworker::Worker;
 use taskworker::queue::InProcessQueue;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 pub use self::backends::{Backends, migrate, open_keys};
+pub use self::error::{Listener, StartupError};
 use clap::ValueEnum as _;
 
 use self::ports::Port;
+use self::stop::{Phase, Stopping};
 use crate::auth::{AuthMethod, Authenticator};
 use crate::edge::Admissions;
 use crate::grpc::{OperationsService, ServiceFacts, TaskExecutionService, TaskStoreService};
@@ -33,63 +35,6 @@ use crate::health::QueueHealth;
 use crate::periodic::Chore;
 use crate::server::Server;
 use crate::settings::{MetricsSettings, QueueLocation, ServiceSettings};
-
-/// How long startup waits for the embedded workers to register.
-const WORKERS_READY_WITHIN: Duration = Duration::from_secs(10);
-
-/// Why the service could not start or stopped abnormally.
-#[derive(Debug, thiserror::Error)]
-pub enum StartupError {
-    #[error("invalid configuration: {0}")]
-    Config(String),
-    #[error("invalid database url: {0}")]
-    DatabaseUrl(sqlx::Error),
-    #[error("{0}")]
-    DatabaseUnreachable(String),
-    #[error("migrations failed: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
-    #[error("{0}")]
-    MigrationsPending(String),
-    #[error(
-        "the database was migrated by a different build of taskstore (migrations {0:?} differ from this binary's): deploy the matching release"
-    )]
-    MigrationsDiffer(Vec<i64>),
-    #[error("could not open the store: {0}")]
-    Store(crate::StoreError),
-    #[error(
-        "cannot resolve --listen {address}: {reason}; use an IP address and port such as 127.0.0.1:50051"
-    )]
-    Resolve { address: String, reason: String },
-    #[error("could not listen on {address}: {source}{}", bind_hint(.source))]
-    Bind {
-        address: String,
-        source: std::io::Error,
-    },
-    #[error(transparent)]
-    Serve(#[from] crate::server::ServeError),
-    #[error("{0}")]
-    Metrics(String),
-    #[error("the server task failed: {0}")]
-    Crashed(String),
-    #[error("interrupted before the service was ready")]
-    Interrupted,
-}
-
-/// What to do about a listener that could not be bound.
-fn bind_hint(err: &std::io::Error) -> &'static str {
-    match err.kind() {
-        std::io::ErrorKind::AddrInUse => {
-            "; another process (perhaps another taskstore) listens there: stop it, or choose another address with --listen (TASKSTORE_LISTEN)"
-        }
-        std::io::ErrorKind::AddrNotAvailable => {
-            "; no network interface of this machine has that address"
-        }
-        std::io::ErrorKind::PermissionDenied => {
-            "; ports below 1024 need privileges: use a higher one"
-        }
-        _ => "",
-    }
-}
 
 /// `taskstore serve` and `taskstore dev`: opens the store, builds the
 /// service and runs it until SIGTERM/SIGINT.
@@ -158,11 +103,13 @@ impl Service {
         let admissions = Arc::new(Admissions::new(settings.admission.clone()));
         let store = TaskStoreService::new(
             backends.store.clone(),
+            backends.execution.clone(),
             backends.operations.clone(),
             settings.limits,
         )
         .with_max_result_wait(settings.max_result_wait)
-        .with_admissions(admissions.clone());
+        .with_admissions(admissions.clone())
+        .with_insights(backends.insights.clone());
         let mut authenticator =
             Authenticator::new(&settings.auth, backends.keys.clone(), settings.jwt.as_ref())
                 .map_err(StartupError::Config)?;
@@ -208,6 +155,7 @@ impl Service {
             .with_authenticator(authenticator)
             .with_tls(settings.tls.as_ref());
         let addr = server.local_addr().map_err(|source| StartupError::Bind {
+            port: Listener::Grpc,
             address: settings.listen.clone(),
             source,
         })?;
@@ -279,7 +227,7 @@ impl Service {
             .dashboard
             .map(|dashboard| dashboard.spawn(server_stop.clone()));
         let mut served = tokio::spawn(self.server.run(server_stop.clone()));
-        let workers = start_workers(workers, stop.child_token()).await;
+        let workers = embedded::start_workers(workers, stop.child_token()).await;
         // The relay starts once the embedded workers consume: a job it
         // offered before would find no worker and be held for a while
         // (a task given back at the last stop would wait for nothing).
@@ -316,25 +264,20 @@ impl Service {
             failed = ports::ended(Port::Dashboard, &mut dashboard_served) => (None, Some(failed)),
         };
         stop.cancel();
+        // One deadline for the whole stop, from here (`stop.rs`).
+        let stopping = Stopping::begin(self.settings.shutdown_grace);
         if !workers.is_empty() {
             tracing::info!(
                 workers = workers.len(),
                 "shutting down: stopping the embedded workers first"
             );
         }
-        for worker in workers {
-            match worker.await {
-                Ok(Ok(())) => {}
-                Ok(Err(err)) => tracing::error!(error = %err, "an embedded worker failed"),
-                Err(err) => tracing::error!(error = %err, "an embedded worker panicked"),
-            }
-        }
-        // Every listener stops under one deadline: the gRPC server's own
-        // grace, the MCP endpoint's and the dashboard's start together and
-        // end together.
+        stopping.join(Phase::EmbeddedWorkers, workers).await;
+        // The gRPC server's own grace, the MCP endpoint's and the
+        // dashboard's start together and end by the deadline.
         server_stop.cancel();
-        let deadline = tokio::time::Instant::now() + self.settings.shutdown_grace;
-        let mcp_stopped = async {
+        let deadline = stopping.deadline();
+        let ports_stopped = async {
             tokio::join!(
                 ports::stop_by(Port::Mcp, mcp_served, deadline),
                 ports::stop_by(Port::Dashboard, dashboard_served, deadline),
@@ -342,25 +285,22 @@ impl Service {
         };
         let grpc_stopped = async {
             match grpc_ended {
-                Some(ended) => ended,
-                None => served.await,
+                Some(ended) => Some(ended),
+                None => stopping.run(Phase::Listeners, &mut served).await,
             }
         };
-        let (served, ()) = tokio::join!(grpc_stopped, mcp_stopped);
+        let (served, ()) = tokio::join!(grpc_stopped, ports_stopped);
         tracing::info!("shutting down: stopping the background loops");
         background.cancel();
-        for task in loops {
-            // Each loop stops at its next await point; a panic there is logged.
-            if let Err(err) = task.await {
-                tracing::error!(error = %err, "a background loop panicked");
-            }
-        }
-        self.backends.close().await;
+        stopping.join(Phase::BackgroundLoops, loops).await;
+        stopping.run(Phase::Store, self.backends.close()).await;
         tracing::info!("stopped");
         match (served, mcp_failed) {
             (_, Some(failed)) => Err(StartupError::from(failed)),
-            (Ok(result), None) => result.map_err(StartupError::from),
-            (Err(err), None) => Err(StartupError::Crashed(err.to_string())),
+            (Some(Ok(result)), None) => result.map_err(StartupError::from),
+            (Some(Err(err)), None) => Err(StartupError::Crashed(err.to_string())),
+            // Dropped at the deadline (logged by the phase).
+            (None, None) => Ok(()),
         }
     }
 
@@ -373,9 +313,11 @@ impl Service {
         stop: &CancellationToken,
     ) -> Result<Vec<JoinHandle<()>>, StartupError> {
         let handle = taskstore_telemetry::metrics::install().map_err(StartupError::Metrics)?;
+        crate::metrics::export_at_zero();
         let listener = tokio::net::TcpListener::bind(&settings.listen)
             .await
             .map_err(|source| StartupError::Bind {
+                port: Listener::Metrics,
                 address: settings.listen.clone(),
                 source,
             })?;
@@ -412,36 +354,6 @@ fn auth_names(methods: &[AuthMethod]) -> String {
         .join(",")
 }
 
-/// Starts the embedded workers and waits (a while) until each is
-/// registered and consuming.
-async fn start_workers(
-    workers: Vec<Worker>,
-    stop: CancellationToken,
-) -> Vec<JoinHandle<Result<(), taskworker::WorkerError>>> {
-    let mut readiness = Vec::new();
-    let running: Vec<_> = workers
-        .into_iter()
-        .map(|worker| {
-            let (ready, is_ready) = tokio::sync::oneshot::channel();
-            readiness.push(is_ready);
-            tokio::spawn(worker.with_ready_signal(ready).run(stop.clone()))
-        })
-        .collect();
-    let all_ready = async {
-        for signal in readiness {
-            // A dropped sender (a worker that stopped) counts as done.
-            let _ = signal.await;
-        }
-    };
-    if tokio::time::timeout(WORKERS_READY_WITHIN, all_ready)
-        .await
-        .is_err()
-    {
-        tracing::warn!("the embedded workers are not ready yet; serving anyway");
-    }
-    running
-}
-
 /// Resolves `address` and binds the first of its addresses that can be
 /// bound (`localhost` may stand for ::1 and 127.0.0.1).
 async fn bind(address: &str, service: TaskStoreService) -> Result<Server, StartupError> {
@@ -461,6 +373,7 @@ async fn bind(address: &str, service: TaskStoreService) -> Result<Server, Startu
     }
     Err(match last_error {
         Some((candidate, source)) => StartupError::Bind {
+            port: Listener::Grpc,
             address: candidate.to_string(),
             source,
         },

@@ -67,17 +67,51 @@ pub trait DispatchStore: Send + Sync + 'static {
     /// lease expired; returns how many. Safe to run on several replicas.
     async fn reap_expired_leases(&self) -> Result<u64, StoreError>;
 
-    /// Publishes due jobs from the outbox, deleting each once the queue
-    /// confirmed it; returns how many were published. Several replicas may
-    /// relay at once without publishing a row twice.
+    /// Takes up to `limit` due jobs for the relay to publish (dropping the
+    /// stale ones: their task is gone, ended, claimed or dispatched again).
+    /// A taken job is not offered to another relay until it is settled or
+    /// its grace runs out, so several replicas may relay at once without
+    /// publishing a job twice.
+    async fn take_due_jobs(&self, limit: u32) -> Result<Vec<DueJob>, StoreError>;
+
+    /// Records what the queue did with each of `jobs` (`outcomes` in the
+    /// same order): a queued job is forgotten, one no queue takes waits for
+    /// a worker (and its task says so), one the queue could not take falls
+    /// due again at once. Returns how many were queued, or UNAVAILABLE when
+    /// any could not be (after settling them all).
+    async fn settle_jobs(
+        &self,
+        jobs: &[DueJob],
+        outcomes: Vec<Result<Published, PublishError>>,
+    ) -> Result<u64, StoreError>;
+
+    /// One pass of the relay: take the due jobs, publish them in one batch
+    /// (the queue, not the store, talks to the broker), settle them; how
+    /// many were queued.
     async fn relay_due_jobs(
         &self,
         publisher: &dyn JobPublisher,
         limit: u32,
-    ) -> Result<u64, StoreError>;
+    ) -> Result<u64, StoreError> {
+        let jobs = self.take_due_jobs(limit).await?;
+        if jobs.is_empty() {
+            return Ok(0);
+        }
+        let messages: Vec<JobMessage> = jobs.iter().map(|job| job.message.clone()).collect();
+        let outcomes = publisher.publish_all(&messages).await;
+        self.settle_jobs(&jobs, outcomes).await
+    }
 
     /// Wakes when a job is written to the outbox, on any replica.
     fn outbox_signal(&self) -> std::sync::Arc<tokio::sync::Notify>;
+}
+
+/// A job taken from the outbox for publishing: its row, and its message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DueJob {
+    /// The backend's id of the job's outbox entry.
+    pub outbox_id: i64,
+    pub message: JobMessage,
 }
 
 /// What the queue did with a job.

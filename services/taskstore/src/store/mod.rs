@@ -9,6 +9,7 @@ pub mod memory;
 pub mod operations;
 pub mod postgres;
 pub mod sqlite;
+pub mod statements;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -94,18 +95,15 @@ pub trait TaskStore: Send + Sync + 'static {
 
     /// The questions (MCP input requests) the task's tool asked, open and
     /// answered, in the order asked.
-    async fn input_requests(
-        &self,
-        scope: &Scope,
-        task_id: &TaskId,
-    ) -> Result<Vec<Question>, StoreError>;
+    async fn questions(&self, scope: &Scope, task_id: &TaskId)
+    -> Result<Vec<Question>, StoreError>;
 
     /// Answers open questions (MCP `tasks/update`): answers to open keys
     /// are stored, others ignored. The task stays `input_required` while a
     /// question is open and is `working` once all are answered; a parked
     /// task is then dispatched again. A terminal task refuses
     /// (FAILED_PRECONDITION).
-    async fn answer_input_requests(
+    async fn answer_questions(
         &self,
         scope: &Scope,
         task_id: &TaskId,
@@ -283,7 +281,11 @@ impl StoreConfig {
 /// The caller's id, or a fresh unguessable one.
 pub(crate) fn task_id_or_new(requested: Option<TaskId>) -> Result<TaskId, StoreError> {
     match requested {
-        Some(id) => Ok(id),
+        Some(id) => {
+            id.check_new()
+                .map_err(|err| StoreError::invalid("task_id", err))?;
+            Ok(id)
+        }
         None => TaskId::generate().map_err(|err| {
             tracing::error!(error = %err, "no randomness for a task id");
             StoreError::Internal("could not generate a task id".into())

@@ -5,17 +5,21 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use crate::domain::{OutboxBacklog, TaskStatus, WorkerHeartbeat, WorkerId, WorkerInfo};
+use crate::domain::{OutboxBacklog, Reach, TaskStatus, WorkerHeartbeat, WorkerId, WorkerInfo};
 use crate::error::StoreError;
 
 #[async_trait]
 pub trait OperationsStore: Send + Sync + 'static {
     /// Records a worker's report; its first report is when it was first
-    /// seen. Reports from every replica land in one registry.
+    /// seen. Reports from every replica land in one registry, which files
+    /// each worker under its id and the reach of the credentials that
+    /// announced it (`WorkerHeartbeat::reach`): a report of one reach
+    /// never changes a worker of another.
     async fn record_heartbeat(&self, heartbeat: &WorkerHeartbeat) -> Result<(), StoreError>;
 
-    /// Forgets a worker at once (it is shutting down).
-    async fn forget_worker(&self, worker: &WorkerId) -> Result<(), StoreError>;
+    /// Forgets, at once, the worker `worker` that credentials of `reach`
+    /// announced (it is shutting down); a worker of another reach stays.
+    async fn forget_worker(&self, worker: &WorkerId, reach: &Reach) -> Result<(), StoreError>;
 
     /// The workers that reported within `within`, by id.
     async fn workers(&self, within: Duration) -> Result<Vec<WorkerInfo>, StoreError>;

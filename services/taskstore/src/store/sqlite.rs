@@ -23,6 +23,7 @@ use super::StoreConfig;
 use super::memory::MemoryTaskStore;
 use super::memory::persist::{Persistence, StoredJob, StoredRecord};
 use crate::error::StoreError;
+use crate::store::statements::sql;
 
 /// The embedded migrations under `migrations/sqlite`.
 pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations/sqlite");
@@ -157,13 +158,13 @@ async fn inspect(path: &Path) -> Result<(), OpenError> {
         .map_err(|err| corrupt(err.to_string()))?;
     let known = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
     let has_history: bool = sqlx::query_scalar(
-        "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'",
+        sql!(Sqlite: "SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = '_sqlx_migrations'"),
     )
     .fetch_one(&mut connection)
     .await
     .map_err(|err| corrupt(err.to_string()))?;
     let found: Option<i64> = if has_history {
-        sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations")
+        sqlx::query_scalar(sql!(Sqlite: "SELECT max(version) FROM _sqlx_migrations"))
             .fetch_one(&mut connection)
             .await
             .map_err(|err| corrupt(err.to_string()))?
@@ -202,12 +203,15 @@ impl Persistence for SqlitePersistence {
         if tasks.is_empty() && jobs.is_empty() {
             return Ok(());
         }
+        // SQLite's begin rolls back when cancelled (sqlx#2057); the
+        // PostgreSQL one does not (`postgres/transaction.rs`).
+        #[allow(clippy::disallowed_methods)]
         let mut tx = self.pool.begin().await.map_err(internal)?;
         for ((tenant, task_id), record) in tasks {
             match record {
                 Some(record) => {
                     let json = serde_json::to_string(&record).map_err(internal)?;
-                    sqlx::query("INSERT OR REPLACE INTO tasks (tenant_id, task_id, record) VALUES (?, ?, ?)")
+                    sqlx::query(sql!(Sqlite: "INSERT OR REPLACE INTO tasks (tenant_id, task_id, record) VALUES (?, ?, ?)"))
                         .bind(tenant)
                         .bind(task_id)
                         .bind(json)
@@ -216,12 +220,14 @@ impl Persistence for SqlitePersistence {
                         .map_err(internal)?;
                 }
                 None => {
-                    sqlx::query("DELETE FROM tasks WHERE tenant_id = ? AND task_id = ?")
-                        .bind(tenant)
-                        .bind(task_id)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(internal)?;
+                    sqlx::query(
+                        sql!(Sqlite: "DELETE FROM tasks WHERE tenant_id = ? AND task_id = ?"),
+                    )
+                    .bind(tenant)
+                    .bind(task_id)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(internal)?;
                 }
             }
         }
@@ -230,7 +236,7 @@ impl Persistence for SqlitePersistence {
             match job {
                 Some(job) => {
                     let json = serde_json::to_string(&job).map_err(internal)?;
-                    sqlx::query("INSERT OR REPLACE INTO dispatch_outbox (id, job) VALUES (?, ?)")
+                    sqlx::query(sql!(Sqlite: "INSERT OR REPLACE INTO dispatch_outbox (id, job) VALUES (?, ?)"))
                         .bind(id)
                         .bind(json)
                         .execute(&mut *tx)
@@ -238,7 +244,7 @@ impl Persistence for SqlitePersistence {
                         .map_err(internal)?;
                 }
                 None => {
-                    sqlx::query("DELETE FROM dispatch_outbox WHERE id = ?")
+                    sqlx::query(sql!(Sqlite: "DELETE FROM dispatch_outbox WHERE id = ?"))
                         .bind(id)
                         .execute(&mut *tx)
                         .await
@@ -246,18 +252,20 @@ impl Persistence for SqlitePersistence {
                 }
             }
         }
+        #[allow(clippy::disallowed_methods)] // SQLite's: see `begin` above
         tx.commit().await.map_err(internal)
     }
 
     async fn load(&self) -> Result<(Vec<StoredRecord>, Vec<StoredJob>), StoreError> {
-        let records: Vec<String> = sqlx::query_scalar("SELECT record FROM tasks")
+        let records: Vec<String> = sqlx::query_scalar(sql!(Sqlite: "SELECT record FROM tasks"))
             .fetch_all(&self.pool)
             .await
             .map_err(internal)?;
-        let jobs: Vec<String> = sqlx::query_scalar("SELECT job FROM dispatch_outbox ORDER BY id")
-            .fetch_all(&self.pool)
-            .await
-            .map_err(internal)?;
+        let jobs: Vec<String> =
+            sqlx::query_scalar(sql!(Sqlite: "SELECT job FROM dispatch_outbox ORDER BY id"))
+                .fetch_all(&self.pool)
+                .await
+                .map_err(internal)?;
         let records = records
             .iter()
             .map(|json| serde_json::from_str(json).map_err(internal))
@@ -272,17 +280,20 @@ impl Persistence for SqlitePersistence {
     async fn cursor_key(&self) -> Result<[u8; 32], StoreError> {
         let mut candidate = [0u8; 32];
         getrandom::getrandom(&mut candidate).map_err(internal)?;
-        sqlx::query("INSERT OR IGNORE INTO store_secrets (name, value) VALUES (?, ?)")
-            .bind(CURSOR_KEY_NAME)
-            .bind(&candidate[..])
-            .execute(&self.pool)
-            .await
-            .map_err(internal)?;
-        let stored: Vec<u8> = sqlx::query_scalar("SELECT value FROM store_secrets WHERE name = ?")
-            .bind(CURSOR_KEY_NAME)
-            .fetch_one(&self.pool)
-            .await
-            .map_err(internal)?;
+        sqlx::query(
+            sql!(Sqlite: "INSERT OR IGNORE INTO store_secrets (name, value) VALUES (?, ?)"),
+        )
+        .bind(CURSOR_KEY_NAME)
+        .bind(&candidate[..])
+        .execute(&self.pool)
+        .await
+        .map_err(internal)?;
+        let stored: Vec<u8> =
+            sqlx::query_scalar(sql!(Sqlite: "SELECT value FROM store_secrets WHERE name = ?"))
+                .bind(CURSOR_KEY_NAME)
+                .fetch_one(&self.pool)
+                .await
+                .map_err(internal)?;
         stored
             .try_into()
             .map_err(|_| internal("stored cursor key has the wrong length"))

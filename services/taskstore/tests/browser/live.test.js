@@ -109,6 +109,17 @@ describe('live updates', () => {
     // The result arrives with the end, or at least is on the page after it.
     await page.waitForFunction(() => /slept 3000 ms/.test(document.querySelector('#result')?.textContent || ''), null, { timeout: 3000 })
       .catch(() => console.log('# note: the result "slept 3000 ms" did not show live in #result (only after a reload?)'));
+    // The attempts' timeline follows too: the attempt no longer "still running".
+    await page.waitForFunction(
+      () => {
+        const attempts = document.querySelector('#attempts')?.textContent || '';
+        return attempts !== '' && !/still running/.test(attempts);
+      },
+      null,
+      { timeout: 3000 },
+    ).catch(async () => {
+      throw new Error(`the attempts did not follow the end: "${await page.locator('#attempts').textContent().catch(() => '?')}"`);
+    });
     await assertNotReloaded();
     assert.deepEqual(problems, []);
   });

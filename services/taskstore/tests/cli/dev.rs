@@ -5,7 +5,8 @@
 use std::time::{Duration, Instant};
 
 use crate::harness::{
-    Service, client, eventually, run, scratch_file, start_dev, wait_with_timeout, with_endpoint,
+    Service, client, eventually, run, scratch_file, start_dev, start_dev_at, wait_with_timeout,
+    with_endpoint,
 };
 
 /// A command tools file with one Python tool, `shout`.
@@ -101,8 +102,9 @@ async fn dev_runs_tools_as_tasks_end_to_end_and_keeps_them_across_restarts() {
 }
 
 /// Ctrl-C with a tool running and clients waiting: open streams end at once
-/// with "the service is shutting down", the running task is given back
-/// (it runs after the next start), and `dev` exits within moments, without
+/// with "the service is shutting down" (a `watch` says so once and follows
+/// the task when the service is back), the running task is given back (it
+/// runs after the next start), and `dev` exits within moments, without
 /// warnings.
 #[tokio::test]
 async fn ctrl_c_stops_dev_at_once_and_the_running_task_runs_after_a_restart() {
@@ -135,12 +137,10 @@ async fn ctrl_c_stops_dev_at_once_and_the_running_task_runs_after_a_restart() {
     let status = wait_with_timeout(&mut service.child, Duration::from_secs(10));
     assert!(status.success(), "{status:?}");
     assert!(asked.elapsed() < Duration::from_secs(10));
-    for client in [watch, waiting] {
-        let output = client.wait_with_output().expect("client ends");
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        assert_eq!(output.status.code(), Some(7), "{stderr}");
-        assert_eq!(stderr.trim(), "error: the service is shutting down");
-    }
+    let output = waiting.wait_with_output().expect("result --wait ends");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(7), "{stderr}");
+    assert_eq!(stderr.trim(), "error: the service is shutting down");
     let logs = service.drain_logs().to_vec();
     let warnings: Vec<&String> = logs
         .iter()
@@ -162,8 +162,25 @@ async fn ctrl_c_stops_dev_at_once_and_the_running_task_runs_after_a_restart() {
         );
     }
 
-    let (mut service, _) = start_dev(&database, &[]);
+    let address = service.endpoint.trim_start_matches("http://").to_owned();
+    let (mut service, _) = start_dev_at(&address, &database, &[]);
     let result = client(&service, &["result", &id, "--wait", "--json"]).json();
+    let output = wait_with_output_timeout(watch, Duration::from_secs(30));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(0), "{stderr}");
+    assert_eq!(
+        stderr.trim(),
+        format!(
+            "warning: the service went away (the service is shutting down); \
+             following task {id} again when it is back"
+        ),
+        "one warning for the outage"
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.trim_end().ends_with("completed"),
+        "the watch followed the task to its end: {stdout}"
+    );
     assert_eq!(result["result"]["content"][0]["text"], "slept 3000 ms");
     service.stop(Duration::from_secs(30));
     // The task given back ran at once: its job was not offered before the
@@ -372,4 +389,77 @@ async fn tasks_queued_behind_busy_workers_run_after_a_restart() {
     }
     service.stop(Duration::from_secs(30));
     let _ = std::fs::remove_file(&file);
+}
+
+/// `dev` prints what a person needs, not a line per RPC (issue 38): its
+/// access lines are left out unless asked for.
+#[tokio::test]
+async fn dev_logs_no_line_per_rpc() {
+    let (mut service, _) = start_dev("memory:", &[]);
+    for _ in 0..3 {
+        assert_eq!(client(&service, &["list"]).code(), 0);
+    }
+    let id = dispatch(&service, "echo", r#"{"text":"hi"}"#);
+    assert_eq!(client(&service, &["result", &id, "--wait"]).code(), 0);
+    let access: Vec<&String> = service
+        .drain_logs()
+        .iter()
+        .filter(|line| line.contains(r#""message":"rpc""#))
+        .collect();
+    assert!(access.is_empty(), "{access:#?}");
+    service.stop(Duration::from_secs(10));
+}
+
+/// `watch` follows its task through a restart of the service (a rolling
+/// restart), showing each change once, instead of ending with UNAVAILABLE
+/// (issue 38).
+#[tokio::test]
+async fn watch_follows_its_task_through_a_restart() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let file = std::env::temp_dir().join(format!("watch-restart-{port}.db"));
+    let database = format!("sqlite://{}", file.to_str().expect("utf-8"));
+    let listen = format!("127.0.0.1:{port}");
+    let start = || {
+        let mut command = std::process::Command::new(crate::harness::BIN);
+        command
+            .args(["--log-format", "json", "dev", "--listen", &listen])
+            .args(["--mcp-listen", "off", "--dashboard-listen", "off"])
+            .args(["--shutdown-grace", "5s", "--database-url", &database])
+            .env_remove("TASKSTORE_DATABASE_URL")
+            .env_remove("TASKSTORE_AMQP_URL");
+        crate::harness::launch(command).0
+    };
+    let mut service = start();
+    let id = dispatch(&service, "sleep", r#"{"ms":2500}"#);
+    let watched = std::process::Command::new(crate::harness::BIN)
+        .args(["watch", &id, "--endpoint", &service.endpoint])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("watch");
+    std::thread::sleep(Duration::from_millis(800));
+    service.stop(Duration::from_secs(15));
+    let restarted = start();
+    let watched = watched.wait_with_output().expect("watch ends");
+    let (out, err) = (
+        String::from_utf8_lossy(&watched.stdout),
+        String::from_utf8_lossy(&watched.stderr),
+    );
+    assert_eq!(watched.status.code(), Some(0), "{out}\n{err}");
+    assert!(out.contains("completed"), "{out}");
+    assert!(err.contains("following task"), "{err}");
+    drop(restarted);
+    let _ = std::fs::remove_file(&file);
+}
+
+/// `child`'s output once it exits, within `timeout` (else the test fails).
+fn wait_with_output_timeout(
+    mut child: std::process::Child,
+    timeout: Duration,
+) -> std::process::Output {
+    wait_with_timeout(&mut child, timeout);
+    child.wait_with_output().expect("output of an exited child")
 }

@@ -119,9 +119,14 @@ pub async fn start_service_with(extra: &[&str]) -> Service {
 
 /// `taskstore dev` on `database` with `extra` flags.
 pub fn start_dev(database: &str, extra: &[&str]) -> (Service, serde_json::Value) {
+    start_dev_at("127.0.0.1:0", database, extra)
+}
+
+/// [`start_dev`] with its gRPC API at `listen` (to come back where it was).
+pub fn start_dev_at(listen: &str, database: &str, extra: &[&str]) -> (Service, serde_json::Value) {
     let mut command = Command::new(BIN);
     command
-        .args(["--log-format", "json", "dev", "--listen", "127.0.0.1:0"])
+        .args(["--log-format", "json", "dev", "--listen", listen])
         .args(["--mcp-listen", "127.0.0.1:0"])
         .args(["--dashboard-listen", "127.0.0.1:0"])
         .args(["--shutdown-grace", "5s", "--database-url", database])

@@ -56,6 +56,22 @@ async fn the_cli_shows_a_question_and_answers_it() {
     );
     let bad = client(&service, &["answer", &id, "ask", "[1]"]);
     assert_eq!(bad.code(), 2, "{}", bad.stderr);
+    // Content the question's schema does not ask for is refused, naming
+    // the field, and the question stays open.
+    let unasked = client(
+        &service,
+        &["answer", &id, "ask", "--accept", r#"{"extra":[1,2,3]}"#],
+    );
+    assert_ne!(unasked.code(), 0, "{}", unasked.stderr);
+    assert!(
+        unasked.stderr.contains("content.extra"),
+        "{}",
+        unasked.stderr
+    );
+    assert_eq!(
+        client(&service, &["get", &id, "--json"]).json()["status"],
+        "input_required"
+    );
     let answered = client(&service, &["answer", &id, "ask", "--accept"]);
     assert_eq!(answered.code(), 0, "{}", answered.stderr);
     let result = client(&service, &["result", &id, "--wait", "--json"]).json();

@@ -6,6 +6,7 @@
 
 pub mod proxy;
 pub mod recorder;
+pub mod slow_clients;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

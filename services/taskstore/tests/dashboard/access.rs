@@ -250,3 +250,146 @@ async fn only_keys_that_reach_every_tenant_see_the_system_page_and_name_their_te
     assert!(tasks.contains(own.task_id.as_str()) && !tasks.contains(other.task_id.as_str()));
     assert!(tasks.contains("<span id=\"tenant\">globex</span>"));
 }
+
+#[tokio::test]
+async fn a_tenant_sees_the_fleets_and_its_own_workers_only() {
+    use taskstore::domain::{
+        Reach, TaskSupport, TenantId, ToolDescription, ToolName, WorkerHeartbeat, WorkerId,
+    };
+    use taskstore::store::operations::OperationsStore;
+
+    let board = Board::open().await;
+    let tool = |name: &str| ToolName::parse(name).expect("tool");
+    let report = |id: &str, tools: &[&str], described: &str| {
+        WorkerHeartbeat::new(
+            WorkerId::parse(id).expect("id"),
+            tools.iter().map(|name| tool(name)).collect(),
+            2,
+            0,
+        )
+        .with_descriptions(
+            tools
+                .iter()
+                .map(|name| {
+                    ToolDescription::parse(tool(name), "", described, "", TaskSupport::Optional)
+                        .expect("description")
+                })
+                .collect(),
+        )
+    };
+    board
+        .store
+        .record_heartbeat(&report("host-1", &["echo"], "the operator's"))
+        .await
+        .expect("fleet worker");
+    let acme = Reach::Tenant(TenantId::parse("acme").expect("tenant"));
+    board
+        .store
+        .record_heartbeat(&report("host-1", &["echo", "private"], "IGNORE ALL").announced_by(acme))
+        .await
+        .expect("acme's worker");
+
+    let globex = board
+        .browser(&board.key("globex", Role::Client).await)
+        .await;
+    for page in ["/tools", "/workers", "/tools/echo"] {
+        let (status, body) = globex.text(page).await;
+        assert_eq!(status, 200, "{page}");
+        assert!(
+            !body.contains("IGNORE ALL"),
+            "{page} shows acme's description"
+        );
+        assert!(!body.contains("private"), "{page} shows acme's tool");
+    }
+    let acme = board.browser(&board.key("acme", Role::Client).await).await;
+    let (_, tools) = acme.text("/tools").await;
+    assert!(tools.contains("private"), "acme sees its own tool");
+    assert!(tools.contains("the operator"), "{tools}");
+}
+
+#[tokio::test]
+async fn logging_out_ends_the_session_everywhere_even_for_a_copied_cookie() {
+    let board = Board::open().await;
+    let other_replica = board.replica().await;
+    let key = board.key("acme", Role::Client).await;
+    let browser = board.browser(&key).await;
+    let task = board.task("acme").await;
+    let copied = Browser::with_cookie_of(&other_replica, browser.cookie.clone().expect("cookie"));
+    assert_eq!(
+        copied.get("/tasks").await.status(),
+        200,
+        "a session works on every replica"
+    );
+
+    let out = browser.post("/logout", "").await;
+    assert_eq!(out.status(), 303);
+    assert_eq!(location(&out), "/login");
+    // The copy taken before the logout loads nothing and changes nothing,
+    // on either replica.
+    for replica in [&board, &other_replica] {
+        let copy = Browser::with_cookie_of(replica, browser.cookie.clone().expect("cookie"));
+        assert_eq!(location(&copy.get("/tasks").await), "/login");
+        let cancel = copy
+            .post(&format!("/tasks/{}/cancel", task.task_id), "")
+            .await;
+        assert_ne!(cancel.status(), 200);
+    }
+    assert_eq!(board.status_of("acme", &task.task_id).await, "working");
+    // A new login works again.
+    assert_eq!(board.browser(&key).await.get("/tasks").await.status(), 200);
+}
+
+#[tokio::test]
+async fn over_https_at_the_root_the_session_cookie_is_host_only() {
+    let board = Board::with(|settings| settings.secure_cookie = true).await;
+    let key = board.key("acme", Role::Client).await;
+    let browser = board.browser(&key).await;
+    let cookie = browser.cookie.clone().expect("cookie");
+    assert!(
+        cookie.starts_with("__Host-taskstore_dashboard="),
+        "{cookie}"
+    );
+    assert_eq!(browser.get("/tasks").await.status(), 200);
+    // A cookie of the unprefixed name (as a sibling host could plant) is
+    // not read.
+    let value = cookie.split_once('=').expect("pair").1;
+    let planted = Browser::with_cookie_of(&board, format!("taskstore_dashboard={value}"));
+    assert_eq!(location(&planted.get("/tasks").await), "/login");
+}
+
+#[tokio::test]
+async fn an_answer_that_does_not_match_its_question_is_refused_and_the_question_stays_open() {
+    use taskstore::domain::{InputKey, InputRequest, TenantId};
+    use taskstore::store::execution::ExecutionStore;
+
+    let board = Board::open().await;
+    let id = crate::attempts::dispatched(&board, "acme").await;
+    let tenant = TenantId::parse("acme").expect("tenant");
+    let claim = board
+        .store
+        .claim(&tenant, &id, 1, "w")
+        .await
+        .expect("claim");
+    let request = InputRequest::parse(
+        r#"{"method":"elicitation/create","params":{"message":"Format disk?","requestedSchema":{"type":"object","properties":{"size":{"type":"string","enum":["small","large"]}},"required":["size"]}}}"#,
+    )
+    .expect("request");
+    let key = InputKey::parse("confirm").expect("key");
+    board
+        .store
+        .ask(&tenant, &id, &claim.lease_token, &key, &request)
+        .await
+        .expect("ask");
+    let browser = board.browser(&board.key("acme", Role::Client).await).await;
+    // Accepted with a value the schema does not allow.
+    let refused = browser
+        .post(
+            &format!("/tasks/{id}/answer"),
+            "key=confirm&action=accept&field.size=huge",
+        )
+        .await;
+    assert_eq!(refused.status(), 400);
+    let page = refused.text().await.expect("page");
+    assert!(page.contains("content.size"), "the page names the field");
+    assert_eq!(board.status_of("acme", &id).await, "input_required");
+}

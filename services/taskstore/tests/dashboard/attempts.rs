@@ -12,7 +12,7 @@ use taskstore::store::execution::ExecutionStore;
 use crate::harness::{Board, scope};
 
 /// A task of `tenant` dispatched to workers.
-async fn dispatched(board: &Board, tenant: &str) -> TaskId {
+pub(crate) async fn dispatched(board: &Board, tenant: &str) -> TaskId {
     let request = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}"#;
     let task = NewTask {
         task_id: None,

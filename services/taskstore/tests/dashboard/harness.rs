@@ -42,7 +42,19 @@ impl Board {
         adjust: impl FnOnce(&mut DashboardSettings),
         service: impl FnOnce(ServiceSettings) -> ServiceSettings,
     ) -> Self {
-        let pool = common::migrated_pool().await;
+        Self::on_pool(common::migrated_pool().await, adjust, service).await
+    }
+
+    /// Another replica of this dashboard's service, on the same database.
+    pub async fn replica(&self) -> Self {
+        Self::on_pool(self.store.pool().clone(), |_| {}, |settings| settings).await
+    }
+
+    async fn on_pool(
+        pool: sqlx::PgPool,
+        adjust: impl FnOnce(&mut DashboardSettings),
+        service: impl FnOnce(ServiceSettings) -> ServiceSettings,
+    ) -> Self {
         let config = StoreConfig::default();
         let store = Arc::new(
             PgTaskStore::open(pool.clone(), config.clone())
@@ -171,6 +183,19 @@ impl Browser {
             Some(cookie) => request.header(COOKIE, cookie),
             None => request,
         }
+    }
+
+    /// The status of a GET of `path`, or `None` when no answer came (the
+    /// connection refused or reset).
+    pub async fn try_get(&self, path: &str) -> Option<u16> {
+        let client = reqwest::Client::builder()
+            .redirect(Policy::none())
+            .pool_max_idle_per_host(0)
+            .build()
+            .expect("client");
+        let request = client.get(format!("{}{path}", self.base));
+        let request = self.with_cookie(request);
+        request.send().await.ok().map(|r| r.status().as_u16())
     }
 
     pub async fn get(&self, path: &str) -> reqwest::Response {

@@ -13,3 +13,4 @@ mod harness;
 mod hostile;
 mod issuer;
 mod sign_on;
+mod slow_clients;

@@ -22,6 +22,7 @@ async fn tools_are_listed_while_their_workers_report() {
     let mut client = TaskStoreClient::new(channel.clone());
     let mut execution = TaskExecutionClient::new(channel);
     let report = |worker: &str, tools: &[&str], busy: u32, stopping: bool| pb::HeartbeatRequest {
+        consuming: None,
         worker_id: worker.into(),
         tools: tools.iter().map(|t| t.to_string()).collect(),
         slots: 4,
@@ -106,6 +107,7 @@ async fn tools_are_listed_while_their_workers_report() {
         (report("w3", &["bad tool"], 0, false), "tools"),
         (
             pb::HeartbeatRequest {
+                consuming: None,
                 tools: (0..1001).map(|n| format!("t{n}")).collect(),
                 ..report("w3", &[], 0, false)
             },
@@ -113,6 +115,7 @@ async fn tools_are_listed_while_their_workers_report() {
         ),
         (
             pb::HeartbeatRequest {
+                consuming: None,
                 descriptions: vec![described("echo", "[1]")],
                 ..report("w3", &["echo"], 0, false)
             },
@@ -120,6 +123,7 @@ async fn tools_are_listed_while_their_workers_report() {
         ),
         (
             pb::HeartbeatRequest {
+                consuming: None,
                 descriptions: vec![pb::ToolDescription {
                     task_support: 99,
                     ..described("echo", "")
@@ -143,6 +147,7 @@ async fn tools_are_listed_while_their_workers_report() {
     // them as JSON); a tool nobody described is listed with an open schema.
     execution
         .heartbeat(pb::HeartbeatRequest {
+            consuming: None,
             descriptions: vec![described(
                 "echo",
                 r#"{"type":"object","required":["text"]}"#,
@@ -184,4 +189,77 @@ fn described(tool: &str, schema: &str) -> pb::ToolDescription {
         input_schema_json: schema.to_owned(),
         task_support: pb::TaskSupport::Required as i32,
     }
+}
+
+/// A dispatched task's arguments are checked against its tool's declared
+/// schema before the task exists (issue 38); a tool without a schema, or
+/// served by no worker now, takes any.
+#[tokio::test]
+async fn create_refuses_arguments_its_tools_schema_refuses() {
+    use pb::task_execution_client::TaskExecutionClient;
+    let store = Arc::new(common::pg_store(StoreConfig::default()).await);
+    let (addr, _shutdown, _handle) =
+        common::spawn_server(store.clone(), InputLimits::default()).await;
+    let channel = common::grpc_channel(addr).await;
+    let mut client = TaskStoreClient::new(channel.clone());
+    TaskExecutionClient::new(channel)
+        .heartbeat(pb::HeartbeatRequest {
+            consuming: None,
+            worker_id: "w1".into(),
+            tools: vec!["count".into()],
+            slots: 1,
+            busy: 0,
+            stopping: false,
+            descriptions: vec![described(
+                "count",
+                r#"{"type":"object","properties":{"to":{"type":"integer"}},"required":["to"]}"#,
+            )],
+        })
+        .await
+        .expect("heartbeat");
+    let create = |tool: &str, arguments: &str| pb::CreateTaskRequest {
+        no_expiry: false,
+        poll_interval: None,
+        task_id: None,
+        session_id: None,
+        ttl: None,
+        request_id_json: "1".into(),
+        request_json: format!(
+            r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments}}}}}"#
+        ),
+        dispatch: Some(pb::Dispatch {
+            tool: None,
+            max_attempts: None,
+        }),
+    };
+    let refused = client
+        .create_task(create("count", r#"{"to":"three"}"#))
+        .await
+        .expect_err("refused");
+    assert_eq!(refused.code(), Code::InvalidArgument);
+    assert!(
+        refused.message().contains("arguments.to"),
+        "{}",
+        refused.message()
+    );
+    let listed = client
+        .list_tasks(pb::ListTasksRequest {
+            cursor: None,
+            page_size: None,
+            session_id: None,
+            statuses: Vec::new(),
+            tool: None,
+        })
+        .await
+        .expect("list")
+        .into_inner();
+    assert!(listed.tasks.is_empty(), "no task was created");
+    client
+        .create_task(create("count", r#"{"to":3}"#))
+        .await
+        .expect("good arguments");
+    client
+        .create_task(create("unserved", r#"{"anything":[1]}"#))
+        .await
+        .expect("a tool nobody serves yet takes any arguments");
 }

@@ -198,6 +198,7 @@ fn valid_requests() -> Vec<(&'static str, bool, Vec<u8>)> {
             leak(store, "WatchTask"),
             true,
             pb::WatchTaskRequest {
+                lease_token: None,
                 task_id: id(),
                 session_id: None,
             }
@@ -318,6 +319,7 @@ fn valid_requests() -> Vec<(&'static str, bool, Vec<u8>)> {
             leak(execution, "Heartbeat"),
             false,
             pb::HeartbeatRequest {
+                consuming: None,
                 worker_id: "w".into(),
                 tools: vec!["echo".into()],
                 slots: 1,

@@ -109,6 +109,7 @@ async fn shutdown_ends_open_streams_and_waits_at_once() {
         .into_inner();
     let mut watch = client
         .watch_task(pb::WatchTaskRequest {
+            lease_token: None,
             task_id: task.task_id.clone(),
             session_id: None,
         })

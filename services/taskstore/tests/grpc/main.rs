@@ -8,6 +8,7 @@ mod common;
 mod fleet;
 mod fuzz;
 mod hostile;
+mod hostile_execution;
 mod lifecycle;
 mod outage;
 mod questions;

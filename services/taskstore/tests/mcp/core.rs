@@ -242,3 +242,23 @@ async fn running_task(caller: &Caller) -> String {
     }
     panic!("the synchronous call's task never ran");
 }
+
+/// Arguments a tool's `inputSchema` refuses are refused with -32602 before
+/// a task exists (issue 38).
+#[tokio::test]
+async fn arguments_the_tools_schema_refuses_never_become_a_task() {
+    let gateway = Gateway::open().await;
+    let caller = Caller::new(&gateway, None).initialize().await;
+    for call in [
+        json!({"name": "sleep", "arguments": {"ms": "soon"}}),
+        json!({"name": "sleep", "arguments": {"ms": "soon"}, "task": {}}),
+    ] {
+        let response = caller.rpc("tools/call", call.clone()).await;
+        assert_eq!(response["error"]["code"], -32602, "{call}: {response}");
+        let said = response["error"]["message"].as_str().unwrap_or_default();
+        assert!(said.contains("arguments.ms"), "{said}");
+    }
+    let listed = caller.ok("tasks/list", json!({})).await;
+    assert_eq!(listed["tasks"], json!([]), "{listed}");
+    gateway.stop().await;
+}

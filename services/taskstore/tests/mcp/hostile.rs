@@ -280,69 +280,6 @@ async fn other_sessions_and_tenants_see_nothing() {
     gateway.stop().await;
 }
 
-/// A connection that never finishes its headers is closed after the
-/// deadline, and connections past the cap are closed at once; the gateway
-/// goes on answering.
-#[tokio::test]
-async fn slow_and_surplus_connections_are_closed() {
-    use std::time::Duration;
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
-    let gateway = Gateway::on_with(common::migrated_pool().await, AuthMethod::None, 0, |mcp| {
-        mcp.header_read_timeout = Duration::from_millis(500);
-        mcp.max_connections = 3;
-    })
-    .await;
-    let closed_within = |mut stream: tokio::net::TcpStream, limit: Duration| async move {
-        let mut buffer = [0u8; 256];
-        // Closed: read answers 0 (or an error) before the limit.
-        matches!(
-            tokio::time::timeout(limit, stream.read(&mut buffer)).await,
-            Ok(Ok(0) | Err(_))
-        )
-    };
-    // Half a request line, then nothing: closed after the header deadline.
-    let mut slow = tokio::net::TcpStream::connect(gateway.mcp)
-        .await
-        .expect("connects");
-    slow.write_all(b"POST /mcp HTTP/1.1\r\nHost: x\r\n")
-        .await
-        .expect("writes");
-    assert!(
-        closed_within(slow, Duration::from_secs(5)).await,
-        "a slow sender is cut off"
-    );
-
-    // Three idle connections take every slot; the fourth is closed at once.
-    let mut idle = Vec::new();
-    for _ in 0..3 {
-        idle.push(
-            tokio::net::TcpStream::connect(gateway.mcp)
-                .await
-                .expect("connects"),
-        );
-    }
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    let surplus = tokio::net::TcpStream::connect(gateway.mcp)
-        .await
-        .expect("accepted");
-    assert!(
-        closed_within(surplus, Duration::from_millis(400)).await,
-        "over the cap: closed"
-    );
-    // The idle ones sent no headers either: the deadline closes them, their
-    // slots come back, and requests are served again.
-    for connection in idle {
-        assert!(
-            closed_within(connection, Duration::from_secs(5)).await,
-            "an idle connection is cut off"
-        );
-    }
-    let caller = Caller::new(&gateway, None);
-    assert_eq!(caller.ok("ping", json!({})).await, json!({}));
-    gateway.stop().await;
-}
-
 /// An operator's key reaches every tenant on `/mcp` too, and names the
 /// one it acts in with `X-Taskstore-Tenant`; naming none is refused.
 #[tokio::test]

@@ -14,3 +14,4 @@ mod hostile;
 mod notifications;
 mod questions;
 mod replicas;
+mod slow_clients;

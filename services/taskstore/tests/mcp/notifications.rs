@@ -370,3 +370,83 @@ async fn rmcp_plain_serve_gets_tasks() {
     client.cancel().await.expect("closes");
     gateway.stop().await;
 }
+
+/// Each change of a task reaches a 2025-11-25 session once: while a
+/// `tasks/result` stream carries the task, the session's GET stream leaves
+/// its changes out (issue 38).
+#[tokio::test]
+async fn a_change_reaches_a_session_once_with_a_result_stream_open() {
+    let gateway = Gateway::open().await;
+    let owner = Caller::new(&gateway, None).initialize().await;
+    let mut session_stream = Events::get(&owner, None).await;
+    let priming = session_stream.next_event().await.expect("a first event");
+    assert!(priming.data.is_none(), "{priming:?}");
+    let created = owner
+        .ok(
+            "tools/call",
+            json!({"name": "sleep", "arguments": {"ms": 10, "ask": "Proceed?"}, "task": {}}),
+        )
+        .await;
+    let id = created["task"]["taskId"].as_str().expect("id").to_owned();
+    until_status(&owner, &id, "input_required").await;
+    let mut result_stream = Events::open(
+        &owner,
+        json!({"jsonrpc": "2.0", "id": 5, "method": "tasks/result", "params": {"taskId": id}}),
+    )
+    .await;
+    let asked = result_stream.next().await;
+    assert_eq!(asked["method"], "elicitation/create", "{asked}");
+    let posted = owner
+        .post(
+            &response_to(&asked["id"], json!({"action": "accept", "content": {}})),
+            &[],
+        )
+        .await;
+    assert_eq!(posted.status, 202);
+    let mut on_result_stream = Vec::new();
+    loop {
+        let event = result_stream.next().await;
+        if event["method"] == "notifications/tasks/status" {
+            on_result_stream.push(change_of(&event["params"]));
+        } else {
+            assert_eq!(event["id"], 5, "{event}");
+            break;
+        }
+    }
+    assert!(
+        on_result_stream
+            .iter()
+            .any(|(status, _)| status == "completed"),
+        "{on_result_stream:?}"
+    );
+    // What the GET stream carried meanwhile, and a moment after.
+    let mut on_session_stream = Vec::new();
+    while let Ok(Some(event)) =
+        tokio::time::timeout(Duration::from_secs(3), session_stream.next_event()).await
+    {
+        if let Some(data) = event.data
+            && data["method"] == "notifications/tasks/status"
+            && data["params"]["taskId"] == id.as_str()
+        {
+            on_session_stream.push(change_of(&data["params"]));
+        }
+    }
+    for change in &on_result_stream {
+        assert!(
+            !on_session_stream.contains(change),
+            "{change:?} reached the session twice: {on_session_stream:?} and {on_result_stream:?}"
+        );
+    }
+    gateway.stop().await;
+}
+
+/// A change, as its notification tells it: the status and when.
+fn change_of(params: &Value) -> (String, String) {
+    (
+        params["status"].as_str().unwrap_or_default().to_owned(),
+        params["lastUpdatedAt"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned(),
+    )
+}

@@ -76,6 +76,16 @@ async fn a_question_streams_on_tasks_result_and_its_answer_reaches_another_repli
     }
     let still = owner.ok("tasks/get", json!({"taskId": id})).await;
     assert_eq!(still["status"], "input_required", "{still}");
+    // The owner's answer with content the question did not ask for is
+    // refused (the field named), and the question stays open.
+    let unasked = json!({"action": "accept", "content": {"extra": [1, 2, 3]}});
+    let posted = owner.post(&response_to(&request_id, unasked), &[]).await;
+    assert_eq!(posted.status, 400, "{:?}", posted.body);
+    assert_eq!(posted.body["error"]["code"], -32602, "{:?}", posted.body);
+    let said = posted.body["error"]["message"].as_str().unwrap_or_default();
+    assert!(said.contains("content.extra"), "{said}");
+    let still = owner.ok("tasks/get", json!({"taskId": id})).await;
+    assert_eq!(still["status"], "input_required", "{still}");
 
     // The owner's answer, POSTed to the other replica, reaches the tool.
     let posted = owner
@@ -138,6 +148,21 @@ async fn the_extension_inlines_questions_and_takes_partial_answers() {
     };
     assert!(questions.contains_key("first") && questions.contains_key("second"));
     let answer = |v: &str| json!({"action": "accept", "content": {"v": v}});
+    // An answer that does not match the question's schema: -32602, naming
+    // the field; nothing is taken.
+    let refused = client
+        .peer()
+        .update_task(UpdateTaskParams::new(
+            id.clone(),
+            [(
+                "first".to_owned(),
+                json!({"action": "accept", "content": {"v": 7}}),
+            )]
+            .into(),
+        ))
+        .await
+        .expect_err("refused");
+    assert!(refused.to_string().contains("content.v"), "{refused}");
     client
         .peer()
         .update_task(UpdateTaskParams::new(

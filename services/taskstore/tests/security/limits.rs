@@ -134,6 +134,7 @@ async fn waiting_calls_are_capped_per_tenant(kind: Kind) {
         .expect("create")
         .into_inner();
     let watch = || pb::WatchTaskRequest {
+        lease_token: None,
         task_id: task.task_id.clone(),
         session_id: None,
     };
@@ -171,6 +172,7 @@ async fn waiting_calls_are_capped_per_tenant(kind: Kind) {
     let _theirs = globex
         .store
         .watch_task(pb::WatchTaskRequest {
+            lease_token: None,
             task_id: other.task_id,
             session_id: None,
         })

@@ -6,11 +6,13 @@
 mod common;
 
 mod jwt;
+mod leases;
 mod limits;
 mod mtls;
 mod probe;
 mod probe_calls;
 mod roles;
+mod workers;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -44,6 +46,8 @@ pub enum Kind {
 /// A running service with authentication on, and a way to make keys.
 pub struct World {
     pub addr: SocketAddr,
+    /// Where `/mcp` is served, when the settings turn it on.
+    pub mcp: Option<SocketAddr>,
     pub keys: Arc<dyn KeyStore>,
     _shutdown: tokio_util::sync::DropGuard,
 }
@@ -107,11 +111,13 @@ impl World {
         });
         let service = Service::build(settings, backends).await.expect("service");
         let addr = service.local_addr();
+        let mcp = service.mcp_addr();
         let shutdown = CancellationToken::new();
         let token = shutdown.clone();
         tokio::spawn(async move { service.run_until_stopped(token).await.expect("runs") });
         Self {
             addr,
+            mcp,
             keys,
             _shutdown: shutdown.drop_guard(),
         }

@@ -101,6 +101,7 @@ async fn a_client_certificate_names_its_tenant_and_role() {
         .expect("the fleet connects");
     TaskExecutionClient::new(fleet.clone())
         .heartbeat(pb::HeartbeatRequest {
+            consuming: None,
             worker_id: "fleet-1".into(),
             tools: vec!["echo".into()],
             slots: 1,

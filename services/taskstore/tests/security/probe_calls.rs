@@ -63,7 +63,15 @@ pub(super) async fn calls(
             wrap("GetTask"),
             intruder
                 .store
-                .get_task(req!(get))
+                .get_task(req!(get.clone()))
+                .await
+                .map(|r| format!("{r:?}")),
+        ));
+        out.push((
+            wrap("GetTaskExecution"),
+            intruder
+                .store
+                .get_task_execution(req!(get))
                 .await
                 .map(|r| format!("{r:?}")),
         ));
@@ -84,6 +92,7 @@ pub(super) async fn calls(
         let watch = intruder
             .store
             .watch_task(req!(pb::WatchTaskRequest {
+                lease_token: None,
                 task_id: id.into(),
                 session_id: session.clone(),
             }))

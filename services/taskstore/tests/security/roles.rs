@@ -32,6 +32,16 @@ async fn every_rpc(who: &mut Identity) -> Vec<(&'static str, Result<(), Status>)
                 .map(|_| ()),
         ),
         (
+            "GetTaskExecution",
+            who.store
+                .get_task_execution(pb::GetTaskRequest {
+                    task_id: id(),
+                    session_id: None,
+                })
+                .await
+                .map(|_| ()),
+        ),
+        (
             "UpdateTaskStatus",
             who.store
                 .update_task_status(pb::UpdateTaskStatusRequest {
@@ -86,6 +96,7 @@ async fn every_rpc(who: &mut Identity) -> Vec<(&'static str, Result<(), Status>)
             "WatchTask",
             who.store
                 .watch_task(pb::WatchTaskRequest {
+                    lease_token: None,
                     task_id: id(),
                     session_id: None,
                 })
@@ -219,6 +230,7 @@ async fn every_rpc(who: &mut Identity) -> Vec<(&'static str, Result<(), Status>)
             "Heartbeat",
             who.execution
                 .heartbeat(pb::HeartbeatRequest {
+                    consuming: None,
                     worker_id: "w".into(),
                     tools: vec!["echo".into()],
                     slots: 1,
@@ -308,6 +320,7 @@ async fn each_role_calls_what_it_may_and_nothing_else(kind: Kind) {
             "acme",
             &[
                 "GetTask",
+                "GetTaskExecution",
                 "GetTaskResult",
                 "ListTasks",
                 "WatchTask",
@@ -322,6 +335,7 @@ async fn each_role_calls_what_it_may_and_nothing_else(kind: Kind) {
             &[
                 "CreateTask",
                 "GetTask",
+                "GetTaskExecution",
                 "UpdateTaskStatus",
                 "StoreTaskResult",
                 "GetTaskResult",
@@ -339,12 +353,9 @@ async fn each_role_calls_what_it_may_and_nothing_else(kind: Kind) {
         (
             Role::Worker,
             "*",
+            // Every call here carries no lease: a worker reads and reports
+            // on a task only through the attempt it holds (`leases.rs`).
             &[
-                "GetTask",
-                "UpdateTaskStatus",
-                "StoreTaskResult",
-                "GetTaskResult",
-                "WatchTask",
                 "ListTools",
                 "ClaimTask",
                 "RenewLease",
@@ -359,6 +370,7 @@ async fn each_role_calls_what_it_may_and_nothing_else(kind: Kind) {
             &[
                 "CreateTask",
                 "GetTask",
+                "GetTaskExecution",
                 "UpdateTaskStatus",
                 "StoreTaskResult",
                 "GetTaskResult",
@@ -379,6 +391,7 @@ async fn each_role_calls_what_it_may_and_nothing_else(kind: Kind) {
             &[
                 "CreateTask",
                 "GetTask",
+                "GetTaskExecution",
                 "UpdateTaskStatus",
                 "StoreTaskResult",
                 "GetTaskResult",

@@ -107,6 +107,28 @@ pub async fn caller_supplied_ids_are_unique(backend: &dyn Backend) {
     );
 }
 
+/// `.` and `..` cannot be a URL path segment (browsers resolve them away):
+/// no task may be named so, through any edge (issue 37, defect 5).
+pub async fn ids_urls_cannot_carry_are_refused(backend: &dyn Backend) {
+    let store = backend.store(StoreConfig::default()).await;
+    for id in [".", ".."] {
+        assert_err!(
+            store.create_task(&all(), task_with_id(id)).await,
+            StoreError::InvalidArgument(_)
+        );
+    }
+    let listed = store
+        .list_tasks(&all(), Default::default())
+        .await
+        .expect("list");
+    assert!(listed.tasks.is_empty(), "nothing was created");
+    let dotted = store
+        .create_task(&all(), task_with_id("..."))
+        .await
+        .expect("three dots are an ordinary id");
+    assert_eq!(dotted.task_id.as_str(), "...");
+}
+
 pub async fn binds_the_session(backend: &dyn Backend) {
     let store = backend.store(StoreConfig::default()).await;
     let task = create(&store, &session("s1")).await;

@@ -81,7 +81,7 @@ pub async fn the_overview_counts_statuses_questions_failures_and_minutes(backend
     ask(&stores, &all(), &asking, &lease, "q1").await;
     ask(&stores, &all(), &asking, &lease, "q2").await;
     store
-        .answer_input_requests(&all(), &asking, vec![(key("q1"), accept())])
+        .answer_questions(&all(), &asking, vec![(key("q1"), accept())])
         .await
         .expect("answer");
     let (gave_up, lease) = running(&stores, &all(), "gave-up", "w-1").await;
@@ -227,7 +227,7 @@ pub async fn waiting_questions_come_oldest_first_with_their_tasks(backend: &dyn 
     );
 
     store
-        .answer_input_requests(&all(), &first, vec![(key("a1"), accept())])
+        .answer_questions(&all(), &first, vec![(key("a1"), accept())])
         .await
         .expect("answer");
     assert_eq!(waiting(10).await, ["second/b1", "first/a2"]);
@@ -276,7 +276,7 @@ pub async fn task_details_carry_request_result_questions_and_attempt(backend: &d
         .lease_token;
     ask(&stores, &all(), &id, &lease, "q1").await;
     store
-        .answer_input_requests(&all(), &id, vec![(key("q1"), accept())])
+        .answer_questions(&all(), &id, vec![(key("q1"), accept())])
         .await
         .expect("answer");
     let running = insights

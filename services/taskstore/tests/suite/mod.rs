@@ -2,6 +2,8 @@
 //! generic async cases over [`Backend`], and instantiated per backend by
 //! [`conformance_suite!`]. A new backend passes when every case passes.
 
+pub mod announced;
+pub mod answers;
 pub mod attempts;
 pub mod concurrency;
 pub mod create;
@@ -25,9 +27,9 @@ use std::time::Duration;
 
 use taskstore::StoreError;
 use taskstore::domain::{
-    DispatchRequest, ExecutionPolicy, JsonObject, LeaseToken, NewResult, NewTask, PageRequest,
-    RequestId, ResultStatus, Scope, SessionId, StatusUpdate, Task, TaskId, TaskStatus, TenantId,
-    ToolName, Ttl,
+    DispatchRequest, ExecutionPolicy, InputKey, InputRequest, JsonObject, LeaseToken, NewResult,
+    NewTask, PageRequest, RequestId, ResultStatus, Scope, SessionId, StatusUpdate, Task, TaskId,
+    TaskStatus, TenantId, ToolName, Ttl,
 };
 use taskstore::store::TaskStore;
 
@@ -36,9 +38,11 @@ use taskstore::store::TaskStore;
 macro_rules! conformance_suite {
     ($backend:expr) => {
         $crate::conformance_cases!($backend;
+            announced::every_write_that_changes_a_task_is_announced,
             create::starts_working_with_a_generated_id,
             create::returns_the_actual_ttl,
             create::caller_supplied_ids_are_unique,
+            create::ids_urls_cannot_carry_are_refused,
             create::binds_the_session,
             create::reuses_the_id_of_an_expired_task,
             create::no_expiry_is_granted_only_without_a_maximum,
@@ -102,6 +106,7 @@ macro_rules! conformance_suite {
             questions::a_parked_task_is_dispatched_again_by_its_answer,
             questions::an_answer_before_the_park_dispatches_at_once,
             questions::questions_go_with_their_task,
+            answers::an_answer_that_does_not_match_the_requested_schema_is_refused,
         );
     };
 }
@@ -255,6 +260,24 @@ pub fn completed(json: &str) -> NewResult {
         message: None,
         lease: None,
     }
+}
+
+/// The key a question is asked under.
+pub fn input_key(k: &str) -> InputKey {
+    InputKey::parse(k).expect("key")
+}
+
+/// An elicitation asking `message`, answered with `{"ok": boolean}`.
+pub fn confirm_question(message: &str) -> InputRequest {
+    InputRequest::parse(format!(
+        r#"{{"method":"elicitation/create","params":{{"message":"{message}","requestedSchema":{{"type":"object","properties":{{"ok":{{"type":"boolean"}}}}}}}}}}"#
+    ))
+    .expect("request")
+}
+
+/// The answer that accepts a [`confirm_question`].
+pub fn accept_ok() -> JsonObject {
+    JsonObject::parse(r#"{"action":"accept","content":{"ok":true}}"#).expect("answer")
 }
 
 pub fn status(status: TaskStatus, message: Option<&str>) -> StatusUpdate {

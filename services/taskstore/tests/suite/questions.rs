@@ -6,29 +6,12 @@
 //! their task.
 
 use taskstore::StoreError;
-use taskstore::domain::{
-    InputKey, InputRequest, JsonObject, LeaseToken, ReleaseOutcome, ReleaseReason, TaskStatus,
-};
+use taskstore::domain::{JsonObject, LeaseToken, ReleaseOutcome, ReleaseReason, TaskStatus};
 
 use super::*;
 use crate::assert_err;
 use crate::common::recorder::Recorder;
 use crate::common::{Backend, Stores};
-
-fn key(k: &str) -> InputKey {
-    InputKey::parse(k).expect("key")
-}
-
-fn confirm(message: &str) -> InputRequest {
-    InputRequest::parse(format!(
-        r#"{{"method":"elicitation/create","params":{{"message":"{message}","requestedSchema":{{"type":"object","properties":{{"ok":{{"type":"boolean"}}}}}}}}}}"#
-    ))
-    .expect("request")
-}
-
-fn accept() -> JsonObject {
-    JsonObject::parse(r#"{"action":"accept","content":{"ok":true}}"#).expect("answer")
-}
 
 /// A dispatched task, claimed: its id and lease.
 async fn running(stores: &Stores) -> (TaskId, LeaseToken) {
@@ -50,8 +33,8 @@ pub async fn a_question_waits_for_its_answer_and_is_answered_once(backend: &dyn 
             &tenant(),
             &id,
             &lease,
-            &key("confirm"),
-            &confirm("Delete 3 files?"),
+            &input_key("confirm"),
+            &confirm_question("Delete 3 files?"),
         )
         .await
         .expect("ask");
@@ -65,29 +48,32 @@ pub async fn a_question_waits_for_its_answer_and_is_answered_once(backend: &dyn 
             &tenant(),
             &id,
             &lease,
-            &key("confirm"),
-            &confirm("Delete 3 files?"),
+            &input_key("confirm"),
+            &confirm_question("Delete 3 files?"),
         )
         .await
         .expect("ask again");
     assert_eq!(again, None);
-    let listed = store.input_requests(&all(), &id).await.expect("list");
+    let listed = store.questions(&all(), &id).await.expect("list");
     assert_eq!(listed.len(), 1);
-    assert_eq!(listed[0].key, key("confirm"));
+    assert_eq!(listed[0].key, input_key("confirm"));
     assert!(listed[0].answer.is_none());
 
     let answered = store
-        .answer_input_requests(
+        .answer_questions(
             &all(),
             &id,
-            vec![(key("confirm"), accept()), (key("other"), accept())],
+            vec![
+                (input_key("confirm"), accept_ok()),
+                (input_key("other"), accept_ok()),
+            ],
         )
         .await
         .expect("answer");
-    assert_eq!(answered.taken, vec![key("confirm")]);
+    assert_eq!(answered.taken, vec![input_key("confirm")]);
     assert_eq!(
         answered.ignored,
-        vec![key("other")],
+        vec![input_key("other")],
         "unknown keys are ignored"
     );
     assert_eq!(answered.task.status, TaskStatus::Working, "all answered");
@@ -96,23 +82,23 @@ pub async fn a_question_waits_for_its_answer_and_is_answered_once(backend: &dyn 
             &tenant(),
             &id,
             &lease,
-            &key("confirm"),
-            &confirm("Delete 3 files?"),
+            &input_key("confirm"),
+            &confirm_question("Delete 3 files?"),
         )
         .await
         .expect("ask after the answer");
-    assert_eq!(got, Some(accept()), "the stored answer, at once");
+    assert_eq!(got, Some(accept_ok()), "the stored answer, at once");
     // Answered once: a second answer is ignored and the first stays.
     let later = JsonObject::parse(r#"{"action":"decline"}"#).expect("json");
     let twice = store
-        .answer_input_requests(&all(), &id, vec![(key("confirm"), later)])
+        .answer_questions(&all(), &id, vec![(input_key("confirm"), later)])
         .await
         .expect("answer again");
     assert_eq!((twice.taken.len(), twice.ignored.len()), (0, 1));
-    let listed = store.input_requests(&all(), &id).await.expect("list");
+    let listed = store.questions(&all(), &id).await.expect("list");
     assert_eq!(
         listed[0].answer.as_ref().map(|a| a.result.clone()),
-        Some(accept())
+        Some(accept_ok())
     );
     // A key is never reused for another request.
     assert_err!(
@@ -121,8 +107,8 @@ pub async fn a_question_waits_for_its_answer_and_is_answered_once(backend: &dyn 
                 &tenant(),
                 &id,
                 &lease,
-                &key("confirm"),
-                &confirm("Delete 4 files?")
+                &input_key("confirm"),
+                &confirm_question("Delete 4 files?")
             )
             .await,
         StoreError::FailedPrecondition(_)
@@ -135,7 +121,13 @@ pub async fn a_partial_answer_keeps_the_task_waiting(backend: &dyn Backend) {
     let (id, lease) = running(&stores).await;
     for (k, message) in [("a", "First?"), ("b", "Second?")] {
         execution
-            .ask(&tenant(), &id, &lease, &key(k), &confirm(message))
+            .ask(
+                &tenant(),
+                &id,
+                &lease,
+                &input_key(k),
+                &confirm_question(message),
+            )
             .await
             .expect("ask");
     }
@@ -145,13 +137,13 @@ pub async fn a_partial_answer_keeps_the_task_waiting(backend: &dyn Backend) {
         Some("First? (and 1 more input request)")
     );
     let partial = store
-        .answer_input_requests(&all(), &id, vec![(key("a"), accept())])
+        .answer_questions(&all(), &id, vec![(input_key("a"), accept_ok())])
         .await
         .expect("answer a");
     assert_eq!(partial.task.status, TaskStatus::InputRequired);
     assert_eq!(partial.task.status_message.as_deref(), Some("Second?"));
     let rest = store
-        .answer_input_requests(&all(), &id, vec![(key("b"), accept())])
+        .answer_questions(&all(), &id, vec![(input_key("b"), accept_ok())])
         .await
         .expect("answer b");
     assert_eq!(rest.task.status, TaskStatus::Working);
@@ -164,25 +156,25 @@ pub async fn only_the_attempt_holding_the_lease_asks(backend: &dyn Backend) {
     let forged = LeaseToken::parse("not-the-lease").expect("token");
     assert_err!(
         execution
-            .ask(&tenant(), &id, &forged, &key("k"), &confirm("?"))
+            .ask(
+                &tenant(),
+                &id,
+                &forged,
+                &input_key("k"),
+                &confirm_question("?")
+            )
             .await,
         StoreError::FailedPrecondition(_)
     );
-    assert!(
-        store
-            .input_requests(&all(), &id)
-            .await
-            .expect("list")
-            .is_empty()
-    );
+    assert!(store.questions(&all(), &id).await.expect("list").is_empty());
     assert_err!(
         execution
             .ask(
                 &tenant(),
                 &TaskId::parse("nope").expect("id"),
                 &forged,
-                &key("k"),
-                &confirm("?")
+                &input_key("k"),
+                &confirm_question("?")
             )
             .await,
         StoreError::NotFound
@@ -212,23 +204,29 @@ pub async fn answers_reach_only_the_callers_own_tasks(backend: &dyn Backend) {
         .expect("claim")
         .lease_token;
     execution
-        .ask(&tenant(), &id, &lease, &key("k"), &confirm("Mine?"))
+        .ask(
+            &tenant(),
+            &id,
+            &lease,
+            &input_key("k"),
+            &confirm_question("Mine?"),
+        )
         .await
         .expect("ask");
     assert_err!(
         store
-            .answer_input_requests(&session("s2"), &id, vec![(key("k"), accept())])
+            .answer_questions(&session("s2"), &id, vec![(input_key("k"), accept_ok())])
             .await,
         StoreError::NotFound
     );
     assert_err!(
-        store.input_requests(&session("s2"), &id).await,
+        store.questions(&session("s2"), &id).await,
         StoreError::NotFound
     );
     let task = store.get_task(&all(), &id).await.expect("get");
     assert_eq!(task.status, TaskStatus::InputRequired, "nothing changed");
     store
-        .answer_input_requests(&session("s1"), &id, vec![(key("k"), accept())])
+        .answer_questions(&session("s1"), &id, vec![(input_key("k"), accept_ok())])
         .await
         .expect("the owner answers");
 }
@@ -251,7 +249,13 @@ pub async fn a_parked_task_is_dispatched_again_by_its_answer(backend: &dyn Backe
         .expect("claim")
         .lease_token;
     execution
-        .ask(&tenant(), &id, &lease, &key("k"), &confirm("Proceed?"))
+        .ask(
+            &tenant(),
+            &id,
+            &lease,
+            &input_key("k"),
+            &confirm_question("Proceed?"),
+        )
         .await
         .expect("ask");
     let parked = execution
@@ -280,7 +284,7 @@ pub async fn a_parked_task_is_dispatched_again_by_its_answer(backend: &dyn Backe
     );
 
     let answered = store
-        .answer_input_requests(&all(), &id, vec![(key("k"), accept())])
+        .answer_questions(&all(), &id, vec![(input_key("k"), accept_ok())])
         .await
         .expect("answer");
     assert_eq!(answered.task.status, TaskStatus::Working);
@@ -305,12 +309,12 @@ pub async fn a_parked_task_is_dispatched_again_by_its_answer(backend: &dyn Backe
             &tenant(),
             &id,
             &claim.lease_token,
-            &key("k"),
-            &confirm("Proceed?"),
+            &input_key("k"),
+            &confirm_question("Proceed?"),
         )
         .await
         .expect("ask again");
-    assert_eq!(got, Some(accept()));
+    assert_eq!(got, Some(accept_ok()));
     store
         .store_result(&all(), &id, result(&claim.lease_token))
         .await
@@ -323,11 +327,17 @@ pub async fn an_answer_before_the_park_dispatches_at_once(backend: &dyn Backend)
     let (store, execution) = (&stores.store, &stores.execution);
     let (id, lease) = running(&stores).await;
     execution
-        .ask(&tenant(), &id, &lease, &key("k"), &confirm("Go?"))
+        .ask(
+            &tenant(),
+            &id,
+            &lease,
+            &input_key("k"),
+            &confirm_question("Go?"),
+        )
         .await
         .expect("ask");
     store
-        .answer_input_requests(&all(), &id, vec![(key("k"), accept())])
+        .answer_questions(&all(), &id, vec![(input_key("k"), accept_ok())])
         .await
         .expect("answer");
     let outcome = execution
@@ -347,27 +357,36 @@ pub async fn questions_go_with_their_task(backend: &dyn Backend) {
     let (store, execution) = (&stores.store, &stores.execution);
     let (id, lease) = running(&stores).await;
     execution
-        .ask(&tenant(), &id, &lease, &key("k"), &confirm("Still there?"))
+        .ask(
+            &tenant(),
+            &id,
+            &lease,
+            &input_key("k"),
+            &confirm_question("Still there?"),
+        )
         .await
         .expect("ask");
     store.cancel_task(&all(), &id).await.expect("cancel");
     assert_err!(
         store
-            .answer_input_requests(&all(), &id, vec![(key("k"), accept())])
+            .answer_questions(&all(), &id, vec![(input_key("k"), accept_ok())])
             .await,
         StoreError::FailedPrecondition(_)
     );
     assert_err!(
         execution
-            .ask(&tenant(), &id, &lease, &key("k"), &confirm("Still there?"))
+            .ask(
+                &tenant(),
+                &id,
+                &lease,
+                &input_key("k"),
+                &confirm_question("Still there?")
+            )
             .await,
         StoreError::FailedPrecondition(_)
     );
     store.delete_task(&all(), &id).await.expect("delete");
-    assert_err!(
-        store.input_requests(&all(), &id).await,
-        StoreError::NotFound
-    );
+    assert_err!(store.questions(&all(), &id).await, StoreError::NotFound);
 
     // An expired task's id reused: the new task starts without questions.
     let short = NewTask {
@@ -389,8 +408,8 @@ pub async fn questions_go_with_their_task(backend: &dyn Backend) {
             &tenant(),
             &first.task_id,
             &lease,
-            &key("k"),
-            &confirm("Old?"),
+            &input_key("k"),
+            &confirm_question("Old?"),
         )
         .await
         .expect("ask");
@@ -401,7 +420,7 @@ pub async fn questions_go_with_their_task(backend: &dyn Backend) {
         .expect("the expired id is free");
     assert!(
         store
-            .input_requests(&all(), &again.task_id)
+            .questions(&all(), &again.task_id)
             .await
             .expect("list")
             .is_empty(),

@@ -39,6 +39,34 @@ pub struct CommandToolsFile {
     pub tools: BTreeMap<String, CommandSpec>,
 }
 
+/// `command` as an array of strings; a single string (a shell line such as
+/// `"python3 x.py"`) is refused with an example, since no shell splits it.
+fn program_and_arguments<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Vec<String>, D::Error> {
+    match Value::deserialize(deserializer)? {
+        Value::Array(items) => items
+            .into_iter()
+            .map(|item| match item {
+                Value::String(text) => Ok(text),
+                other => Err(serde::de::Error::custom(format!(
+                    "command must be an array of strings (the program, then its arguments), not holding {other}"
+                ))),
+            })
+            .collect(),
+        Value::String(line) => {
+            let example: Vec<&str> = line.split_whitespace().collect();
+            Err(serde::de::Error::custom(format!(
+                "command must be an array (the program, then its arguments; no shell runs it), e.g. {}",
+                serde_json::to_string(&example).unwrap_or_default()
+            )))
+        }
+        other => Err(serde::de::Error::custom(format!(
+            "command must be an array of strings, e.g. [\"python3\", \"tool.py\"], not {other}"
+        ))),
+    }
+}
+
 /// One command tool.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -46,6 +74,7 @@ pub struct CommandSpec {
     /// The program and its arguments (no shell). A program path with a
     /// `/` that is relative is resolved against the tools file's directory;
     /// a bare name is looked up in `PATH`.
+    #[serde(deserialize_with = "program_and_arguments")]
     pub command: Vec<String>,
     /// The working directory; relative to the tools file's directory.
     /// Default: the worker's working directory.
@@ -190,6 +219,17 @@ mod tests {
     fn spec(json: Value) -> Result<CommandTool, String> {
         let spec: CommandSpec = serde_json::from_value(json).map_err(|e| e.to_string())?;
         CommandTool::new(spec, Path::new("/srv/tools"))
+    }
+
+    #[test]
+    fn a_command_given_as_one_line_is_refused_with_an_array_to_use() {
+        let refused = spec(serde_json::json!({"command": "python3 x.py"})).expect_err("refused");
+        assert!(
+            refused.contains("must be an array") && refused.contains(r#"["python3","x.py"]"#),
+            "{refused}"
+        );
+        let mixed = spec(serde_json::json!({"command": ["python3", 7]})).expect_err("refused");
+        assert!(mixed.contains("array of strings"), "{mixed}");
     }
 
     #[test]

@@ -129,20 +129,22 @@ class ReleaseTaskRequest(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., reason: _Optional[_Union[ReleaseReason, str]] = ..., message: _Optional[str] = ..., tenant_id: _Optional[str] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
-    __slots__ = ("worker_id", "tools", "slots", "busy", "stopping", "descriptions")
+    __slots__ = ("worker_id", "tools", "slots", "busy", "stopping", "descriptions", "consuming")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     BUSY_FIELD_NUMBER: _ClassVar[int]
     STOPPING_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
+    CONSUMING_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     tools: _containers.RepeatedScalarFieldContainer[str]
     slots: int
     busy: int
     stopping: bool
     descriptions: _containers.RepeatedCompositeFieldContainer[ToolDescription]
-    def __init__(self, worker_id: _Optional[str] = ..., tools: _Optional[_Iterable[str]] = ..., slots: _Optional[int] = ..., busy: _Optional[int] = ..., stopping: bool = ..., descriptions: _Optional[_Iterable[_Union[ToolDescription, _Mapping]]] = ...) -> None: ...
+    consuming: bool
+    def __init__(self, worker_id: _Optional[str] = ..., tools: _Optional[_Iterable[str]] = ..., slots: _Optional[int] = ..., busy: _Optional[int] = ..., stopping: bool = ..., descriptions: _Optional[_Iterable[_Union[ToolDescription, _Mapping]]] = ..., consuming: bool = ...) -> None: ...
 
 class ToolDescription(_message.Message):
     __slots__ = ("name", "title", "description", "input_schema_json", "task_support")

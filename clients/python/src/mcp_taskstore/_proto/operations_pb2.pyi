@@ -63,17 +63,30 @@ class OutboxStatus(_message.Message):
     def __init__(self, jobs: _Optional[int] = ..., due: _Optional[int] = ..., oldest_due_age: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class WorkerStatus(_message.Message):
-    __slots__ = ("worker_id", "tools", "slots", "busy", "first_seen_at", "last_seen_at")
+    __slots__ = ("worker_id", "tools", "slots", "busy", "first_seen_at", "last_seen_at", "consuming", "reach", "differing_descriptions")
+    class DifferingDescriptionsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     BUSY_FIELD_NUMBER: _ClassVar[int]
     FIRST_SEEN_AT_FIELD_NUMBER: _ClassVar[int]
     LAST_SEEN_AT_FIELD_NUMBER: _ClassVar[int]
+    CONSUMING_FIELD_NUMBER: _ClassVar[int]
+    REACH_FIELD_NUMBER: _ClassVar[int]
+    DIFFERING_DESCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
     worker_id: str
     tools: _containers.RepeatedScalarFieldContainer[str]
     slots: int
     busy: int
     first_seen_at: _timestamp_pb2.Timestamp
     last_seen_at: _timestamp_pb2.Timestamp
-    def __init__(self, worker_id: _Optional[str] = ..., tools: _Optional[_Iterable[str]] = ..., slots: _Optional[int] = ..., busy: _Optional[int] = ..., first_seen_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_seen_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    consuming: bool
+    reach: str
+    differing_descriptions: _containers.ScalarMap[str, str]
+    def __init__(self, worker_id: _Optional[str] = ..., tools: _Optional[_Iterable[str]] = ..., slots: _Optional[int] = ..., busy: _Optional[int] = ..., first_seen_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_seen_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., consuming: bool = ..., reach: _Optional[str] = ..., differing_descriptions: _Optional[_Mapping[str, str]] = ...) -> None: ...

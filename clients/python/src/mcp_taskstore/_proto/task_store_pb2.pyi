@@ -86,6 +86,18 @@ class GetTaskRequest(_message.Message):
     session_id: str
     def __init__(self, task_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
 
+class TaskExecutionState(_message.Message):
+    __slots__ = ("attempt", "max_attempts", "lease_holder", "lease_expires_at")
+    ATTEMPT_FIELD_NUMBER: _ClassVar[int]
+    MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    LEASE_HOLDER_FIELD_NUMBER: _ClassVar[int]
+    LEASE_EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    attempt: int
+    max_attempts: int
+    lease_holder: str
+    lease_expires_at: _timestamp_pb2.Timestamp
+    def __init__(self, attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., lease_holder: _Optional[str] = ..., lease_expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+
 class UpdateTaskStatusRequest(_message.Message):
     __slots__ = ("task_id", "status", "status_message", "session_id", "lease_token")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
@@ -127,12 +139,14 @@ class GetTaskResultRequest(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., session_id: _Optional[str] = ..., wait: bool = ...) -> None: ...
 
 class WatchTaskRequest(_message.Message):
-    __slots__ = ("task_id", "session_id")
+    __slots__ = ("task_id", "session_id", "lease_token")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     session_id: str
-    def __init__(self, task_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+    lease_token: str
+    def __init__(self, task_id: _Optional[str] = ..., session_id: _Optional[str] = ..., lease_token: _Optional[str] = ...) -> None: ...
 
 class HoldTaskRequest(_message.Message):
     __slots__ = ("task_id", "session_id", "holder", "lease_token")
@@ -253,20 +267,24 @@ class ListToolsResponse(_message.Message):
     def __init__(self, tools: _Optional[_Iterable[_Union[ServedTool, _Mapping]]] = ...) -> None: ...
 
 class ServedTool(_message.Message):
-    __slots__ = ("name", "workers", "slots", "busy", "last_seen_at", "description")
+    __slots__ = ("name", "workers", "slots", "busy", "last_seen_at", "description", "consuming", "descriptions")
     NAME_FIELD_NUMBER: _ClassVar[int]
     WORKERS_FIELD_NUMBER: _ClassVar[int]
     SLOTS_FIELD_NUMBER: _ClassVar[int]
     BUSY_FIELD_NUMBER: _ClassVar[int]
     LAST_SEEN_AT_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    CONSUMING_FIELD_NUMBER: _ClassVar[int]
+    DESCRIPTIONS_FIELD_NUMBER: _ClassVar[int]
     name: str
     workers: int
     slots: int
     busy: int
     last_seen_at: _timestamp_pb2.Timestamp
     description: _execution_pb2.ToolDescription
-    def __init__(self, name: _Optional[str] = ..., workers: _Optional[int] = ..., slots: _Optional[int] = ..., busy: _Optional[int] = ..., last_seen_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., description: _Optional[_Union[_execution_pb2.ToolDescription, _Mapping]] = ...) -> None: ...
+    consuming: int
+    descriptions: int
+    def __init__(self, name: _Optional[str] = ..., workers: _Optional[int] = ..., slots: _Optional[int] = ..., busy: _Optional[int] = ..., last_seen_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., description: _Optional[_Union[_execution_pb2.ToolDescription, _Mapping]] = ..., consuming: _Optional[int] = ..., descriptions: _Optional[int] = ...) -> None: ...
 
 class InputRequest(_message.Message):
     __slots__ = ("key", "request_json", "asked_at", "answer_json", "answered_at")

@@ -46,6 +46,11 @@ class TaskStoreStub(object):
                 request_serializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.GetTaskRequest.SerializeToString,
                 response_deserializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.Task.FromString,
                 _registered_method=True)
+        self.GetTaskExecution = channel.unary_unary(
+                '/mcp.tasks.v1.TaskStore/GetTaskExecution',
+                request_serializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.GetTaskRequest.SerializeToString,
+                response_deserializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.TaskExecutionState.FromString,
+                _registered_method=True)
         self.UpdateTaskStatus = channel.unary_unary(
                 '/mcp.tasks.v1.TaskStore/UpdateTaskStatus',
                 request_serializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.UpdateTaskStatusRequest.SerializeToString,
@@ -128,6 +133,15 @@ class TaskStoreServicer(object):
 
     def GetTask(self, request, context):
         """Returns a task. Errors: NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetTaskExecution(self, request, context):
+        """How a dispatched task is being run: its attempt and who holds its lease
+        now (`taskstore get`). Not part of MCP's task. Errors: NOT_FOUND;
+        UNIMPLEMENTED from a service that keeps no such details.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -289,6 +303,11 @@ def add_TaskStoreServicer_to_server(servicer, server):
                     request_deserializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.GetTaskRequest.FromString,
                     response_serializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.Task.SerializeToString,
             ),
+            'GetTaskExecution': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetTaskExecution,
+                    request_deserializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.GetTaskRequest.FromString,
+                    response_serializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.TaskExecutionState.SerializeToString,
+            ),
             'UpdateTaskStatus': grpc.unary_unary_rpc_method_handler(
                     servicer.UpdateTaskStatus,
                     request_deserializer=mcp_dot_tasks_dot_v1_dot_task__store__pb2.UpdateTaskStatusRequest.FromString,
@@ -410,6 +429,33 @@ class TaskStore(object):
             '/mcp.tasks.v1.TaskStore/GetTask',
             mcp_dot_tasks_dot_v1_dot_task__store__pb2.GetTaskRequest.SerializeToString,
             mcp_dot_tasks_dot_v1_dot_task__store__pb2.Task.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetTaskExecution(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mcp.tasks.v1.TaskStore/GetTaskExecution',
+            mcp_dot_tasks_dot_v1_dot_task__store__pb2.GetTaskRequest.SerializeToString,
+            mcp_dot_tasks_dot_v1_dot_task__store__pb2.TaskExecutionState.FromString,
             options,
             channel_credentials,
             insecure,

@@ -139,7 +139,10 @@ class Attempt:
         while True:
             try:
                 async for task in reporter.rpc.watch(
-                    reporter.task_id, tenant=reporter.tenant_id or None, traceparent=reporter.traceparent
+                    reporter.task_id,
+                    reporter.lease_token,
+                    tenant=reporter.tenant_id or None,
+                    traceparent=reporter.traceparent,
                 ):
                     if task.status in _TERMINAL:
                         control.stop(Stop.CANCELLED if task.status == pb.TASK_STATUS_CANCELLED else Stop.FINISHED)

@@ -45,6 +45,37 @@ def _install_long_int() -> None:
 _install_long_int()
 
 
+class _OutageNoise(logging.Filter):
+    """aiormq logs every failed connection attempt as an ERROR and a lost
+    connection as a WARNING with a traceback: an outage of a minute fills
+    the log. The worker says it once per outage (``job queue unavailable``),
+    as taskworker does, so these records go to this package's logger at
+    debug level instead; aiormq's other records pass unchanged."""
+
+    # Format strings (``record.msg``) of the records that only say the
+    # connection could not be made or was lost.
+    NOISE = (
+        "error when creating transport",
+        "Cancelling cause reader exited abnormally",
+        "Unexpected connection close from remote",
+        "Server connection %r was stuck",
+    )
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.msg, str) and record.msg.startswith(self.NOISE):
+            cause = f" ({record.exc_info[1]!r})" if record.exc_info and record.exc_info[1] else ""
+            logger.debug("%s: %s%s", record.name, record.getMessage(), cause)
+            return False
+        return True
+
+
+def quiet_outage_noise() -> None:
+    """Install ``_OutageNoise`` on aiormq's connection logger (once)."""
+    aiormq_logger = logging.getLogger("aiormq.connection")
+    if not any(isinstance(f, _OutageNoise) for f in aiormq_logger.filters):
+        aiormq_logger.addFilter(_OutageNoise())
+
+
 def queue_arguments(topology: xpb.QueueTopology) -> dict[str, Any]:
     """``queue_arguments`` with their AMQP types: text a long string, integer a long."""
     arguments: dict[str, Any] = {}
@@ -142,6 +173,7 @@ async def open_feed(
     handler: Handler,
 ) -> Feed:
     """Connects, declares exactly the service's topology and starts consuming each tool's queue."""
+    quiet_outage_noise()
     ssl_context = tls.context() if url.startswith("amqps://") else None
     connection: AbstractRobustConnection = await aio_pika.connect(  # type: ignore[assignment]
         url,

@@ -64,8 +64,8 @@ def parser() -> argparse.ArgumentParser:
     add("--amqp-client-cert", type=Path, default=_env("TASKWORKER_AMQP_CLIENT_CERT"), help="client cert for amqps://")
     add("--amqp-client-key", type=Path, default=_env("TASKWORKER_AMQP_CLIENT_KEY"), help="its private key")
     add("--queue-prefix", default=_env("TASKWORKER_QUEUE_PREFIX", "taskstore"), help="the service's --queue-prefix")
-    add("--queue-type", default=_env("TASKWORKER_QUEUE_TYPE", "quorum"), choices=["quorum", "classic"],
-        help="accepted for taskworker's command lines; the service's Heartbeat says the queue arguments")  # fmt: skip
+    add("--queue-type", default=_env("TASKWORKER_QUEUE_TYPE"), choices=["quorum", "classic"],
+        help="the service's --queue-type, checked against the queue type its Heartbeat announces, which is used")  # fmt: skip
     add("--concurrency", type=int, default=int(_env("TASKWORKER_CONCURRENCY", 4)), help="attempts run at once")
     add("--worker-id", default=_env("TASKWORKER_ID"), help="this worker's name (default: host/pid)")
     add("--shutdown-grace", type=parse_duration, default=_env("TASKWORKER_SHUTDOWN_GRACE", "30s"),
@@ -117,6 +117,7 @@ def config_from(args: argparse.Namespace) -> WorkerConfig:
         amqp_url=amqp_url,
         amqp_tls=AmqpTls(args.amqp_ca_cert, args.amqp_client_cert, args.amqp_client_key),
         queue_prefix=args.queue_prefix,
+        queue_type=args.queue_type,
         concurrency=args.concurrency,
         worker_id=args.worker_id or default_worker_id(),
         shutdown_grace=args.shutdown_grace,

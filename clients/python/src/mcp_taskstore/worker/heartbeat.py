@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import grpc
 
@@ -34,6 +34,11 @@ class Heartbeat:
     descriptions: list[xpb.ToolDescription]
     slots: int
     busy: Callable[[], int]
+    # Whether it consumes its tools' queues now: a worker that cannot reach
+    # the broker serves nothing, and says so.
+    consuming: Callable[[], bool] = lambda: True
+    # Set to report at once (the worker started or stopped consuming).
+    changed: asyncio.Event = field(default_factory=asyncio.Event)
 
     def request(self, stopping: bool) -> xpb.HeartbeatRequest:
         return xpb.HeartbeatRequest(
@@ -43,6 +48,7 @@ class Heartbeat:
             busy=min(self.busy(), self.slots),
             stopping=stopping,
             descriptions=self.descriptions,
+            consuming=self.consuming(),
         )
 
     async def send(self, stopping: bool = False) -> xpb.HeartbeatResponse:
@@ -67,6 +73,14 @@ class Heartbeat:
                     "workers need a worker key (`taskstore keys create --role worker`)"
                 ) from None
             except TaskStoreError as error:
+                # An HTTP port (the MCP endpoint, say) answers with an HTTP
+                # status and no grpc-status: no retry finds a taskstore there.
+                if error.code == grpc.StatusCode.UNIMPLEMENTED and "http2 header with status" in (error.details or ""):
+                    raise WorkerRefused(
+                        f"{self.endpoint} is not a taskstore service: the address answers, but not as the taskstore "
+                        "gRPC API; point --endpoint at the service's gRPC port (--listen, 50051 by default), not its "
+                        f"MCP (50052) or dashboard (50053) port ({error.details})"
+                    ) from None
                 if error.code == grpc.StatusCode.UNIMPLEMENTED:
                     raise WorkerRefused(f"the service at {self.endpoint} predates worker heartbeats") from None
                 logger.warning(
@@ -86,11 +100,14 @@ class Heartbeat:
     async def keep_reporting(self, interval: float, stop: asyncio.Event) -> None:
         """Reports every ``interval`` until ``stop``; a failed report is only logged."""
         while True:
-            try:
-                await asyncio.wait_for(stop.wait(), interval)
+            stopped = asyncio.ensure_future(stop.wait())
+            changed = asyncio.ensure_future(self.changed.wait())
+            await asyncio.wait({stopped, changed}, timeout=interval, return_when=asyncio.FIRST_COMPLETED)
+            stopped.cancel()
+            changed.cancel()
+            if stop.is_set():
                 return
-            except asyncio.TimeoutError:
-                pass
+            self.changed.clear()
             try:
                 interval = seconds(await self.send()) or interval
             except TaskStoreError as error:

@@ -99,11 +99,17 @@ class WorkerRpc:
         deadline = self.options.deadline if timeout is None else timeout
         return await self._call(store, method, request, self.metadata(tenant, traceparent), deadline)
 
-    async def watch(self, task_id: str, *, tenant: str | None, traceparent: str | None) -> AsyncIterator[pb.Task]:
-        """WatchTask: the task now, then after every change, until terminal."""
+    async def watch(
+        self, task_id: str, lease_token: str, *, tenant: str | None, traceparent: str | None
+    ) -> AsyncIterator[pb.Task]:
+        """WatchTask: the task now, then after every change, until terminal.
+        A worker follows only the task its attempt runs: it passes the
+        attempt's lease."""
         store, _ = self._stubs()
         call = store.WatchTask(
-            pb.WatchTaskRequest(task_id=task_id), metadata=self.metadata(tenant, traceparent), timeout=None
+            pb.WatchTaskRequest(task_id=task_id, lease_token=lease_token),
+            metadata=self.metadata(tenant, traceparent),
+            timeout=None,
         )
         try:
             async for task in call:

@@ -52,6 +52,9 @@ class WorkerConfig:
     # What the service's queue prefix is expected to be; the names used are
     # the ones its Heartbeat answers with (a mismatch is logged).
     queue_prefix: str | None = None
+    # The same for the tool queues' type (quorum, classic): the type used is
+    # the one in the Heartbeat's queue arguments.
+    queue_type: str | None = None
     concurrency: int = 4
     worker_id: str = field(default_factory=default_worker_id)
     shutdown_grace: float = 30.0
@@ -81,6 +84,7 @@ class Worker:
         )
         self.ready = asyncio.Event()  # set once consuming
         self.consuming = False
+        self._heartbeat_changed = asyncio.Event()
         self._stop = asyncio.Event()
         self._abandon = asyncio.Event()
         self._busy = 0
@@ -113,7 +117,9 @@ class Worker:
             [tool.description() for tool in self.tools],
             config.concurrency,
             lambda: self._busy,
+            lambda: self.consuming,
         )
+        self._heartbeat_changed = heartbeat.changed
         logger.info(
             "worker %s starting: tools %s, concurrency %d, endpoint %s",
             config.worker_id, ", ".join(self.tools.names()), config.concurrency, config.endpoint,
@@ -134,6 +140,12 @@ class Worker:
                 logger.warning(
                     "--queue-prefix %s differs from the service's (exchange %s); using the service's",
                     config.queue_prefix, topology.exchange,
+                )  # fmt: skip
+            announced = broker.queue_arguments(topology).get("x-queue-type")
+            if config.queue_type and announced != config.queue_type:
+                logger.warning(
+                    "--queue-type %s differs from the service's (%s); using the service's",
+                    config.queue_type, announced,
                 )  # fmt: skip
             helpers.append(asyncio.create_task(heartbeat.keep_reporting(seconds(first), reporting)))
             helpers.append(asyncio.create_task(self._follow_slots()))
@@ -169,7 +181,10 @@ class Worker:
                     self._on_delivery,
                 )
             except Exception as error:
-                if not outage:
+                # One warning per outage, as taskworker: each further attempt is debug.
+                if outage:
+                    logger.debug("job queue still unavailable (%s); reconnecting in %.1f s", error, delay)
+                else:
                     logger.warning("job queue unavailable (%s); reconnecting with backoff until it is back", error)
                     outage = True
                 if await _wait(self._stop, delay):
@@ -181,6 +196,7 @@ class Worker:
             outage, delay = False, 0.2
             self._slots_changed.set()  # the prefetch of the slots free now
             self.consuming = True
+            self._heartbeat_changed.set()
             self.ready.set()
             lost = asyncio.create_task(self._feed.closed.wait())
             stopping = asyncio.create_task(self._stop.wait())
@@ -188,10 +204,11 @@ class Worker:
             lost.cancel()
             stopping.cancel()
             self.consuming = False
+            self._heartbeat_changed.set()
             feed, self._feed = self._feed, None
             await feed.close()
             if not self._stop.is_set():
-                logger.warning("job queue connection lost; reconnecting")
+                logger.warning("job queue unavailable (connection lost); reconnecting with backoff until it is back")
                 outage = True
 
     async def _shut_down(self) -> None:

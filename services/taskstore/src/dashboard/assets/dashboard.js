@@ -89,7 +89,7 @@
       if (response.redirected || response.status === 401) { window.location.reload(); return; }
       return response.text().then(function (html) {
         var fresh = new DOMParser().parseFromString(html, 'text/html');
-        var ids = table ? ['tasks'] : details ? ['task', 'questions', 'result'] : ['live-region'];
+        var ids = table ? ['tasks'] : details ? ['task', 'questions', 'result', 'attempts-section'] : ['live-region'];
         ids.forEach(function (id) {
           var now = document.getElementById(id);
           var then = fresh.getElementById(id);

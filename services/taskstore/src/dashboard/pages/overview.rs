@@ -35,7 +35,7 @@ pub fn body(
             }
             section aria-labelledby="input-title" {
                 h2 #input-title { "Waiting for input" }
-                p { a href={ (base) "/questions" } { span #open-questions { (overview.open_questions) } " open questions" } }
+                p { a href={ (base) "/questions" } { span #open-questions { (overview.open_questions) } @if overview.open_questions == 1 { " open question" } @else { " open questions" } } }
             }
             section aria-labelledby="fleet-title" {
                 h2 #fleet-title { "Fleet" }

@@ -36,9 +36,17 @@ pub fn list(base: &str, tools: &[ServedTool], activity: &Activity) -> Markup {
                         @let last_hour = activity.of(&tool.name);
                         tr data-tool=(tool.name.as_str()) {
                             td { a href={ (base) "/tools/" (segment(tool.name.as_str())) } { code { (tool.name.as_str()) } } }
-                            td { (tool.description.title.as_deref().or(tool.description.description.as_deref()).unwrap_or("")) }
+                            td { (tool.description.description.as_deref().or(tool.description.title.as_deref()).unwrap_or("")) }
                             td { (tool.description.task_support.as_str()) }
-                            td { (tool.workers) }
+                            td {
+                                (tool.workers)
+                                @if tool.consuming < tool.workers {
+                                    " " span.warn { "(" (tool.consuming) " consuming its queue)" }
+                                }
+                                @if tool.descriptions > 1 {
+                                    " " a.warn href={ (base) "/workers" } { "described " (tool.descriptions) " ways" }
+                                }
+                            }
                             td { (tool.busy) " / " (tool.slots) }
                             (activity_cells(last_hour))
                         }
@@ -161,6 +169,16 @@ pub fn field(name: &str, label: &str, schema: &Value) -> Markup {
     let title = schema.get("title").and_then(Value::as_str).unwrap_or(label);
     let help = schema.get("description").and_then(Value::as_str);
     let choices = schema.get("enum").and_then(Value::as_array);
+    // A checkbox sits right before its words, on one line.
+    if kind == "boolean" && choices.is_none() {
+        return html! {
+            label.field.boolean {
+                input type="checkbox" name=(name) value="true";
+                span { (title) }
+                @if let Some(help) = help { small { (help) } }
+            }
+        };
+    }
     html! {
         label.field {
             span { (title) }

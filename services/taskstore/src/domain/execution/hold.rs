@@ -7,7 +7,7 @@
 
 use std::fmt;
 
-use super::{LeaseToken, StopReason};
+use super::{Effects, LeaseGrant, LeaseToken, StopReason};
 use crate::domain::TaskStatus;
 
 /// Who holds it: an SDK server process, named for status messages.
@@ -82,6 +82,21 @@ pub enum HoldRefusal {
     Ended(TaskStatus),
     #[error("only a task created by a tools/call request can be held")]
     NotAToolCall,
+}
+
+/// What a granted first hold does: the task becomes one attempt, run by
+/// `holder` under `token`, that no job dispatches again.
+pub fn held_by(holder: &Holder, token: LeaseToken, duration: std::time::Duration) -> Effects {
+    let grant = LeaseGrant {
+        token,
+        owner: holder.as_str().to_owned(),
+        duration,
+        attempt: 1,
+    };
+    Effects {
+        max_attempts: Some(1),
+        ..Effects::of_grant(grant, 1)
+    }
 }
 
 /// Decides a hold: `renewing` carries the lease the holder has, `None` for

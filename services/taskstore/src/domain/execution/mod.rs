@@ -4,19 +4,21 @@
 //! `docs/execution.md`.
 
 mod decide;
+mod effects;
 mod history;
 mod hold;
 mod refusals;
 
 pub use decide::{AttemptEnd, AttemptState, NextStep, after_attempt};
+pub use effects::{DispatchChange, Effects, LeaseChange, LeaseGrant};
 pub use history::{
     AttemptHistory, AttemptOutcome, AttemptRecord, MAX_ATTEMPT_RECORDS, MAX_END_MESSAGE_CHARS,
 };
 pub use hold::{
-    HoldOutcome, HoldRefusal, HoldState, HoldStep, Holder, MAX_HOLDER_BYTES, decide_hold,
+    HoldOutcome, HoldRefusal, HoldState, HoldStep, Holder, MAX_HOLDER_BYTES, decide_hold, held_by,
 };
 pub use refusals::{
-    ClaimRefusal, FenceRefusal, RUNNING_MESSAGE_FORMAT, error_result, running_message,
+    ClaimRefusal, Fence, FenceRefusal, RUNNING_MESSAGE_FORMAT, error_result, running_message,
     waiting_for_worker_message,
 };
 

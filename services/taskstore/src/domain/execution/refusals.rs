@@ -6,6 +6,8 @@ use std::fmt;
 
 use crate::domain::TaskStatus;
 
+use super::LeaseToken;
+
 /// Why a claim was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ClaimRefusal {
@@ -69,23 +71,75 @@ impl fmt::Display for ClaimRefusal {
     }
 }
 
-/// Why a report fenced by a lease (progress, result, release) was refused.
+/// Why a report (progress, result, release) was refused by its fence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FenceRefusal {
     /// Terminal statuses are final, whoever reports.
     Terminal(TaskStatus),
     /// The lease is not the task's current one.
     LeaseLost,
+    /// A report without a lease on a task that workers run or its caller
+    /// holds: only the attempt holding the lease reports on it.
+    LeaseRequired,
 }
 
 impl FenceRefusal {
-    /// Why a fenced report that did not apply was refused, from the task's
-    /// status now (terminal is final, so the answer cannot go stale).
+    /// Why a report under a lease that did not apply was refused, from the
+    /// task's status now (terminal is final, so the answer cannot go stale).
     pub fn explain(status: TaskStatus) -> Self {
         if status.is_terminal() {
             FenceRefusal::Terminal(status)
         } else {
             FenceRefusal::LeaseLost
+        }
+    }
+
+    /// The same, for a report under `fence`.
+    pub fn explain_for(status: TaskStatus, fence: &Fence<'_>) -> Self {
+        match fence {
+            Fence::Lease(_) => Self::explain(status),
+            _ if status.is_terminal() => FenceRefusal::Terminal(status),
+            Fence::Unheld | Fence::Overrides => FenceRefusal::LeaseRequired,
+        }
+    }
+}
+
+/// What a change of an open task requires of whoever runs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Fence<'a> {
+    /// A report of the attempt holding this lease: applies only while it
+    /// is the task's current lease.
+    Lease(&'a LeaseToken),
+    /// A report without a lease, from a caller running its task itself:
+    /// applies only to a task that no worker runs and nobody holds (never
+    /// dispatched nor held: a dispatched task is the fleet's even between
+    /// attempts, a held one its holder's).
+    Unheld,
+    /// A cancellation: applies whoever runs the task.
+    Overrides,
+}
+
+impl<'a> Fence<'a> {
+    /// The fence of a report that carries `lease`, or none.
+    pub fn of_report(lease: Option<&'a LeaseToken>) -> Self {
+        lease.map_or(Fence::Unheld, Fence::Lease)
+    }
+
+    /// Whether the change applies to an open task that workers run or a
+    /// caller holds (`run_elsewhere`) under `current` (its lease now).
+    pub fn admits(&self, run_elsewhere: bool, current: Option<&LeaseToken>) -> bool {
+        match self {
+            Fence::Lease(lease) => current == Some(*lease),
+            Fence::Unheld => !run_elsewhere,
+            Fence::Overrides => true,
+        }
+    }
+
+    /// The lease a statement compares, if any.
+    pub fn lease(&self) -> Option<&'a LeaseToken> {
+        match self {
+            Fence::Lease(lease) => Some(lease),
+            Fence::Unheld | Fence::Overrides => None,
         }
     }
 }
@@ -96,6 +150,9 @@ impl fmt::Display for FenceRefusal {
             FenceRefusal::Terminal(status) => write!(f, "task is already {status}"),
             FenceRefusal::LeaseLost => f.write_str(
                 "this attempt's lease is no longer current: the task was released or claimed again",
+            ),
+            FenceRefusal::LeaseRequired => f.write_str(
+                "the task is run by a worker or held by its caller: only the attempt holding its lease reports on it (pass lease_token)",
             ),
         }
     }
@@ -146,6 +203,44 @@ mod tests {
         assert_eq!(
             running_message("w %s", 1, 1),
             "running on w %s (attempt 1 of 1)"
+        );
+    }
+
+    #[test]
+    fn a_report_applies_only_under_its_fence() {
+        let ours = LeaseToken::parse("ls_ours").expect("token");
+        let theirs = LeaseToken::parse("ls_theirs").expect("token");
+        // (fence, run elsewhere, current lease, applies)
+        let table = [
+            (Fence::Lease(&ours), true, Some(&ours), true),
+            (Fence::Lease(&ours), true, Some(&theirs), false),
+            (Fence::Lease(&ours), true, None, false),
+            (Fence::Lease(&ours), false, None, false),
+            (Fence::Unheld, false, None, true),
+            (Fence::Unheld, true, None, false),
+            (Fence::Unheld, true, Some(&theirs), false),
+            (Fence::Overrides, true, Some(&theirs), true),
+            (Fence::Overrides, false, None, true),
+        ];
+        for (fence, elsewhere, current, applies) in table {
+            assert_eq!(
+                fence.admits(elsewhere, current),
+                applies,
+                "{fence:?} elsewhere={elsewhere} current={current:?}"
+            );
+        }
+        use TaskStatus::*;
+        assert_eq!(
+            FenceRefusal::explain_for(Completed, &Fence::Unheld),
+            FenceRefusal::Terminal(Completed)
+        );
+        assert_eq!(
+            FenceRefusal::explain_for(Working, &Fence::Lease(&ours)),
+            FenceRefusal::LeaseLost
+        );
+        assert_eq!(
+            FenceRefusal::explain_for(InputRequired, &Fence::Unheld),
+            FenceRefusal::LeaseRequired
         );
     }
 

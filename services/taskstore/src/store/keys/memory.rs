@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 
 use super::{KeyStore, StoredKey};
 use crate::error::StoreError;
@@ -12,6 +12,8 @@ use crate::error::StoreError;
 #[derive(Debug, Default)]
 pub struct MemoryKeys {
     keys: Mutex<BTreeMap<String, StoredKey>>,
+    /// Ended dashboard sessions, until when they would have expired.
+    ended: Mutex<BTreeMap<String, DateTime<Utc>>>,
 }
 
 impl MemoryKeys {
@@ -59,5 +61,24 @@ impl KeyStore for MemoryKeys {
             key.last_used_at = Some(Utc::now());
         }
         Ok(())
+    }
+
+    async fn end_session(&self, session_id: &str, until: DateTime<Utc>) -> Result<(), StoreError> {
+        let mut ended = self
+            .ended
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let now = Utc::now();
+        ended.retain(|_, until| *until > now);
+        ended.insert(session_id.to_owned(), until);
+        Ok(())
+    }
+
+    async fn session_ended(&self, session_id: &str) -> Result<bool, StoreError> {
+        Ok(self
+            .ended
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains_key(session_id))
     }
 }

@@ -1,9 +1,17 @@
 //! API keys at rest: what `taskstore keys` writes and the authentication
-//! layer reads. Only a digest of each key is stored (see
-//! `auth::api_keys`). PostgreSQL and SQLite keep them in their database,
-//! so keys made by the CLI are seen by every running replica; memory keeps
-//! them in the process (tests).
+//! layer reads; and the dashboard sessions ended by a logout. Only a
+//! digest of each key is stored (see `auth::api_keys`). PostgreSQL and
+//! SQLite keep them in their database, so keys made by the CLI are seen by
+//! every running replica; memory keeps them in the process (tests).
+//!
+//! PostgreSQL and SQLite run the same statements ([`sql_key_store!`] in
+//! `sql.rs`): both take `$n` placeholders and `ON CONFLICT … DO NOTHING`,
+//! and every time written comes from the process's clock (SQLite has no
+//! `now()`). `postgres.rs` and `sqlite.rs` hold only their pool and how a
+//! failure is reported.
 
+#[macro_use]
+mod sql;
 mod memory;
 mod postgres;
 mod sqlite;
@@ -47,6 +55,14 @@ pub trait KeyStore: Send + Sync + 'static {
 
     /// Records that the key was accepted now.
     async fn record_use(&self, key_id: &str) -> Result<(), StoreError>;
+
+    /// Ends the dashboard session `session_id` on every replica (a logout):
+    /// it is refused from now on. `until` is when it would have expired
+    /// anyway; the record may be forgotten after it.
+    async fn end_session(&self, session_id: &str, until: DateTime<Utc>) -> Result<(), StoreError>;
+
+    /// Whether the dashboard session `session_id` was ended.
+    async fn session_ended(&self, session_id: &str) -> Result<bool, StoreError>;
 }
 
 /// A stored row, as the databases return it.
@@ -60,10 +76,6 @@ type KeyRow = (
     Option<DateTime<Utc>>,
     Option<DateTime<Utc>>,
 );
-
-/// The columns a [`KeyRow`] is read from and a key is written to.
-const COLUMNS: &str =
-    "key_id, secret_sha256, tenant_id, role, name, created_at, revoked_at, last_used_at";
 
 fn key_of_row(row: KeyRow) -> Result<StoredKey, StoreError> {
     let (key_id, digest, tenant, role, name, created_at, revoked_at, last_used_at) = row;

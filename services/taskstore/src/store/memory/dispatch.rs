@@ -11,7 +11,9 @@ use super::MemoryTaskStore;
 use super::state::{Key, State, delta};
 use crate::domain::{AttemptEnd, NextStep, waiting_for_worker_message};
 use crate::error::StoreError;
-use crate::store::execution::{DispatchStore, JobPublisher, Published, log_held_for_worker};
+use crate::store::execution::{
+    DispatchStore, DueJob, PublishError, Published, log_held_for_worker,
+};
 
 #[async_trait]
 impl DispatchStore for MemoryTaskStore {
@@ -55,63 +57,77 @@ impl DispatchStore for MemoryTaskStore {
         Ok(reaped.len() as u64)
     }
 
-    async fn relay_due_jobs(
-        &self,
-        publisher: &dyn JobPublisher,
-        limit: u32,
-    ) -> Result<u64, StoreError> {
-        let taken: Vec<(u64, JobMessage)> = {
-            let mut state = self.lock().await;
-            let now = state.now();
-            let stale: Vec<u64> = state
-                .outbox
-                .iter()
-                .filter(|j| !state.job_is_current(j, now))
-                .map(|j| j.id)
-                .collect();
-            state.remove_jobs(|job| stale.contains(&job.id));
-            self.commit(&mut state).await?;
-            let State { outbox, tasks, .. } = &mut *state;
-            let mut due: Vec<_> = outbox
-                .iter_mut()
-                .filter(|j| !j.in_flight && j.available_at <= now)
-                .collect();
-            due.sort_by_key(|j| (j.available_at, j.id));
-            due.into_iter()
-                .take(limit as usize)
-                .map(|job| {
-                    job.in_flight = true;
-                    let message = JobMessage {
+    async fn take_due_jobs(&self, limit: u32) -> Result<Vec<DueJob>, StoreError> {
+        let mut state = self.lock().await;
+        let now = state.now();
+        let stale: Vec<u64> = state
+            .outbox
+            .iter()
+            .filter(|j| !state.job_is_current(j, now))
+            .map(|j| j.id)
+            .collect();
+        state.remove_jobs(|job| stale.contains(&job.id));
+        self.commit(&mut state).await?;
+        let State { outbox, tasks, .. } = &mut *state;
+        let mut due: Vec<_> = outbox
+            .iter_mut()
+            .filter(|j| !j.in_flight && j.available_at <= now)
+            .collect();
+        due.sort_by_key(|j| (j.available_at, j.id));
+        due.truncate(limit as usize);
+        // Every job read before any is marked taken: a refusal leaves none
+        // in flight.
+        let taken = due
+            .iter()
+            .map(|job| {
+                let outbox_id = i64::try_from(job.id)
+                    .map_err(|_| StoreError::Internal("outbox id out of range".into()))?;
+                Ok(DueJob {
+                    outbox_id,
+                    message: JobMessage {
                         tenant_id: job.key.0.clone(),
                         task_id: job.key.1.clone(),
                         generation: job.generation,
                         tool: job.tool.clone(),
                         trace_context: tasks.get(&job.key).and_then(|r| r.trace_context.clone()),
-                    };
-                    (job.id, message)
+                    },
                 })
-                .collect()
-        };
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        for job in due {
+            job.in_flight = true;
+        }
+        Ok(taken)
+    }
+
+    async fn settle_jobs(
+        &self,
+        jobs: &[DueJob],
+        outcomes: Vec<Result<Published, PublishError>>,
+    ) -> Result<u64, StoreError> {
         let mut published = 0;
-        for (index, (id, job)) in taken.iter().enumerate() {
-            let outcome = publisher.publish(job).await;
+        let mut failure = None;
+        for (job, outcome) in jobs.iter().zip(outcomes) {
+            let id = u64::try_from(job.outbox_id).ok();
             let mut state = self.lock().await;
             let now = state.now();
             match outcome {
                 Ok(Published::Queued) => {
-                    state.remove_jobs(|j| j.id == *id);
+                    state.remove_jobs(|j| Some(j.id) == id);
                     self.commit(&mut state).await?;
                     published += 1;
                 }
                 Ok(Published::NoWorkerForTool) => {
                     let retry = self.config().execution.unroutable_retry;
-                    if let Some(held) = state.outbox.iter_mut().find(|j| j.id == *id) {
+                    if let Some(held) = state.outbox.iter_mut().find(|j| Some(j.id) == id) {
                         held.in_flight = false;
                         held.available_at = now + delta(retry);
-                        state.dirty_jobs.insert(*id);
+                        let held = held.id;
+                        state.dirty_jobs.insert(held);
                     }
-                    let note = waiting_for_worker_message(&job.tool);
-                    let key = (job.tenant_id.clone(), job.task_id.clone());
+                    let message = &job.message;
+                    let note = waiting_for_worker_message(&message.tool);
+                    let key = (message.tenant_id.clone(), message.task_id.clone());
                     let mut changed = false;
                     if let Some(record) = state.tasks.get_mut(&key)
                         && record.task.status_message.as_deref() != Some(note.as_str())
@@ -120,24 +136,26 @@ impl DispatchStore for MemoryTaskStore {
                         record.task.last_updated_at = now;
                         state.touch(&key);
                         changed = true;
-                        log_held_for_worker(&job.task_id, &job.tool);
+                        log_held_for_worker(&message.task_id, &message.tool);
                     }
                     self.commit(&mut state).await?;
                     if changed {
                         self.changed(&state, &key);
                     }
-                    drop(state);
                 }
+                // Offered again at once: it stays due.
                 Err(err) => {
-                    let unsent: Vec<u64> = taken[index..].iter().map(|(id, _)| *id).collect();
-                    for job in state.outbox.iter_mut().filter(|j| unsent.contains(&j.id)) {
-                        job.in_flight = false;
+                    if let Some(unsent) = state.outbox.iter_mut().find(|j| Some(j.id) == id) {
+                        unsent.in_flight = false;
                     }
-                    return Err(StoreError::Unavailable(err.to_string()));
+                    failure.get_or_insert(err);
                 }
             }
         }
-        Ok(published)
+        match failure {
+            Some(err) => Err(StoreError::Unavailable(err.to_string())),
+            None => Ok(published),
+        }
     }
 
     fn outbox_signal(&self) -> Arc<Notify> {

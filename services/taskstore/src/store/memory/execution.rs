@@ -6,12 +6,11 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::MemoryTaskStore;
-use super::state::{Key, Lease, State, delta, key};
+use super::state::{Key, State, delta, key};
 use crate::domain::{
-    AttemptEnd, AttemptOutcome, AttemptState, Claim, ClaimRefusal, ExecutionPolicy, FenceRefusal,
-    InputKey, InputRequest, JsonObject, LeaseToken, NextStep, ReleaseOutcome, ReleaseReason,
-    Renewal, StopReason, TaskId, TaskStatus, TenantId, after_attempt, error_result,
-    running_message,
+    AttemptEnd, AttemptState, Claim, ClaimRefusal, Effects, ExecutionPolicy, InputKey,
+    InputRequest, JsonObject, LeaseGrant, LeaseToken, NextStep, ReleaseOutcome, ReleaseReason,
+    Renewal, StopReason, TaskId, TenantId, after_attempt,
 };
 use crate::error::StoreError;
 use crate::store::execution::ExecutionStore;
@@ -28,10 +27,10 @@ impl MemoryTaskStore {
         end: &AttemptEnd,
         now: DateTime<Utc>,
     ) -> NextStep {
-        let Some(record) = state.tasks.get_mut(key) else {
+        let Some(record) = state.tasks.get(key) else {
             return NextStep::Unchanged;
         };
-        let Some(dispatch) = record.dispatch.as_mut() else {
+        let Some(dispatch) = record.dispatch.as_ref() else {
             return NextStep::Unchanged;
         };
         let attempt = AttemptState {
@@ -42,52 +41,11 @@ impl MemoryTaskStore {
                 .lease
                 .as_ref()
                 .map_or_else(|| "a worker".to_owned(), |l| l.owner.clone()),
-            open_questions: record
-                .questions
-                .iter()
-                .filter(|q| q.answer.is_none())
-                .count(),
+            open_questions: record.open_requests().len(),
         };
         let policy = &self.config().execution;
         let next = after_attempt(&attempt, end, policy, ExecutionPolicy::jitter());
-        if next != NextStep::Unchanged {
-            record
-                .attempts
-                .ended(AttemptOutcome::WithoutResult(end.clone()), now);
-        }
-        match &next {
-            NextStep::Redispatch {
-                attempts,
-                delay,
-                message,
-            } => {
-                dispatch.lease = None;
-                dispatch.attempt = *attempts;
-                dispatch.generation += 1;
-                let (generation, tool) = (dispatch.generation, dispatch.tool.clone());
-                record.task.status_message = Some(message.clone());
-                record.task.last_updated_at = now;
-                state.touch(key);
-                state.enqueue(key.clone(), generation, &tool, now + delta(*delay));
-            }
-            NextStep::Park { attempts } => {
-                // No lease and no job; a new generation, so that no job of
-                // the parked attempt's can claim it.
-                dispatch.lease = None;
-                dispatch.attempt = *attempts;
-                dispatch.generation += 1;
-                dispatch.parked = true;
-                record.task.last_updated_at = now;
-                state.touch(key);
-            }
-            NextStep::Fail { message } => {
-                dispatch.lease = None;
-                record.result = JsonObject::parse(error_result(message)).ok();
-                record.transition(TaskStatus::Failed, Some(message.clone()), now);
-                state.touch(key);
-            }
-            NextStep::Unchanged => {}
-        }
+        super::apply::apply(state, key, &Effects::of_attempt_end(&next, end), now);
         crate::metrics::attempt_ended(end, &next);
         next
     }
@@ -123,32 +81,28 @@ impl ExecutionStore for MemoryTaskStore {
             {
                 return Err(refusal.into());
             }
-            let request = record.request.clone();
-            let Some(dispatch) = record.dispatch.as_mut() else {
+            let Some(dispatch) = record.dispatch.as_ref() else {
                 return Err(StoreError::Internal(
                     "dispatch vanished under the lock".into(),
                 ));
             };
-            dispatch.attempt += 1;
-            dispatch.lease = Some(Lease {
-                token: token.clone(),
-                owner: worker.to_owned(),
-                expires_at: now + delta(lease_duration),
-            });
             let claim = Claim {
-                lease_token: token,
+                lease_token: token.clone(),
                 lease_duration,
-                attempt: dispatch.attempt,
+                attempt: dispatch.attempt + 1,
                 max_attempts: dispatch.max_attempts,
                 tool: dispatch.tool.clone(),
-                request,
+                request: record.request.clone(),
                 waited: (now - record.task.created_at).to_std().ok(),
             };
-            record.attempts.started(claim.attempt, worker, now);
-            record.task.status_message =
-                Some(running_message(worker, claim.attempt, claim.max_attempts));
-            record.task.last_updated_at = now;
-            state.touch(&key);
+            let grant = LeaseGrant {
+                token,
+                owner: worker.to_owned(),
+                duration: lease_duration,
+                attempt: claim.attempt,
+            };
+            let effects = Effects::of_grant(grant, claim.max_attempts);
+            super::apply::apply(&mut state, &key, &effects, now);
             self.commit(&mut state).await?;
             self.changed(&state, &key);
             claim
@@ -201,19 +155,7 @@ impl ExecutionStore for MemoryTaskStore {
         let next = {
             let mut state = self.lock().await;
             let now = state.now();
-            let record = state
-                .tasks
-                .get(&key)
-                .filter(|r| r.is_live(now))
-                .ok_or(StoreError::NotFound)?;
-            let ours = record
-                .dispatch
-                .as_ref()
-                .and_then(|d| d.lease.as_ref())
-                .is_some_and(|l| &l.token == lease);
-            if record.task.status.is_terminal() || !ours {
-                return Err(FenceRefusal::explain(record.task.status).into());
-            }
+            super::held_record(&mut state, &key, lease, now)?;
             let end = AttemptEnd::of_release(reason, message);
             let next = self.end_attempt(&mut state, &key, &end, now);
             self.commit(&mut state).await?;

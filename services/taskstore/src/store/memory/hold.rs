@@ -2,11 +2,11 @@
 //! held task carries dispatch bookkeeping of one attempt with a lease and
 //! no job, so the reaper ends it like any attempt whose lease lapsed.
 
-use super::state::{Dispatch, Lease, delta, key};
+use super::state::{delta, key};
 use super::{MemoryTaskStore, visible};
 use crate::domain::{
-    HoldOutcome, HoldRefusal, HoldState, HoldStep, Holder, LeaseToken, Scope, TaskId, ToolName,
-    decide_hold, running_message,
+    HoldOutcome, HoldRefusal, HoldState, HoldStep, Holder, LeaseToken, Scope, TaskId, decide_hold,
+    held_by,
 };
 use crate::error::{Refusal, StoreError};
 
@@ -49,17 +49,17 @@ impl MemoryTaskStore {
                 lease.token.clone()
             }
             HoldStep::Grant => {
-                let tool = record
-                    .task
-                    .tool
-                    .clone()
-                    .ok_or(Refusal::Hold(HoldRefusal::NotAToolCall))?;
+                if record.task.tool.is_none() {
+                    return Err(Refusal::Hold(HoldRefusal::NotAToolCall).into());
+                }
                 let token = LeaseToken::generate()
                     .map_err(|_| StoreError::Internal("no randomness for a lease".into()))?;
-                record.dispatch = Some(held(tool, holder, token.clone(), now + delta(duration)));
-                record.attempts.started(1, holder.as_str(), now);
-                record.task.status_message = Some(running_message(holder.as_str(), 1, 1));
-                record.task.last_updated_at = now;
+                super::apply::apply(
+                    &mut state,
+                    &key,
+                    &held_by(holder, token.clone(), duration),
+                    now,
+                );
                 token
             }
         };
@@ -72,26 +72,5 @@ impl MemoryTaskStore {
             lease: token,
             duration,
         })
-    }
-}
-
-/// One attempt, running in the holder's process, never dispatched again.
-fn held(
-    tool: ToolName,
-    holder: &Holder,
-    token: LeaseToken,
-    expires_at: chrono::DateTime<chrono::Utc>,
-) -> Dispatch {
-    Dispatch {
-        tool,
-        max_attempts: 1,
-        attempt: 1,
-        generation: 1,
-        lease: Some(Lease {
-            token,
-            owner: holder.as_str().to_owned(),
-            expires_at,
-        }),
-        parked: false,
     }
 }

@@ -11,18 +11,18 @@ use chrono::Utc;
 
 use super::MemoryTaskStore;
 use super::state::delta;
-use crate::domain::{OutboxBacklog, TaskStatus, WorkerHeartbeat, WorkerId, WorkerInfo};
+use crate::domain::{OutboxBacklog, Reach, TaskStatus, WorkerHeartbeat, WorkerId, WorkerInfo};
 use crate::error::StoreError;
 use crate::store::operations::OperationsStore;
 
-/// The workers that reported, by id.
+/// The workers that reported, by the reach that announced them and id.
 #[derive(Debug, Default)]
 pub(super) struct Registry {
-    workers: Mutex<HashMap<WorkerId, WorkerInfo>>,
+    workers: Mutex<HashMap<(Reach, WorkerId), WorkerInfo>>,
 }
 
 impl Registry {
-    fn locked(&self) -> std::sync::MutexGuard<'_, HashMap<WorkerId, WorkerInfo>> {
+    fn locked(&self) -> std::sync::MutexGuard<'_, HashMap<(Reach, WorkerId), WorkerInfo>> {
         // Plain map updates cannot be left half-done by a panic.
         self.workers.lock().unwrap_or_else(PoisonError::into_inner)
     }
@@ -33,11 +33,10 @@ impl OperationsStore for MemoryTaskStore {
     async fn record_heartbeat(&self, heartbeat: &WorkerHeartbeat) -> Result<(), StoreError> {
         let now = Utc::now();
         let mut workers = self.inner.workers.locked();
-        let first_seen_at = workers
-            .get(&heartbeat.worker_id)
-            .map_or(now, |known| known.first_seen_at);
+        let key = (heartbeat.reach.clone(), heartbeat.worker_id.clone());
+        let first_seen_at = workers.get(&key).map_or(now, |known| known.first_seen_at);
         workers.insert(
-            heartbeat.worker_id.clone(),
+            key,
             WorkerInfo {
                 heartbeat: heartbeat.clone(),
                 first_seen_at,
@@ -47,8 +46,11 @@ impl OperationsStore for MemoryTaskStore {
         Ok(())
     }
 
-    async fn forget_worker(&self, worker: &WorkerId) -> Result<(), StoreError> {
-        self.inner.workers.locked().remove(worker);
+    async fn forget_worker(&self, worker: &WorkerId, reach: &Reach) -> Result<(), StoreError> {
+        self.inner
+            .workers
+            .locked()
+            .remove(&(reach.clone(), worker.clone()));
         Ok(())
     }
 
@@ -62,7 +64,10 @@ impl OperationsStore for MemoryTaskStore {
             .filter(|w| w.last_seen_at > since)
             .cloned()
             .collect();
-        seen.sort_by(|a, b| a.heartbeat.worker_id.cmp(&b.heartbeat.worker_id));
+        seen.sort_by(|a, b| {
+            (&a.heartbeat.worker_id, a.heartbeat.reach.to_string())
+                .cmp(&(&b.heartbeat.worker_id, b.heartbeat.reach.to_string()))
+        });
         Ok(seen)
     }
 

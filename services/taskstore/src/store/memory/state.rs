@@ -57,11 +57,7 @@ pub(super) struct Record {
 impl Record {
     /// The requests still waiting for an answer.
     pub(super) fn open_requests(&self) -> Vec<&InputRequest> {
-        self.questions
-            .iter()
-            .filter(|q| q.answer.is_none())
-            .map(|q| &q.request)
-            .collect()
+        crate::domain::questions::open_requests(&self.questions)
     }
 
     pub(super) fn is_live(&self, now: DateTime<Utc>) -> bool {

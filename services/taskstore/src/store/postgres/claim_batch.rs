@@ -10,10 +10,11 @@ use sqlx::PgPool;
 use tokio::sync::mpsc;
 
 use super::batch_writer;
+use super::feed::{Quiet, Reach, unheard};
 use super::history::history_started;
-use super::quiet::{Quiet, Reach, unheard};
 use super::rows::{TaskRow, task_columns};
 use crate::domain::RUNNING_MESSAGE_FORMAT;
+use crate::store::statements::sql;
 
 /// Most claims per statement.
 const MAX_BATCH: usize = 256;
@@ -117,9 +118,9 @@ async fn claim_rows(
     requests: &[ClaimRequest],
 ) -> Result<HashMap<String, ClaimedRow>, sqlx::Error> {
     let claimed = if let [one] = requests {
-        sqlx::query_as::<_, ClaimedRow>(claim_sql!(
+        sqlx::query_as::<_, ClaimedRow>(sql!(claim_sql!(
             "(VALUES ($1::text, $2::text, $3::bigint, $4::text, $5::text))"
-        ))
+        )))
         .bind(&one.tenant)
         .bind(&one.task_id)
         .bind(one.generation)
@@ -133,9 +134,9 @@ async fn claim_rows(
     } else {
         let column = |f: fn(&ClaimRequest) -> String| requests.iter().map(f).collect::<Vec<_>>();
         let generations: Vec<i64> = requests.iter().map(|r| r.generation).collect();
-        sqlx::query_as::<_, ClaimedRow>(claim_sql!(
+        sqlx::query_as::<_, ClaimedRow>(sql!(claim_sql!(
             "unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[])"
-        ))
+        )))
         .persistent(false) // planned for its arrays: batch_writer.rs, "Plans"
         .bind(column(|r| r.tenant.clone()))
         .bind(column(|r| r.task_id.clone()))

@@ -9,6 +9,7 @@ use sqlx::postgres::PgConnectOptions;
 use super::error::store_error;
 use crate::domain::CursorCodec;
 use crate::error::StoreError;
+use crate::store::statements::sql;
 
 const CURSOR_KEY_NAME: &str = "cursor_hmac_key";
 
@@ -47,19 +48,20 @@ pub(super) async fn shared_cursor_key(
         tracing::error!(error = %err, "no randomness for the cursor key");
         StoreError::Internal("could not generate the cursor key".to_owned())
     })?;
-    sqlx::query(
-        "INSERT INTO store_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
-    )
+    sqlx::query(sql!(
+        "INSERT INTO store_secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING"
+    ))
     .bind(CURSOR_KEY_NAME)
     .bind(&candidate[..])
     .execute(pool)
     .await
     .map_err(store_error)?;
-    let stored: Vec<u8> = sqlx::query_scalar("SELECT value FROM store_secrets WHERE name = $1")
-        .bind(CURSOR_KEY_NAME)
-        .fetch_one(pool)
-        .await
-        .map_err(store_error)?;
+    let stored: Vec<u8> =
+        sqlx::query_scalar(sql!("SELECT value FROM store_secrets WHERE name = $1"))
+            .bind(CURSOR_KEY_NAME)
+            .fetch_one(pool)
+            .await
+            .map_err(store_error)?;
     stored.try_into().map_err(|_| {
         tracing::error!("stored cursor key has the wrong length");
         StoreError::Internal("corrupt cursor key".to_owned())
@@ -70,14 +72,14 @@ pub(super) async fn shared_cursor_key(
 /// step of every task, and without VACUUM they bloat until every statement
 /// slows down (docs/operations.md, "Vacuum"). A failed check is not fatal.
 pub(super) async fn warn_when_autovacuum_is_off(pool: &PgPool) {
-    let enabled = sqlx::query_scalar::<_, bool>(
+    let enabled = sqlx::query_scalar::<_, bool>(sql!(
         "SELECT current_setting('autovacuum') = 'on'
             AND NOT EXISTS (SELECT 1 FROM pg_class
                             WHERE relname IN ('tasks', 'dispatch_outbox')
                               AND relkind = 'r'
                               AND pg_table_is_visible(oid)
-                              AND 'autovacuum_enabled=false' = ANY(coalesce(reloptions, '{}')))",
-    )
+                              AND 'autovacuum_enabled=false' = ANY(coalesce(reloptions, '{}')))"
+    ))
     .fetch_one(pool)
     .await;
     match enabled {

@@ -13,6 +13,7 @@ use super::rows::TaskRow;
 use crate::domain::{NewTask, ProgressToken, Scope};
 use crate::error::StoreError;
 use crate::store::quota_reached;
+use crate::store::statements::sql;
 
 impl PgTaskStore {
     /// Inserts a task; ALREADY_EXISTS when a live task has its id.
@@ -50,12 +51,14 @@ impl PgTaskStore {
         let row = if let Some(lock_key) = self.quota_lock_key(scope) {
             // Creates under a quota are serialized (count, then insert), so
             // they cannot share a batch.
-            let mut tx = self.pool.begin().await.map_err(store_error)?;
+            let mut tx = super::transaction::begin(&self.pool, None)
+                .await
+                .map_err(store_error)?;
             self.enforce_quotas(&mut tx, scope, lock_key).await?;
             let created = group_commit::insert_rows(&mut *tx, std::slice::from_ref(&new_row))
                 .await
                 .map_err(store_error)?;
-            tx.commit().await.map_err(store_error)?;
+            super::transaction::commit(tx).await.map_err(store_error)?;
             self.fresh.push(created.jobs);
             created.rows.into_values().next()
         } else {
@@ -90,18 +93,20 @@ impl PgTaskStore {
         scope: &Scope,
         lock_key: String,
     ) -> Result<(), StoreError> {
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
-            .bind(lock_key)
-            .execute(&mut **tx)
-            .await
-            .map_err(store_error)?;
+        sqlx::query(sql!(
+            "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"
+        ))
+        .bind(lock_key)
+        .execute(&mut **tx)
+        .await
+        .map_err(store_error)?;
 
         let quotas = self.config.quotas_for(&scope.tenant);
         if let Some(max) = quotas.max_tasks {
-            let count: i64 = sqlx::query_scalar(concat!(
+            let count: i64 = sqlx::query_scalar(sql!(concat!(
                 "SELECT count(*) FROM tasks WHERE tenant_id = $1 AND ",
                 live!()
-            ))
+            )))
             .bind(scope.tenant.as_str())
             .fetch_one(&mut **tx)
             .await
@@ -111,10 +116,10 @@ impl PgTaskStore {
             }
         }
         if let (Some(max), Some(session)) = (quotas.max_tasks_per_session, &scope.session) {
-            let count: i64 = sqlx::query_scalar(concat!(
+            let count: i64 = sqlx::query_scalar(sql!(concat!(
                 "SELECT count(*) FROM tasks WHERE tenant_id = $1 AND session_id = $2 AND ",
                 live!()
-            ))
+            )))
             .bind(scope.tenant.as_str())
             .bind(session.as_str())
             .fetch_one(&mut **tx)

@@ -12,11 +12,15 @@ use tokio::sync::Notify;
 
 use super::PgTaskStore;
 use super::error::store_error;
-use super::execution::{HeldRow, held_columns, millis};
+use super::execution::{HeldRow, held_columns};
 use super::handoff::{FreshJob, HANDOFF_GRACE};
+use super::rows::millis;
 use crate::domain::{AttemptEnd, NextStep, waiting_for_worker_message};
 use crate::error::StoreError;
-use crate::store::execution::{DispatchStore, JobPublisher, log_held_for_worker};
+use crate::store::execution::{
+    DispatchStore, DueJob, PublishError, Published, log_held_for_worker,
+};
+use crate::store::statements::sql;
 
 /// Most expired leases handled per reaper transaction.
 const REAP_BATCH: i64 = 100;
@@ -34,8 +38,10 @@ struct OutboxRow {
 
 impl PgTaskStore {
     async fn reap_batch(&self) -> Result<u64, StoreError> {
-        let mut tx = self.pool().begin().await.map_err(store_error)?;
-        let expired = sqlx::query_as::<_, HeldRow>(concat!(
+        let mut tx = super::transaction::begin(self.pool(), None)
+            .await
+            .map_err(store_error)?;
+        let expired = sqlx::query_as::<_, HeldRow>(sql!(concat!(
             "SELECT ",
             held_columns!(),
             " FROM tasks",
@@ -47,7 +53,7 @@ impl PgTaskStore {
             " AND lease_expires_at < now() AND ",
             live!(),
             " ORDER BY lease_expires_at LIMIT $1 FOR UPDATE SKIP LOCKED"
-        ))
+        )))
         .bind(REAP_BATCH)
         .fetch_all(&mut *tx)
         .await
@@ -67,7 +73,7 @@ impl PgTaskStore {
                 NextStep::Park { .. } | NextStep::Unchanged => {}
             }
         }
-        tx.commit().await.map_err(store_error)?;
+        super::transaction::commit(tx).await.map_err(store_error)?;
         Ok(expired.len() as u64)
     }
 }
@@ -88,19 +94,31 @@ impl DispatchStore for PgTaskStore {
         }
     }
 
-    async fn relay_due_jobs(
-        &self,
-        publisher: &dyn JobPublisher,
-        limit: u32,
-    ) -> Result<u64, StoreError> {
+    async fn take_due_jobs(&self, limit: u32) -> Result<Vec<DueJob>, StoreError> {
         // This replica's own jobs first, from memory (`handoff`); then the
         // outbox's due jobs: other replicas', retries, and any whose direct
         // publish failed.
-        let fresh = self.publish_fresh(publisher, limit).await?;
-        if !self.poll_due(fresh > 0) {
-            return Ok(fresh);
+        let mut jobs = self.take_fresh(limit);
+        if !self.poll_due(!jobs.is_empty()) {
+            return Ok(jobs);
         }
-        Ok(fresh + self.relay_outbox(publisher, limit).await?)
+        match self.take_outbox(limit).await {
+            Ok(due) => jobs.extend(due),
+            // The fresh jobs go out anyway; their rows are the guarantee.
+            Err(err) if !jobs.is_empty() => {
+                tracing::debug!(error = %err, "the outbox could not be read; publishing this replica's own jobs");
+            }
+            Err(err) => return Err(err),
+        }
+        Ok(jobs)
+    }
+
+    async fn settle_jobs(
+        &self,
+        jobs: &[DueJob],
+        outcomes: Vec<Result<Published, PublishError>>,
+    ) -> Result<u64, StoreError> {
+        self.settle(jobs, outcomes).await
     }
 
     fn outbox_signal(&self) -> Arc<Notify> {
@@ -109,20 +127,14 @@ impl DispatchStore for PgTaskStore {
 }
 
 impl PgTaskStore {
-    /// Publishes up to `limit` due jobs from the outbox. The jobs are taken
-    /// in one statement that pushes their rows' due time past the grace
-    /// (so that no other relay takes them meanwhile) and commits: no
-    /// transaction stays open across the publish. Confirmed and stale jobs'
-    /// rows are then deleted like fresh ones; rows of jobs the queue did not
-    /// take fall due again at once.
-    async fn relay_outbox(
-        &self,
-        publisher: &dyn JobPublisher,
-        limit: u32,
-    ) -> Result<u64, StoreError> {
+    /// Takes up to `limit` due jobs from the outbox, in one statement that
+    /// pushes their rows' due time past the grace (so that no other relay
+    /// takes them meanwhile) and commits: no transaction stays open across
+    /// the publish. Stale jobs' rows are deleted like published ones.
+    async fn take_outbox(&self, limit: u32) -> Result<Vec<DueJob>, StoreError> {
         // A job is stale when its task is gone, finished, claimed, or was
         // dispatched again: it is dropped without being published.
-        let due = sqlx::query_as::<_, OutboxRow>(concat!(
+        let due = sqlx::query_as::<_, OutboxRow>(sql!(concat!(
             "WITH taken AS (",
             " UPDATE dispatch_outbox o SET available_at = now() + $2 * interval '1 millisecond'",
             " FROM (SELECT id FROM dispatch_outbox WHERE available_at <= now()",
@@ -135,7 +147,7 @@ impl PgTaskStore {
             ")) AS stale, t.trace_context",
             " FROM taken o LEFT JOIN tasks t",
             "   ON t.tenant_id = o.tenant_id AND t.task_id = o.task_id"
-        ))
+        )))
         .bind(i64::from(limit))
         .bind(millis(HANDOFF_GRACE))
         .fetch_all(self.pool())
@@ -149,7 +161,7 @@ impl PgTaskStore {
             // falls due again and is dropped then.
             let _ = self.forget.send(job.id);
         }
-        let jobs: Vec<FreshJob> = live
+        Ok(live
             .into_iter()
             .map(|job| {
                 FreshJob::of_row(
@@ -161,9 +173,9 @@ impl PgTaskStore {
                     job.trace_context,
                     Instant::now(),
                 )
+                .into_due()
             })
-            .collect();
-        self.publish_jobs(publisher, &jobs).await
+            .collect())
     }
 
     /// No worker serves the job's tool yet: offer it again later (its outbox
@@ -177,18 +189,18 @@ impl PgTaskStore {
         task_id: &str,
         tool: &str,
     ) -> Result<(), StoreError> {
-        sqlx::query("UPDATE dispatch_outbox SET available_at = now() + $2 * interval '1 millisecond' WHERE id = $1")
+        sqlx::query(sql!("UPDATE dispatch_outbox SET available_at = now() + $2 * interval '1 millisecond' WHERE id = $1"))
             .bind(outbox_id)
             .bind(millis(self.config.execution.unroutable_retry))
             .execute(&mut **tx)
             .await
             .map_err(store_error)?;
         let note = waiting_for_worker_message(tool);
-        let noted = sqlx::query(
+        let noted = sqlx::query(sql!(
             "UPDATE tasks SET status_message = $3,
                     last_updated_at = GREATEST(now(), last_updated_at + interval '1 microsecond')
-             WHERE tenant_id = $1 AND task_id = $2 AND status_message IS DISTINCT FROM $3",
-        )
+             WHERE tenant_id = $1 AND task_id = $2 AND status_message IS DISTINCT FROM $3"
+        ))
         .bind(tenant_id)
         .bind(task_id)
         .bind(&note)

@@ -12,15 +12,15 @@ use sqlx::{Postgres, Transaction};
 use super::PgTaskStore;
 use super::claim_batch::ClaimRequest;
 use super::error::store_error;
-use super::history::history_ended;
-use super::rows::stored_json;
+use super::rows::{millis, stored_json};
 use crate::domain::{
-    AttemptEnd, AttemptOutcome, AttemptState, Claim, ClaimRefusal, ExecutionPolicy, FenceRefusal,
+    AttemptEnd, AttemptState, Claim, ClaimRefusal, Effects, ExecutionPolicy, FenceRefusal,
     InputKey, InputRequest, JsonObject, LeaseToken, NextStep, ReleaseOutcome, ReleaseReason,
-    Renewal, StopReason, TaskId, TaskStatus, TenantId, ToolName, after_attempt, error_result,
+    Renewal, StopReason, TaskId, TaskStatus, TenantId, ToolName, after_attempt,
 };
 use crate::error::StoreError;
 use crate::store::execution::ExecutionStore;
+use crate::store::statements::sql;
 
 /// A claimed task, locked for the end of its attempt.
 #[derive(sqlx::FromRow)]
@@ -56,10 +56,6 @@ struct StateRow {
     dispatched: bool,
 }
 
-pub(super) fn millis(duration: Duration) -> i64 {
-    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
-}
-
 fn to_u32(value: i32) -> u32 {
     u32::try_from(value).unwrap_or(0)
 }
@@ -76,12 +72,12 @@ impl PgTaskStore {
         task_id: &TaskId,
         lease: Option<&LeaseToken>,
     ) -> Result<Option<StateRow>, StoreError> {
-        sqlx::query_as::<_, StateRow>(concat!(
+        sqlx::query_as::<_, StateRow>(sql!(concat!(
             "SELECT status, dispatch_generation AS generation, lease_token IS NOT NULL AS claimed,",
             " COALESCE(lease_token = $3, false) AS ours, max_attempts IS NOT NULL AS dispatched",
             " FROM tasks WHERE tenant_id = $1 AND task_id = $2 AND ",
             live!()
-        ))
+        )))
         .bind(tenant.as_str())
         .bind(task_id.as_str())
         .bind(lease.map(LeaseToken::as_str))
@@ -111,85 +107,8 @@ impl PgTaskStore {
         };
         let policy = &self.config.execution;
         let next = after_attempt(&state, end, policy, ExecutionPolicy::jitter());
-        // The attempt's record in the history ends in the same UPDATE.
-        let ended = AttemptOutcome::WithoutResult(end.clone());
-        let (kind, end_message) = (ended.kind(), ended.message());
-        match &next {
-            NextStep::Redispatch {
-                attempts,
-                delay,
-                message,
-            } => {
-                sqlx::query(concat!(
-                    "WITH task AS (
-                         UPDATE tasks SET lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL,
-                                attempt = $3,
-                                dispatch_generation = dispatch_generation + 1,
-                                status_message = $4,
-                                last_updated_at = GREATEST(now(), last_updated_at + interval '1 microsecond'),
-                                attempt_history = ",
-                    history_ended!("attempt_history", "$6", "$7"),
-                    " WHERE tenant_id = $1 AND task_id = $2
-                         RETURNING tenant_id, task_id, dispatch_generation, tool)
-                     INSERT INTO dispatch_outbox (tenant_id, task_id, generation, tool, available_at)
-                     SELECT tenant_id, task_id, dispatch_generation, tool,
-                            now() + $5 * interval '1 millisecond'
-                     FROM task"
-                ))
-                .bind(&held.tenant_id)
-                .bind(&held.task_id)
-                .bind(i32::try_from(*attempts).unwrap_or(i32::MAX))
-                .bind(message)
-                .bind(millis(*delay))
-                .bind(kind)
-                .bind(end_message)
-                .execute(&mut **tx)
-                .await
-                .map_err(store_error)?;
-            }
-            NextStep::Park { attempts } => {
-                // No lease and no job; a new generation, so that no job of
-                // the parked attempt's can claim it.
-                sqlx::query(concat!(
-                    "UPDATE tasks SET lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL,
-                            attempt = $3, dispatch_generation = dispatch_generation + 1,
-                            parked_at = now(),
-                            last_updated_at = GREATEST(now(), last_updated_at + interval '1 microsecond'),
-                            attempt_history = ",
-                    history_ended!("attempt_history", "$4", "$5"),
-                    " WHERE tenant_id = $1 AND task_id = $2"
-                ))
-                .bind(&held.tenant_id)
-                .bind(&held.task_id)
-                .bind(i32::try_from(*attempts).unwrap_or(i32::MAX))
-                .bind(kind)
-                .bind(end_message)
-                .execute(&mut **tx)
-                .await
-                .map_err(store_error)?;
-            }
-            NextStep::Fail { message } => {
-                sqlx::query(concat!(
-                    "UPDATE tasks SET status = 'failed', status_message = $3, result_json = $4,
-                            lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL,
-                            last_updated_at = GREATEST(now(), last_updated_at + interval '1 microsecond'),
-                            expires_at = GREATEST(expires_at, now() + ttl_ms * interval '1 millisecond'),
-                            attempt_history = ",
-                    history_ended!("attempt_history", "$5", "$6"),
-                    " WHERE tenant_id = $1 AND task_id = $2"
-                ))
-                .bind(&held.tenant_id)
-                .bind(&held.task_id)
-                .bind(message)
-                .bind(error_result(message))
-                .bind(kind)
-                .bind(end_message)
-                .execute(&mut **tx)
-                .await
-                .map_err(store_error)?;
-            }
-            NextStep::Unchanged => {}
-        }
+        let effects = Effects::of_attempt_end(&next, end);
+        super::apply::apply(tx, &held.tenant_id, &held.task_id, &effects).await?;
         crate::metrics::attempt_ended(end, &next);
         Ok(next)
     }
@@ -250,11 +169,11 @@ impl ExecutionStore for PgTaskStore {
         task_id: &TaskId,
         lease: &LeaseToken,
     ) -> Result<Renewal, StoreError> {
-        let renewed = sqlx::query(concat!(
+        let renewed = sqlx::query(sql!(concat!(
             "UPDATE tasks SET lease_expires_at = now() + $4 * interval '1 millisecond'",
             " WHERE tenant_id = $1 AND task_id = $2 AND ",
             held_under!("$3")
-        ))
+        )))
         .bind(tenant.as_str())
         .bind(task_id.as_str())
         .bind(lease.as_str())
@@ -284,15 +203,17 @@ impl ExecutionStore for PgTaskStore {
         reason: ReleaseReason,
         message: &str,
     ) -> Result<ReleaseOutcome, StoreError> {
-        let mut tx = self.pool().begin().await.map_err(store_error)?;
-        let held = sqlx::query_as::<_, HeldRow>(concat!(
+        let mut tx = super::transaction::begin(self.pool(), None)
+            .await
+            .map_err(store_error)?;
+        let held = sqlx::query_as::<_, HeldRow>(sql!(concat!(
             "SELECT ",
             held_columns!(),
             " FROM tasks",
             " WHERE tenant_id = $1 AND task_id = $2 AND ",
             held_under!("$3"),
             " FOR UPDATE"
-        ))
+        )))
         .bind(tenant.as_str())
         .bind(task_id.as_str())
         .bind(lease.as_str())
@@ -308,7 +229,7 @@ impl ExecutionStore for PgTaskStore {
         };
         let end = AttemptEnd::of_release(reason, message);
         let next = self.end_attempt(&mut tx, &held, &end).await?;
-        tx.commit().await.map_err(store_error)?;
+        super::transaction::commit(tx).await.map_err(store_error)?;
         self.outbox.notify_one();
         // The row was locked in a live status, so something was decided.
         next.outcome()

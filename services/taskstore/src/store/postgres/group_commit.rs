@@ -12,6 +12,7 @@ use tokio::sync::mpsc;
 
 use super::handoff::{FreshJob, FreshJobs, HANDOFF_GRACE};
 use super::rows::{TaskRow, task_columns};
+use crate::store::statements::sql;
 
 /// Most creates per statement.
 const MAX_BATCH: usize = 512;
@@ -110,7 +111,7 @@ pub(super) async fn insert_rows<'e>(
     let ttls: Vec<Option<i64>> = rows.iter().map(|r| r.ttl_ms).collect();
     let polls: Vec<i64> = rows.iter().map(|r| r.poll_ms).collect();
     let attempts: Vec<Option<i32>> = rows.iter().map(|r| r.max_attempts).collect();
-    let created = sqlx::query_as::<_, CreatedRow>(concat!(
+    let created = sqlx::query_as::<_, CreatedRow>(sql!(concat!(
         "WITH input AS (",
         " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],",
         "                      $6::bigint[], $7::bigint[], $8::text[], $9::int[], $10::text[],",
@@ -153,7 +154,7 @@ pub(super) async fn insert_rows<'e>(
         ", job.job_id, job.job_generation, job.job_tool,",
         " task.trace_context AS job_trace_context",
         " FROM task LEFT JOIN job ON job.job_tenant = task.tenant_id AND job.job_task = task.task_id"
-    ))
+    )))
     .bind(&tenants)
     .bind(&ids)
     .bind(&sessions)

@@ -1,5 +1,6 @@
 //! A job's direct path: the replica that commits a dispatched task knows it
-//! has a job, so its relay publishes the job from memory at once, without
+//! has a job, so its relay takes the job from memory at once (and settles
+//! it once published: `settle`), without
 //! reading the outbox back (no SELECT … FOR UPDATE, no transaction held
 //! across the publish).
 //!
@@ -21,7 +22,8 @@ use tokio::sync::{Notify, mpsc};
 use super::PgTaskStore;
 use super::error::store_error;
 use crate::error::StoreError;
-use crate::store::execution::{JobPublisher, Published};
+use crate::store::execution::{DueJob, PublishError, Published};
+use crate::store::statements::sql;
 
 /// How long a committed job is left to the replica that created it before
 /// every replica's relay may publish it.
@@ -52,6 +54,14 @@ pub(super) struct FreshJob {
 }
 
 impl FreshJob {
+    /// As the relay publishes it.
+    pub(super) fn into_due(self) -> DueJob {
+        DueJob {
+            outbox_id: self.outbox_id,
+            message: self.message,
+        }
+    }
+
     /// The job of outbox row `outbox_id`, for the task's dispatch
     /// `generation` as the row stores it.
     pub(super) fn of_row(
@@ -172,7 +182,7 @@ pub(super) fn spawn_forgetter(pool: PgPool) -> mpsc::UnboundedSender<i64> {
                     },
                 }
             }
-            let deleted = sqlx::query("DELETE FROM dispatch_outbox WHERE id = ANY($1)")
+            let deleted = sqlx::query(sql!("DELETE FROM dispatch_outbox WHERE id = ANY($1)"))
                 .persistent(false) // planned for its array: batch_writer.rs, "Plans"
                 .bind(&ids)
                 .execute(&pool)
@@ -194,34 +204,25 @@ impl PgTaskStore {
         self.fresh.poll_due(had_fresh)
     }
 
-    /// Publishes up to `limit` of the jobs this replica committed; returns
-    /// how many the queue took.
-    pub(super) async fn publish_fresh(
-        &self,
-        publisher: &dyn JobPublisher,
-        limit: u32,
-    ) -> Result<u64, StoreError> {
-        let jobs = self
-            .fresh
-            .take(usize::try_from(limit).unwrap_or(usize::MAX));
-        self.publish_jobs(publisher, &jobs).await
+    /// Up to `limit` of the jobs this replica committed, oldest first.
+    pub(super) fn take_fresh(&self, limit: u32) -> Vec<DueJob> {
+        self.fresh
+            .take(usize::try_from(limit).unwrap_or(usize::MAX))
+            .into_iter()
+            .map(FreshJob::into_due)
+            .collect()
     }
 
-    /// Publishes jobs whose rows this relay holds (fresh ones, or ones it
-    /// took from the outbox), all in flight at once, and settles each on
-    /// its own: a confirmed job's row is deleted in the background, a job
-    /// no queue takes is held for a worker, and the rows of jobs the queue
-    /// could not take fall due at once for the next poll.
-    pub(super) async fn publish_jobs(
+    /// Settles jobs this relay took (fresh ones, or ones from the outbox)
+    /// as the queue answered, each on its own: a confirmed job's row is
+    /// deleted in the background, a job no queue takes is held for a
+    /// worker, and the rows of jobs the queue could not take fall due at
+    /// once for the next poll.
+    pub(super) async fn settle(
         &self,
-        publisher: &dyn JobPublisher,
-        jobs: &[FreshJob],
+        jobs: &[DueJob],
+        outcomes: Vec<Result<Published, PublishError>>,
     ) -> Result<u64, StoreError> {
-        if jobs.is_empty() {
-            return Ok(0);
-        }
-        let messages: Vec<JobMessage> = jobs.iter().map(|job| job.message.clone()).collect();
-        let outcomes = publisher.publish_all(&messages).await;
         let mut published = 0;
         let mut failure = None;
         let mut unpublished = Vec::new();
@@ -234,7 +235,9 @@ impl PgTaskStore {
                     published += 1;
                 }
                 Ok(Published::NoWorkerForTool) => {
-                    let mut tx = self.pool().begin().await.map_err(store_error)?;
+                    let mut tx = super::transaction::begin(self.pool(), None)
+                        .await
+                        .map_err(store_error)?;
                     self.hold_for_worker(
                         &mut tx,
                         job.outbox_id,
@@ -243,7 +246,7 @@ impl PgTaskStore {
                         &job.message.tool,
                     )
                     .await?;
-                    tx.commit().await.map_err(store_error)?;
+                    super::transaction::commit(tx).await.map_err(store_error)?;
                 }
                 Err(err) => {
                     unpublished.push(job.outbox_id);
@@ -264,11 +267,13 @@ impl PgTaskStore {
     /// relay's next poll retries them (and drops any that went stale). If
     /// this fails too, they fall due at the end of their grace anyway.
     async fn leave_to_outbox(&self, outbox_ids: &[i64]) {
-        let due = sqlx::query("UPDATE dispatch_outbox SET available_at = now() WHERE id = ANY($1)")
-            .persistent(false) // planned for its array: batch_writer.rs, "Plans"
-            .bind(outbox_ids)
-            .execute(self.pool())
-            .await;
+        let due = sqlx::query(sql!(
+            "UPDATE dispatch_outbox SET available_at = now() WHERE id = ANY($1)"
+        ))
+        .persistent(false) // planned for its array: batch_writer.rs, "Plans"
+        .bind(outbox_ids)
+        .execute(self.pool())
+        .await;
         if let Err(err) = due {
             tracing::debug!(error = %store_error(err), jobs = outbox_ids.len(), "unpublished jobs fall due at the end of their grace");
         }

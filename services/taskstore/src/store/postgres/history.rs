@@ -6,6 +6,10 @@
 //! dropped), close the open record, cut messages to `MAX_END_MESSAGE_CHARS`
 //! (200); the tests below and the conformance suite check that they agree.
 
+/// (The worker and the kind are cast to text: inside `jsonb_build_object`
+/// a parameter's type could not be inferred, and the statement check
+/// prepares each statement without its values.)
+///
 /// `$h` (the history, a jsonb expression, NULL when empty) with a record of
 /// attempt `$attempt` run by `$worker` (SQL expressions) started now, the
 /// oldest dropped and counted beyond 20 records.
@@ -27,9 +31,9 @@ macro_rules! history_started {
             ")->'records', '[]') END",
             " || jsonb_build_array(jsonb_build_object('attempt', ",
             $attempt,
-            ", 'worker', ",
+            ", 'worker', (",
             $worker,
-            ", 'startedAt', now())))"
+            ")::text, 'startedAt', now())))"
         )
     };
 }
@@ -51,9 +55,9 @@ macro_rules! history_ended {
             ", '{records,-1}', ((",
             $h,
             ")->'records'->-1) || jsonb_build_object('endedAt', now(), 'end',",
-            " jsonb_strip_nulls(jsonb_build_object('kind', ",
+            " jsonb_strip_nulls(jsonb_build_object('kind', (",
             $kind,
-            ", 'message', left(",
+            ")::text, 'message', left(",
             $message,
             ", 200)))))",
             " ELSE ",

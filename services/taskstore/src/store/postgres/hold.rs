@@ -3,17 +3,15 @@
 //! and no job, so that the lease reaper (`dispatch.rs`) ends it when its
 //! holder stops renewing, as it ends a lost worker's attempt.
 
-use std::time::Duration;
-
 use super::PgTaskStore;
 use super::error::store_error;
-use super::execution::millis;
-use super::history::history_started;
+use super::rows::millis;
 use crate::domain::{
     HoldOutcome, HoldRefusal, HoldState, HoldStep, Holder, LeaseToken, Scope, TaskId, TaskStatus,
-    decide_hold, running_message,
+    decide_hold, held_by,
 };
 use crate::error::{Refusal, StoreError};
+use crate::store::statements::sql;
 
 #[derive(sqlx::FromRow)]
 struct HoldRow {
@@ -32,13 +30,15 @@ impl PgTaskStore {
         renewing: Option<&LeaseToken>,
     ) -> Result<HoldOutcome, StoreError> {
         let duration = self.config.execution.lease_duration;
-        let mut tx = self.pool().begin().await.map_err(store_error)?;
-        let row = sqlx::query_as::<_, HoldRow>(concat!(
+        let mut tx = super::transaction::begin(self.pool(), None)
+            .await
+            .map_err(store_error)?;
+        let row = sqlx::query_as::<_, HoldRow>(sql!(concat!(
             "SELECT status, max_attempts IS NOT NULL AS dispatched, lease_token,",
             " tool IS NOT NULL AS has_tool FROM tasks WHERE ",
             visible_task!(),
             " FOR UPDATE"
-        ))
+        )))
         .bind(scope.tenant.as_str())
         .bind(task_id.as_str())
         .bind(scope.session.as_ref().map(|s| s.as_str()))
@@ -69,7 +69,7 @@ impl PgTaskStore {
             HoldStep::Stop(reason) => return Ok(HoldOutcome::Stop(reason)),
             HoldStep::Renew => {
                 sqlx::query(
-                    "UPDATE tasks SET lease_expires_at = now() + $3 * interval '1 millisecond' WHERE tenant_id = $1 AND task_id = $2",
+                    sql!("UPDATE tasks SET lease_expires_at = now() + $3 * interval '1 millisecond' WHERE tenant_id = $1 AND task_id = $2"),
                 )
                 .bind(scope.tenant.as_str())
                 .bind(task_id.as_str())
@@ -85,44 +85,16 @@ impl PgTaskStore {
                 }
                 let token = LeaseToken::generate()
                     .map_err(|_| StoreError::Internal("no randomness for a lease".into()))?;
-                grant(&mut tx, scope, task_id, holder, &token, duration).await?;
+                let effects = held_by(holder, token.clone(), duration);
+                super::apply::apply(&mut tx, scope.tenant.as_str(), task_id.as_str(), &effects)
+                    .await?;
                 token
             }
         };
-        tx.commit().await.map_err(store_error)?;
+        super::transaction::commit(tx).await.map_err(store_error)?;
         Ok(HoldOutcome::Held {
             lease: token,
             duration,
         })
     }
-}
-
-/// One attempt, running in the holder's process; no outbox job.
-async fn grant(
-    tx: &mut sqlx::PgConnection,
-    scope: &Scope,
-    task_id: &TaskId,
-    holder: &Holder,
-    token: &LeaseToken,
-    duration: Duration,
-) -> Result<(), StoreError> {
-    sqlx::query(concat!(
-        "UPDATE tasks SET max_attempts = 1, attempt = 1, lease_token = $3, lease_owner = $4,",
-        " lease_expires_at = now() + $5 * interval '1 millisecond',",
-        " status_message = $6,",
-        " last_updated_at = GREATEST(now(), last_updated_at + interval '1 microsecond'),",
-        " attempt_history = ",
-        history_started!("attempt_history", "1", "$4"),
-        " WHERE tenant_id = $1 AND task_id = $2"
-    ))
-    .bind(scope.tenant.as_str())
-    .bind(task_id.as_str())
-    .bind(token.as_str())
-    .bind(holder.as_str())
-    .bind(millis(duration))
-    .bind(running_message(holder.as_str(), 1, 1))
-    .execute(tx)
-    .await
-    .map_err(store_error)?;
-    Ok(())
 }

@@ -18,15 +18,16 @@ use sqlx::{PgPool, Postgres, Transaction};
 
 use super::error::bounded_read_error;
 use super::questions::{QuestionRow, question_columns};
-use super::rows::{TaskRow, stored_json, task_columns};
+use super::rows::{TaskRow, task_columns};
 use crate::domain::{
-    ACTIVITY_SAMPLE, Activity, ActivitySample, AttemptHistory, MAX_SESSIONS, MAX_WAITING_QUESTIONS,
-    Overview, OverviewCounts, OverviewWindow, SearchPage, SearchResults, SessionId, SessionSummary,
-    TaskDetails, TaskId, TaskResult, TaskSearch, TaskStatus, TenantId, ToolName, TraceContext,
-    WaitingQuestion, order_sessions,
+    ACTIVITY_SAMPLE, Activity, ActivitySample, MAX_SESSIONS, MAX_WAITING_QUESTIONS, Overview,
+    OverviewCounts, OverviewWindow, SearchPage, SearchResults, SessionId, SessionSummary,
+    TaskDetails, TaskId, TaskSearch, TaskStatus, TenantId, ToolName, WaitingQuestion,
+    order_sessions,
 };
 use crate::error::StoreError;
 use crate::store::TaskInsights;
+use crate::store::statements::sql;
 
 /// Connections the dashboard's reads may hold at once.
 pub const INSIGHTS_CONNECTIONS: u32 = 2;
@@ -61,7 +62,7 @@ impl PgInsights {
             // PgBouncer refuses.
             .after_connect(|conn, _| {
                 Box::pin(async move {
-                    sqlx::query("SET plan_cache_mode = force_custom_plan")
+                    sqlx::query(sql!("SET plan_cache_mode = force_custom_plan"))
                         .execute(conn)
                         .await
                         .map(|_| ())
@@ -77,8 +78,7 @@ impl PgInsights {
     }
 
     pub(super) async fn begin(&self) -> Result<Transaction<'static, Postgres>, StoreError> {
-        self.pool
-            .begin_with(BEGIN_READ)
+        super::transaction::begin(&self.pool, Some(BEGIN_READ))
             .await
             .map_err(bounded_read_error)
     }
@@ -90,20 +90,6 @@ struct WaitingRow {
     task: TaskRow,
     #[sqlx(flatten)]
     question: QuestionRow,
-}
-
-#[derive(sqlx::FromRow)]
-struct DetailsRow {
-    #[sqlx(flatten)]
-    task: TaskRow,
-    request_json: String,
-    result_json: Option<String>,
-    attempt: i32,
-    max_attempts: Option<i32>,
-    lease_owner: Option<String>,
-    lease_expires_at: Option<DateTime<Utc>>,
-    trace_context: Option<String>,
-    attempt_history: Option<String>,
 }
 
 pub(super) fn corrupt(what: &str) -> StoreError {
@@ -134,11 +120,11 @@ impl TaskInsights for PgInsights {
         let mut counts = OverviewCounts::new(now);
         let window = counts.window();
         let mut tx = self.begin().await?;
-        let by_status: Vec<(String, i64)> = sqlx::query_as(concat!(
+        let by_status: Vec<(String, i64)> = sqlx::query_as(sql!(concat!(
             "SELECT status, count(*) FROM tasks WHERE tenant_id = $1 AND ",
             live!(),
             " GROUP BY status"
-        ))
+        )))
         .bind(tenant.as_str())
         .fetch_all(&mut *tx)
         .await
@@ -147,7 +133,7 @@ impl TaskInsights for PgInsights {
             let status: TaskStatus = status.parse().map_err(|_| corrupt("status"))?;
             counts.add_status(status, count(n));
         }
-        let open: i64 = sqlx::query_scalar(concat!(
+        let open: i64 = sqlx::query_scalar(sql!(concat!(
             "SELECT count(*) FROM task_input_requests q",
             " JOIN tasks t ON t.tenant_id = q.tenant_id AND t.task_id = q.task_id",
             " WHERE q.tenant_id = $1 AND q.answer_json IS NULL",
@@ -155,17 +141,17 @@ impl TaskInsights for PgInsights {
             open!("t."),
             " AND ",
             live!("t.")
-        ))
+        )))
         .bind(tenant.as_str())
         .fetch_one(&mut *tx)
         .await
         .map_err(bounded_read_error)?;
         counts.add_open_questions(count(open));
-        let failures: Vec<(Option<String>, i64)> = sqlx::query_as(concat!(
+        let failures: Vec<(Option<String>, i64)> = sqlx::query_as(sql!(concat!(
             "SELECT tool, count(*) FROM tasks WHERE tenant_id = $1 AND ",
             live!(),
             " AND status = 'failed' AND last_updated_at >= $2 GROUP BY tool"
-        ))
+        )))
         .bind(tenant.as_str())
         .bind(window.failures_from)
         .fetch_all(&mut *tx)
@@ -179,7 +165,7 @@ impl TaskInsights for PgInsights {
         }
         // Minutes since the epoch: the same buckets whatever the session's
         // time zone, and the same as `domain::epoch_minute`.
-        let minutes: Vec<(i64, i64, i64)> = sqlx::query_as(concat!(
+        let minutes: Vec<(i64, i64, i64)> = sqlx::query_as(sql!(concat!(
             "SELECT minute, sum(created)::bigint, sum(finished)::bigint FROM (",
             " SELECT floor(extract(epoch FROM created_at) / 60)::bigint AS minute,",
             "  1 AS created, 0 AS finished",
@@ -193,7 +179,7 @@ impl TaskInsights for PgInsights {
             " AND status IN ('completed', 'failed', 'cancelled')",
             " AND last_updated_at >= $2 AND last_updated_at < $3",
             ") m GROUP BY minute"
-        ))
+        )))
         .bind(tenant.as_str())
         .bind(window.minutes_from)
         .bind(window.minutes_until)
@@ -204,7 +190,9 @@ impl TaskInsights for PgInsights {
             counts.add_created(minute, count(created));
             counts.add_finished(minute, count(finished));
         }
-        tx.commit().await.map_err(bounded_read_error)?;
+        super::transaction::commit(tx)
+            .await
+            .map_err(bounded_read_error)?;
         Ok(counts.finish())
     }
 
@@ -216,21 +204,23 @@ impl TaskInsights for PgInsights {
         let since = OverviewWindow::at(now).failures_from;
         let mut tx = self.begin().await?;
         // One more than the sample: whether there were more.
-        let rows: Vec<(DateTime<Utc>, Option<String>, String, i64)> = sqlx::query_as(concat!(
+        let rows: Vec<(DateTime<Utc>, Option<String>, String, i64)> = sqlx::query_as(sql!(concat!(
             "SELECT last_updated_at, tool, status,",
             " greatest(0, floor(extract(epoch FROM last_updated_at - created_at) * 1000))::bigint",
             " FROM tasks WHERE tenant_id = $1 AND ",
             live!(),
             " AND status IN ('completed', 'failed', 'cancelled') AND last_updated_at >= $2",
             " ORDER BY last_updated_at DESC LIMIT $3"
-        ))
+        )))
         .bind(tenant.as_str())
         .bind(since)
         .bind(i64::from(ACTIVITY_SAMPLE) + 1)
         .fetch_all(&mut *tx)
         .await
         .map_err(bounded_read_error)?;
-        tx.commit().await.map_err(bounded_read_error)?;
+        super::transaction::commit(tx)
+            .await
+            .map_err(bounded_read_error)?;
         let more = rows.len() > ACTIVITY_SAMPLE as usize;
         let mut sample = ActivitySample::default();
         for (ended_at, tool, status, duration_ms) in rows {
@@ -255,7 +245,7 @@ impl TaskInsights for PgInsights {
     ) -> Result<Vec<WaitingQuestion>, StoreError> {
         let limit = limit.min(MAX_WAITING_QUESTIONS);
         let mut tx = self.begin().await?;
-        let rows: Vec<WaitingRow> = sqlx::query_as(concat!(
+        let rows: Vec<WaitingRow> = sqlx::query_as(sql!(concat!(
             "SELECT ",
             task_columns!(),
             ", ",
@@ -271,13 +261,15 @@ impl TaskInsights for PgInsights {
             open!(),
             ") t USING (task_id)",
             " ORDER BY asked_at, task_id, request_key COLLATE \"C\" LIMIT $2"
-        ))
+        )))
         .bind(tenant.as_str())
         .bind(i64::from(limit))
         .fetch_all(&mut *tx)
         .await
         .map_err(bounded_read_error)?;
-        tx.commit().await.map_err(bounded_read_error)?;
+        super::transaction::commit(tx)
+            .await
+            .map_err(bounded_read_error)?;
         rows.into_iter()
             .map(|row| {
                 Ok(WaitingQuestion {
@@ -293,59 +285,7 @@ impl TaskInsights for PgInsights {
         tenant: &TenantId,
         task_id: &TaskId,
     ) -> Result<TaskDetails, StoreError> {
-        let mut tx = self.begin().await?;
-        let row: Option<DetailsRow> = sqlx::query_as(concat!(
-            "SELECT ",
-            task_columns!(),
-            ", request_json, result_json, attempt, max_attempts, lease_owner, lease_expires_at,",
-            " trace_context, attempt_history::text AS attempt_history",
-            " FROM tasks WHERE tenant_id = $1 AND task_id = $2 AND ",
-            live!()
-        ))
-        .bind(tenant.as_str())
-        .bind(task_id.as_str())
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(bounded_read_error)?;
-        let row = row.ok_or(StoreError::NotFound)?;
-        let questions: Vec<QuestionRow> = sqlx::query_as(concat!(
-            "SELECT ",
-            question_columns!(),
-            " FROM task_input_requests WHERE tenant_id = $1 AND task_id = $2",
-            " ORDER BY asked_at, request_key"
-        ))
-        .bind(tenant.as_str())
-        .bind(task_id.as_str())
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(bounded_read_error)?;
-        tx.commit().await.map_err(bounded_read_error)?;
-        let task = row.task.into_task()?;
-        let finished = matches!(task.status, TaskStatus::Completed | TaskStatus::Failed);
-        let result = match row.result_json {
-            Some(text) if finished => Some(TaskResult {
-                task: task.clone(),
-                result: stored_json(text)?,
-            }),
-            _ => None,
-        };
-        let history = attempt_history(row.attempt_history.as_deref());
-        Ok(TaskDetails {
-            task,
-            request_json: row.request_json,
-            result,
-            questions: questions
-                .into_iter()
-                .map(QuestionRow::into_question)
-                .collect::<Result<_, _>>()?,
-            attempt: u32::try_from(row.attempt).unwrap_or(0),
-            max_attempts: row.max_attempts.and_then(|n| u32::try_from(n).ok()),
-            lease_owner: row.lease_owner,
-            lease_expires_at: row.lease_expires_at,
-            trace: row.trace_context.as_deref().and_then(TraceContext::parse),
-            attempts: history.records,
-            attempts_dropped: history.dropped,
-        })
+        self.details(tenant, task_id).await
     }
 
     async fn sessions(
@@ -355,7 +295,7 @@ impl TaskInsights for PgInsights {
     ) -> Result<Vec<SessionSummary>, StoreError> {
         let limit = limit.min(MAX_SESSIONS);
         let mut tx = self.begin().await?;
-        let rows: Vec<(String, i64, i64, DateTime<Utc>)> = sqlx::query_as(concat!(
+        let rows: Vec<(String, i64, i64, DateTime<Utc>)> = sqlx::query_as(sql!(concat!(
             "SELECT session_id, count(*),",
             " count(*) FILTER (WHERE ",
             open!(),
@@ -364,13 +304,15 @@ impl TaskInsights for PgInsights {
             " FROM tasks WHERE tenant_id = $1 AND session_id IS NOT NULL AND ",
             live!(),
             " GROUP BY session_id ORDER BY max(created_at) DESC, session_id LIMIT $2"
-        ))
+        )))
         .bind(tenant.as_str())
         .bind(i64::from(limit))
         .fetch_all(&mut *tx)
         .await
         .map_err(bounded_read_error)?;
-        tx.commit().await.map_err(bounded_read_error)?;
+        super::transaction::commit(tx)
+            .await
+            .map_err(bounded_read_error)?;
         let mut sessions = rows
             .into_iter()
             .map(|(session, tasks, unfinished, last_created_at)| {
@@ -387,17 +329,6 @@ impl TaskInsights for PgInsights {
         order_sessions(&mut sessions);
         Ok(sessions)
     }
-}
-
-/// The stored attempt history (NULL: none yet). One this build cannot read
-/// (written by a newer one) is shown as empty rather than failing the page.
-fn attempt_history(stored: Option<&str>) -> AttemptHistory {
-    stored.map_or_else(AttemptHistory::default, |json| {
-        serde_json::from_str(json).unwrap_or_else(|err| {
-            tracing::warn!(error = %err, "an attempt history this build cannot read; shown as empty");
-            AttemptHistory::default()
-        })
-    })
 }
 
 /// The store answers the dashboard through its [`PgInsights`].

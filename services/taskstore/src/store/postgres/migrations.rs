@@ -3,6 +3,7 @@
 //! migrations job, so that several replicas roll out on a schema one
 //! process migrated.
 
+use crate::store::statements::sql;
 use sqlx::PgPool;
 use sqlx::migrate::MigrateError;
 
@@ -32,17 +33,18 @@ pub struct SchemaState {
 /// anything (a database newer than the binary is fine: migrations only
 /// add, so the previous release runs on the next one's schema).
 pub async fn schema_state(pool: &PgPool) -> Result<SchemaState, sqlx::Error> {
-    let applied: Vec<(i64, Vec<u8>)> =
-        match sqlx::query_as("SELECT version, checksum FROM _sqlx_migrations WHERE success")
-            .fetch_all(pool)
-            .await
-        {
-            Ok(rows) => rows,
-            Err(sqlx::Error::Database(err)) if err.code().as_deref() == Some(UNDEFINED_TABLE) => {
-                Vec::new()
-            }
-            Err(err) => return Err(err),
-        };
+    let applied: Vec<(i64, Vec<u8>)> = match sqlx::query_as(sql!(
+        "SELECT version, checksum FROM _sqlx_migrations WHERE success"
+    ))
+    .fetch_all(pool)
+    .await
+    {
+        Ok(rows) => rows,
+        Err(sqlx::Error::Database(err)) if err.code().as_deref() == Some(UNDEFINED_TABLE) => {
+            Vec::new()
+        }
+        Err(err) => return Err(err),
+    };
     let mut state = SchemaState::default();
     for migration in MIGRATOR
         .iter()

@@ -7,32 +7,30 @@
 //! from the database clock, so replicas with skewed clocks agree on expiry.
 
 mod error;
-mod listener;
 mod migrations;
 mod rows;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use tokio::sync::Notify;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 pub use self::connect::unreachable_because;
+#[cfg(test)]
+pub(crate) use self::dynamic_statements::dynamic_statements;
 pub(crate) use self::error::{is_unavailable, store_error};
 pub use self::handoff::HANDOFF_GRACE;
 pub use self::insights::{INSIGHTS_CONNECTIONS, INSIGHTS_STATEMENT_TIMEOUT, PgInsights};
 pub use self::migrations::{MIGRATOR, SchemaState, migrate, schema_state};
-use self::rows::{TaskRow, TaskWithResultRow, stored_json, task_columns};
-use super::changes::{ChangeFeed, follow, wait_for_result, watch};
-use super::{StoreConfig, TaskStore, TaskWatch, already_terminal, no_result};
-use crate::domain::{
-    Answered, Answers, CursorCodec, LeaseToken, NewResult, NewTask, PageRequest, Question, Scope,
-    StatusUpdate, Task, TaskId, TaskPage, TaskResult, TaskStatus,
-};
+use self::rows::{TaskRow, task_columns};
+use super::changes::ChangeFeed;
+use super::{StoreConfig, already_terminal};
+use crate::domain::{CursorCodec, Effects, Fence, Scope, TaskId};
 use crate::error::StoreError;
+use crate::store::statements::sql;
 
 /// Connection pool settings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,14 +75,16 @@ pub fn lazy_pool(options: PgConnectOptions, settings: PoolSettings) -> PgPool {
 // that use them.
 #[macro_use]
 mod conditions;
+mod apply;
 mod batch_writer;
-mod change_listeners;
-mod change_payload;
 mod claim_batch;
 mod connect;
 mod create;
 mod dispatch;
+#[cfg(test)]
+mod dynamic_statements;
 mod execution;
+mod feed;
 mod group_commit;
 mod handoff;
 mod history;
@@ -94,8 +94,10 @@ mod listing;
 mod operations;
 mod plans;
 mod questions;
-mod quiet;
 mod search;
+mod task_details;
+mod task_store;
+mod transaction;
 mod transition_batch;
 
 /// How long opening the store waits for its change listener to listen.
@@ -110,14 +112,16 @@ pub struct PgTaskStore {
     changes: ChangeFeed,
     /// The tenants this replica's subscribers follow, registered so that
     /// other replicas notify their changes.
-    listeners: change_listeners::ChangeListeners,
+    listeners: feed::ChangeListeners,
     outbox: Arc<Notify>,
     /// Jobs this replica committed, for its relay to publish at once, and
     /// where the relay sends confirmed ones to have their rows deleted.
     fresh: handoff::FreshJobs,
     forget: tokio::sync::mpsc::UnboundedSender<i64>,
-    /// Stops the change feed listener when the last clone is dropped.
+    /// Stops the change feed listener and the registrations' renewals
+    /// when the last clone is dropped, or at [`Self::leave`].
     _listener: Arc<DropGuard>,
+    background: CancellationToken,
     /// Creates without quotas go through the group-commit writer.
     creates: tokio::sync::mpsc::Sender<group_commit::PendingCreate>,
     /// Claims go through theirs, and status changes and results theirs.
@@ -138,21 +142,20 @@ impl PgTaskStore {
         let changes = ChangeFeed::default();
         let outbox = Arc::new(Notify::new());
         let stop = CancellationToken::new();
-        let listening = listener::spawn(pool.clone(), changes.clone(), stop.clone());
+        let listening = feed::listen(pool.clone(), changes.clone(), stop.clone());
         // Subscribers from the first moment hear every notified change (a
         // listener still connecting later tells them to read again). The
         // database answered just now, so this is one connection's setup.
         let _ = tokio::time::timeout(LISTENER_READY_WITHIN, listening).await;
-        let quiet = quiet::Quiet::new(change_listeners::new_replica_id().into(), changes.clone());
+        let quiet = feed::Quiet::new(feed::new_replica_id().into(), changes.clone());
         let listeners =
-            change_listeners::ChangeListeners::start(pool.clone(), quiet.clone(), stop.clone())
-                .await;
+            feed::ChangeListeners::start(pool.clone(), quiet.clone(), stop.clone()).await;
         let fresh = handoff::FreshJobs::new(outbox.clone());
         let forget = handoff::spawn_forgetter(pool.clone());
         let creates = group_commit::spawn(pool.clone(), fresh.clone());
         let claims = claim_batch::spawn(
             pool.clone(),
-            execution::millis(config.execution.lease_duration),
+            rows::millis(config.execution.lease_duration),
             quiet.clone(),
         );
         let changes_writer = transition_batch::spawn(pool.clone(), quiet);
@@ -166,6 +169,7 @@ impl PgTaskStore {
             outbox,
             fresh,
             forget,
+            background: stop.clone(),
             _listener: Arc::new(stop.drop_guard()),
             creates,
             claims,
@@ -185,8 +189,10 @@ impl PgTaskStore {
         self.listeners.quiet_allowed()
     }
 
-    /// On the way out: other replicas need not notify this one any more.
+    /// On the way out: the change feed and its renewals stop, and other
+    /// replicas need not notify this one any more.
     pub async fn leave(&self) {
+        self.background.cancel();
         self.listeners.leave().await;
     }
 
@@ -210,7 +216,7 @@ impl PgTaskStore {
             " FROM tasks WHERE ",
             visible_task!()
         );
-        self.fetch_visible_as(SQL, scope, task_id).await
+        self.fetch_visible_as(sql!(SQL), scope, task_id).await
     }
 
     /// Runs `sql`, a SELECT whose parameters are those of `visible_task!`,
@@ -234,30 +240,21 @@ impl PgTaskStore {
             .ok_or(StoreError::NotFound)
     }
 
-    /// Moves a visible, non-terminal task to `status` in one statement. `None`
-    /// when no such task exists or it is terminal already. Reaching a terminal
-    /// status re-arms the expiry to at least `ttl` from now.
+    /// Applies a report's effects (`Effects::of_report`) to a visible,
+    /// non-terminal task that `fence` admits, in a batch with the other
+    /// reports waiting now (`transition_batch`: one statement, one commit for
+    /// all of them). `None` when no such task exists, it is terminal
+    /// already, or the fence refused. Reaching a terminal status re-arms the
+    /// expiry to at least `ttl` from now.
     async fn transition(
         &self,
         scope: &Scope,
         task_id: &TaskId,
-        status: TaskStatus,
-        message: Option<&str>,
-        result: Option<&str>,
-        fence: Option<&LeaseToken>,
+        effects: Effects,
+        fence: Fence<'_>,
     ) -> Result<Option<TaskRow>, StoreError> {
-        // Decided in a batch with the other changes waiting now
-        // (`transition_batch`): one statement, one commit for all of them.
-        let change = transition_batch::Change {
-            tenant: scope.tenant.as_str().to_owned(),
-            task_id: task_id.as_str().to_owned(),
-            session: scope.session.as_ref().map(|s| s.as_str().to_owned()),
-            status: status.as_str(),
-            terminal: status.is_terminal(),
-            message: message.map(str::to_owned),
-            result: result.map(str::to_owned),
-            fence: fence.map(|f| f.as_str().to_owned()),
-        };
+        let change = transition_batch::Change::of_report(scope, task_id, effects, fence)?;
+        let status = change.status;
         let transitioned = batch_writer::submit(&self.changes_writer, change).await?;
         if transitioned.is_some() {
             crate::metrics::task_finished(status);
@@ -267,12 +264,12 @@ impl PgTaskStore {
 
     /// Why a transition changed nothing: the task is not visible, it is
     /// terminal (terminal statuses are final, so the answer cannot go
-    /// stale), or the caller's lease is no longer the task's.
-    async fn refusal(&self, scope: &Scope, task_id: &TaskId) -> StoreError {
+    /// stale), or the report's fence refused it.
+    async fn refusal(&self, scope: &Scope, task_id: &TaskId, fence: Fence<'_>) -> StoreError {
         match self.fetch_visible(scope, task_id).await {
             Ok(row) => match row.status() {
                 Ok(status) if status.is_terminal() => already_terminal(status),
-                Ok(status) => crate::domain::FenceRefusal::explain(status).into(),
+                Ok(status) => crate::domain::FenceRefusal::explain_for(status, &fence).into(),
                 Err(err) => err,
             },
             Err(err) => err,
@@ -281,7 +278,7 @@ impl PgTaskStore {
 
     async fn delete_expired_batch(&self) -> Result<u64, StoreError> {
         // SKIP LOCKED: replicas sweeping at once take disjoint batches.
-        let deleted = sqlx::query(
+        let deleted = sqlx::query(sql!(
             "WITH doomed AS (
                  SELECT tenant_id, task_id FROM tasks
                  WHERE expires_at <= now()
@@ -289,204 +286,13 @@ impl PgTaskStore {
                  LIMIT $1
                  FOR UPDATE SKIP LOCKED)
              DELETE FROM tasks t USING doomed d
-             WHERE t.tenant_id = d.tenant_id AND t.task_id = d.task_id",
-        )
+             WHERE t.tenant_id = d.tenant_id AND t.task_id = d.task_id"
+        ))
         .bind(i64::from(self.config.cleanup_batch_size))
         .execute(&self.pool)
         .await
         .map_err(store_error)?
         .rows_affected();
         Ok(deleted)
-    }
-}
-
-#[async_trait]
-impl TaskStore for PgTaskStore {
-    async fn create_task(&self, scope: &Scope, task: NewTask) -> Result<Task, StoreError> {
-        let dispatched = task.dispatch.is_some();
-        let task = self.insert(scope, task).await?.into_task()?;
-        // A dispatched task's job is now with this replica's relay, which
-        // was woken for it (`handoff`); the others only poll (migration 0008).
-        crate::metrics::task_created(dispatched);
-        Ok(task)
-    }
-
-    async fn get_task(&self, scope: &Scope, task_id: &TaskId) -> Result<Task, StoreError> {
-        self.fetch_visible(scope, task_id).await?.into_task()
-    }
-
-    async fn update_status(
-        &self,
-        scope: &Scope,
-        task_id: &TaskId,
-        update: StatusUpdate,
-    ) -> Result<Task, StoreError> {
-        match self
-            .transition(
-                scope,
-                task_id,
-                update.status,
-                update.message.as_deref(),
-                None,
-                update.lease.as_ref(),
-            )
-            .await?
-        {
-            Some(row) => row.into_task(),
-            None => Err(self.refusal(scope, task_id).await),
-        }
-    }
-
-    async fn store_result(
-        &self,
-        scope: &Scope,
-        task_id: &TaskId,
-        result: NewResult,
-    ) -> Result<Task, StoreError> {
-        let status = TaskStatus::from(result.status);
-        match self
-            .transition(
-                scope,
-                task_id,
-                status,
-                result.message.as_deref(),
-                Some(result.result.as_str()),
-                result.lease.as_ref(),
-            )
-            .await?
-        {
-            Some(row) => {
-                let task = row.into_task()?;
-                // Callers waiting here for it need not read it back.
-                self.changes.hand_over(
-                    scope.tenant.as_str(),
-                    task_id.as_str(),
-                    TaskResult {
-                        task: task.clone(),
-                        result: result.result,
-                    },
-                );
-                Ok(task)
-            }
-            None => Err(self.refusal(scope, task_id).await),
-        }
-    }
-
-    async fn get_result(&self, scope: &Scope, task_id: &TaskId) -> Result<TaskResult, StoreError> {
-        const SQL: &str = concat!(
-            "SELECT ",
-            task_columns!(),
-            ", result_json FROM tasks WHERE ",
-            visible_task!()
-        );
-        let row: TaskWithResultRow = self.fetch_visible_as(SQL, scope, task_id).await?;
-        let task = row.task.into_task()?;
-        match (task.status, row.result_json) {
-            (TaskStatus::Completed | TaskStatus::Failed, Some(result)) => Ok(TaskResult {
-                task,
-                result: stored_json(result)?,
-            }),
-            (status, _) => Err(no_result(status)),
-        }
-    }
-
-    async fn list_tasks(&self, scope: &Scope, page: PageRequest) -> Result<TaskPage, StoreError> {
-        self.page(scope, page).await
-    }
-
-    async fn cancel_task(&self, scope: &Scope, task_id: &TaskId) -> Result<Task, StoreError> {
-        match self
-            .transition(scope, task_id, TaskStatus::Cancelled, None, None, None)
-            .await?
-        {
-            Some(row) => {
-                self.fresh.discard(scope.tenant.as_str(), task_id.as_str());
-                row.into_task()
-            }
-            // Idempotent: a terminal task comes back as it is.
-            None => self.fetch_visible(scope, task_id).await?.into_task(),
-        }
-    }
-
-    async fn watch_task(&self, scope: &Scope, task_id: &TaskId) -> Result<TaskWatch, StoreError> {
-        self.listeners.ensure(scope.tenant.as_str()).await?;
-        watch(self.clone(), &self.changes, scope.clone(), task_id.clone()).await
-    }
-
-    async fn hold_task(
-        &self,
-        scope: &Scope,
-        task_id: &TaskId,
-        holder: &crate::domain::Holder,
-        renewing: Option<&crate::domain::LeaseToken>,
-    ) -> Result<crate::domain::HoldOutcome, StoreError> {
-        self.hold(scope, task_id, holder, renewing).await
-    }
-
-    async fn follow_tasks(&self, scope: &Scope) -> Result<super::TaskFollow, StoreError> {
-        self.listeners.ensure(scope.tenant.as_str()).await?;
-        Ok(follow(self.clone(), &self.changes, scope.clone()))
-    }
-
-    async fn wait_for_result(
-        &self,
-        scope: &Scope,
-        task_id: &TaskId,
-        timeout: Duration,
-    ) -> Result<TaskResult, StoreError> {
-        self.listeners.ensure(scope.tenant.as_str()).await?;
-        wait_for_result(self, &self.changes, scope, task_id, timeout).await
-    }
-
-    async fn input_requests(
-        &self,
-        scope: &Scope,
-        task_id: &TaskId,
-    ) -> Result<Vec<Question>, StoreError> {
-        self.list_questions(scope, task_id).await
-    }
-
-    async fn answer_input_requests(
-        &self,
-        scope: &Scope,
-        task_id: &TaskId,
-        answers: Answers,
-    ) -> Result<Answered, StoreError> {
-        self.answer_questions(scope, task_id, answers).await
-    }
-
-    async fn delete_task(&self, scope: &Scope, task_id: &TaskId) -> Result<(), StoreError> {
-        // One statement: the task, its waiting jobs, and the notification
-        // that wakes its watchers (the change trigger fires on updates only).
-        const SQL: &str = concat!(
-            "WITH gone AS (DELETE FROM tasks WHERE ",
-            visible_task!(),
-            " RETURNING tenant_id, task_id),
-             jobs AS (DELETE FROM dispatch_outbox o USING gone g
-                      WHERE o.tenant_id = g.tenant_id AND o.task_id = g.task_id)
-             SELECT 1 FROM gone CROSS JOIN LATERAL
-                 pg_notify('taskstore_task_changed', gone.tenant_id || ' ' || gone.task_id) AS n"
-        );
-        let deleted = sqlx::query(SQL)
-            .bind(scope.tenant.as_str())
-            .bind(task_id.as_str())
-            .bind(scope.session.as_ref().map(|s| s.as_str()))
-            .fetch_optional(&self.pool)
-            .await
-            .map_err(store_error)?;
-        deleted.ok_or(StoreError::NotFound)?;
-        self.fresh.discard(scope.tenant.as_str(), task_id.as_str());
-        Ok(())
-    }
-
-    async fn cleanup_expired(&self) -> Result<u64, StoreError> {
-        let mut total = 0;
-        loop {
-            let deleted = self.delete_expired_batch().await?;
-            total += deleted;
-            if deleted < u64::from(self.config.cleanup_batch_size) {
-                return Ok(total);
-            }
-        }
     }
 }

@@ -8,16 +8,33 @@ use chrono::{DateTime, Utc};
 
 use super::PgTaskStore;
 use super::error::store_error;
+use super::rows::millis;
 use crate::domain::{
-    OutboxBacklog, TaskStatus, TaskSupport, ToolDescription, ToolName, WorkerHeartbeat, WorkerId,
-    WorkerInfo,
+    OutboxBacklog, Reach, TaskStatus, TaskSupport, ToolDescription, ToolName, WorkerHeartbeat,
+    WorkerId, WorkerInfo,
 };
 use crate::error::StoreError;
 use crate::store::operations::OperationsStore;
+use crate::store::statements::sql;
+
+/// Where a tenant-bound worker's key splits: `<tenant> U+001F <id>`
+/// (migration 0016; neither id ever holds a control character).
+const REACH_SEPARATOR: char = '\u{1f}';
+
+/// The registry key of `worker` announced by `reach`.
+fn registry_key(worker: &WorkerId, reach: &Reach) -> String {
+    match reach {
+        Reach::AllTenants => worker.as_str().to_owned(),
+        Reach::Tenant(tenant) => format!("{}{REACH_SEPARATOR}{}", tenant.as_str(), worker),
+    }
+}
 
 #[derive(sqlx::FromRow)]
 struct WorkerRow {
+    /// The registry key (`registry_key`).
     worker_id: String,
+    reach: String,
+    consuming: bool,
     tools: Vec<String>,
     slots: i32,
     busy: i32,
@@ -83,14 +100,24 @@ impl WorkerRow {
             .into_iter()
             .filter_map(StoredDescription::into_description)
             .collect();
+        let reach = Reach::parse(&self.reach).map_err(corrupt)?;
+        let id = match reach {
+            Reach::AllTenants => self.worker_id.as_str(),
+            Reach::Tenant(_) => self
+                .worker_id
+                .split_once(REACH_SEPARATOR)
+                .map_or(self.worker_id.as_str(), |(_, id)| id),
+        };
         Ok(WorkerInfo {
             heartbeat: WorkerHeartbeat::new(
-                WorkerId::parse(&self.worker_id).map_err(corrupt)?,
+                WorkerId::parse(id).map_err(corrupt)?,
                 tools,
                 u32::try_from(self.slots).unwrap_or(0),
                 u32::try_from(self.busy).unwrap_or(0),
             )
-            .with_descriptions(descriptions),
+            .with_descriptions(descriptions)
+            .announced_by(reach)
+            .consuming(self.consuming),
             first_seen_at: self.first_seen_at,
             last_seen_at: self.last_seen_at,
         })
@@ -102,10 +129,6 @@ struct BacklogRow {
     jobs: i64,
     due: i64,
     oldest_due_ms: Option<f64>,
-}
-
-fn millis(duration: Duration) -> i64 {
-    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
 #[async_trait]
@@ -120,42 +143,48 @@ impl OperationsStore for PgTaskStore {
         let descriptions = serde_json::to_string(&descriptions)
             .map_err(|err| StoreError::Internal(format!("tool descriptions: {err}")))?;
         sqlx::query(
-            "INSERT INTO workers
-                 (worker_id, tools, slots, busy, first_seen_at, last_seen_at, tool_descriptions)
-             VALUES ($1, $2, $3, $4, now(), now(), $5::jsonb)
-             ON CONFLICT (worker_id) DO UPDATE SET
+            sql!("INSERT INTO workers
+                 (worker_id, reach, tools, slots, busy, first_seen_at, last_seen_at, tool_descriptions,
+                  consuming)
+             VALUES ($1, $6, $2, $3, $4, now(), now(), $5::jsonb, $7)
+             ON CONFLICT (worker_id) DO UPDATE SET consuming = EXCLUDED.consuming,
                  tools = EXCLUDED.tools, slots = EXCLUDED.slots, busy = EXCLUDED.busy,
                  last_seen_at = EXCLUDED.last_seen_at,
-                 tool_descriptions = EXCLUDED.tool_descriptions",
+                 tool_descriptions = EXCLUDED.tool_descriptions"),
         )
-        .bind(heartbeat.worker_id.as_str())
+        .bind(registry_key(&heartbeat.worker_id, &heartbeat.reach))
         .bind(tools)
         .bind(i32::try_from(heartbeat.slots).unwrap_or(i32::MAX))
         .bind(i32::try_from(heartbeat.busy).unwrap_or(i32::MAX))
         .bind(descriptions)
+        .bind(heartbeat.reach.to_string())
+        .bind(heartbeat.consuming)
         .execute(self.pool())
         .await
         .map_err(store_error)?;
         Ok(())
     }
 
-    async fn forget_worker(&self, worker: &WorkerId) -> Result<(), StoreError> {
-        sqlx::query("DELETE FROM workers WHERE worker_id = $1")
-            .bind(worker.as_str())
-            .execute(self.pool())
-            .await
-            .map_err(store_error)?;
+    async fn forget_worker(&self, worker: &WorkerId, reach: &Reach) -> Result<(), StoreError> {
+        sqlx::query(sql!(
+            "DELETE FROM workers WHERE worker_id = $1 AND reach = $2"
+        ))
+        .bind(registry_key(worker, reach))
+        .bind(reach.to_string())
+        .execute(self.pool())
+        .await
+        .map_err(store_error)?;
         Ok(())
     }
 
     async fn workers(&self, within: Duration) -> Result<Vec<WorkerInfo>, StoreError> {
-        sqlx::query_as::<_, WorkerRow>(
-            "SELECT worker_id, tools, slots, busy, first_seen_at, last_seen_at,
+        sqlx::query_as::<_, WorkerRow>(sql!(
+            "SELECT worker_id, reach, consuming, tools, slots, busy, first_seen_at, last_seen_at,
                     tool_descriptions::text AS tool_descriptions
              FROM workers
              WHERE last_seen_at > now() - $1 * interval '1 millisecond'
-             ORDER BY worker_id",
-        )
+             ORDER BY worker_id"
+        ))
         .bind(millis(within))
         .fetch_all(self.pool())
         .await
@@ -166,9 +195,9 @@ impl OperationsStore for PgTaskStore {
     }
 
     async fn forget_silent_workers(&self, unseen_for: Duration) -> Result<u64, StoreError> {
-        let deleted = sqlx::query(
-            "DELETE FROM workers WHERE last_seen_at <= now() - $1 * interval '1 millisecond'",
-        )
+        let deleted = sqlx::query(sql!(
+            "DELETE FROM workers WHERE last_seen_at <= now() - $1 * interval '1 millisecond'"
+        ))
         .bind(millis(unseen_for))
         .execute(self.pool())
         .await
@@ -178,11 +207,11 @@ impl OperationsStore for PgTaskStore {
     }
 
     async fn tasks_by_status(&self) -> Result<Vec<(TaskStatus, u64)>, StoreError> {
-        let rows: Vec<(String, i64)> = sqlx::query_as(concat!(
+        let rows: Vec<(String, i64)> = sqlx::query_as(sql!(concat!(
             "SELECT status, count(*) FROM tasks WHERE ",
             live!(),
             " GROUP BY status"
-        ))
+        )))
         .fetch_all(self.pool())
         .await
         .map_err(store_error)?;
@@ -198,11 +227,11 @@ impl OperationsStore for PgTaskStore {
 
     async fn outbox_backlog(&self) -> Result<OutboxBacklog, StoreError> {
         let row = sqlx::query_as::<_, BacklogRow>(
-            "SELECT count(*) AS jobs,
+            sql!("SELECT count(*) AS jobs,
                     count(*) FILTER (WHERE available_at <= now()) AS due,
                     (extract(epoch FROM now() - min(available_at) FILTER (WHERE available_at <= now()))
                         * 1000)::float8 AS oldest_due_ms
-             FROM dispatch_outbox",
+             FROM dispatch_outbox"),
         )
         .fetch_one(self.pool())
         .await
@@ -217,7 +246,7 @@ impl OperationsStore for PgTaskStore {
     }
 
     async fn ping(&self) -> Result<(), StoreError> {
-        sqlx::query("SELECT 1")
+        sqlx::query(sql!("SELECT 1"))
             .execute(self.pool())
             .await
             .map_err(store_error)?;

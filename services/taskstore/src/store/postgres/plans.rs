@@ -33,6 +33,8 @@ use sqlx::PgConnection;
 use sqlx::pool::PoolConnectionMetadata;
 use sqlx::postgres::PgPoolOptions;
 
+use crate::store::statements::sql;
+
 /// The size of `tasks`' primary key from which cached plans are safe: 16
 /// pages, about 2,000 index entries. From about 1,000 entries on, a generic
 /// plan of a lookup by id takes the primary key.
@@ -98,7 +100,7 @@ impl PlanMode {
         if self.settled_at.get().is_some() {
             return Ok(());
         }
-        self.look(conn, CONNECT_SQL).await
+        self.look(conn, sql!(CONNECT_SQL)).await
     }
 
     /// Whether a released connection goes back to the pool.
@@ -110,7 +112,7 @@ impl PlanMode {
         let now = Instant::now();
         let opened = now.checked_sub(meta.age).unwrap_or(self.origin);
         if self.settled_at.get().is_none() && self.claim_check(now) {
-            self.look(conn, SETTLED_SQL).await?;
+            self.look(conn, sql!(SETTLED_SQL)).await?;
         }
         Ok(keeps(self.settled_at.get().copied(), opened))
     }

@@ -117,3 +117,8 @@ fn corrupt(err: impl std::fmt::Display) -> StoreError {
     tracing::error!(error = %err, "corrupt task row");
     StoreError::Internal("corrupt task row".to_owned())
 }
+
+/// A duration as the milliseconds a statement multiplies an interval by.
+pub(super) fn millis(duration: Duration) -> i64 {
+    i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
+}

@@ -22,7 +22,7 @@ const NEWEST_FIRST: &str = " ORDER BY created_at DESC, task_id DESC";
 /// The unexpired tasks of the tenant after the page's position, newest
 /// first, at most [`SEARCH_SCAN_LIMIT`] (`columns` of them).
 fn push_scan(
-    query: &mut QueryBuilder<'_, Postgres>,
+    query: &mut QueryBuilder<'static, Postgres>,
     columns: &str,
     tenant: &TenantId,
     page: &SearchPage,
@@ -63,7 +63,7 @@ fn contains_pattern(text: &str) -> String {
 }
 
 /// `TaskSearch::matches`, restated in SQL over the scanned rows.
-fn push_filters(query: &mut QueryBuilder<'_, Postgres>, search: &TaskSearch) {
+fn push_filters(query: &mut QueryBuilder<'static, Postgres>, search: &TaskSearch) {
     if !search.statuses.is_empty() {
         let names: Vec<String> = search
             .statuses
@@ -112,6 +112,46 @@ fn push_filters(query: &mut QueryBuilder<'_, Postgres>, search: &TaskSearch) {
     }
 }
 
+/// The page: the tasks among the scanned ones that match, newest first,
+/// one more than the page holds (it tells whether another follows).
+pub(super) fn page_query(
+    tenant: &TenantId,
+    search: &TaskSearch,
+    page: &SearchPage,
+) -> QueryBuilder<'static, Postgres> {
+    let mut query = QueryBuilder::<Postgres>::new("WITH scan AS MATERIALIZED (");
+    push_scan(
+        &mut query,
+        concat!(task_columns!(), ", lease_owner"),
+        tenant,
+        page,
+    );
+    query.push(concat!(
+        ") SELECT ",
+        task_columns!(),
+        " FROM scan WHERE true"
+    ));
+    push_filters(&mut query, search);
+    query
+        .push(NEWEST_FIRST)
+        .push(" LIMIT ")
+        .push_bind(i64::from(page.limit()) + 1);
+    query
+}
+
+/// How far the scan went: how many tasks it examined, and the last.
+pub(super) fn scan_end_query(
+    tenant: &TenantId,
+    page: &SearchPage,
+) -> QueryBuilder<'static, Postgres> {
+    let mut query = QueryBuilder::<Postgres>::new(
+        "SELECT count(*) OVER () AS examined, created_at, task_id FROM (",
+    );
+    push_scan(&mut query, "created_at, task_id", tenant, page);
+    query.push(") scan ORDER BY created_at, task_id LIMIT 1");
+    query
+}
+
 #[derive(sqlx::FromRow)]
 struct ScanEndRow {
     examined: i64,
@@ -129,24 +169,7 @@ impl PgInsights {
         page: &SearchPage,
     ) -> Result<SearchResults, StoreError> {
         let mut tx = self.begin().await?;
-        let mut query = QueryBuilder::<Postgres>::new("WITH scan AS MATERIALIZED (");
-        push_scan(
-            &mut query,
-            concat!(task_columns!(), ", lease_owner"),
-            tenant,
-            page,
-        );
-        query.push(concat!(
-            ") SELECT ",
-            task_columns!(),
-            " FROM scan WHERE true"
-        ));
-        push_filters(&mut query, search);
-        query
-            .push(NEWEST_FIRST)
-            .push(" LIMIT ")
-            .push_bind(i64::from(page.limit()) + 1);
-        let rows: Vec<TaskRow> = query
+        let rows: Vec<TaskRow> = page_query(tenant, search, page)
             .build_query_as()
             .fetch_all(&mut *tx)
             .await
@@ -160,12 +183,7 @@ impl PgInsights {
             Err(matched) => {
                 // Fewer than a page matched: how far did the scan go? The
                 // same scan again, in the same snapshot.
-                let mut query = QueryBuilder::<Postgres>::new(
-                    "SELECT count(*) OVER () AS examined, created_at, task_id FROM (",
-                );
-                push_scan(&mut query, "created_at, task_id", tenant, page);
-                query.push(") scan ORDER BY created_at, task_id LIMIT 1");
-                let end: Option<ScanEndRow> = query
+                let end: Option<ScanEndRow> = scan_end_query(tenant, page)
                     .build_query_as()
                     .fetch_optional(&mut *tx)
                     .await
@@ -185,7 +203,9 @@ impl PgInsights {
                 SearchResults::scan_ended(matched, examined, last)
             }
         };
-        tx.commit().await.map_err(bounded_read_error)?;
+        super::transaction::commit(tx)
+            .await
+            .map_err(bounded_read_error)?;
         Ok(results)
     }
 }

@@ -11,25 +11,59 @@ use sqlx::PgPool;
 use tokio::sync::mpsc;
 
 use super::batch_writer;
+use super::feed::{Quiet, Reach, unheard};
 use super::history::history_ended;
-use super::quiet::{Quiet, Reach, unheard};
 use super::rows::{TaskRow, task_columns};
+use crate::domain::{Effects, Fence, JsonObject, Scope, TaskId, TaskStatus};
+use crate::error::StoreError;
+use crate::store::statements::sql;
 
 /// Most changes per statement.
 const MAX_BATCH: usize = 256;
 
 /// One change: the task (in its scope), its new status and message, the
-/// result for a terminal one, and the lease that must still be the task's.
+/// result for a terminal one, and its fence (`domain::Fence`): the lease
+/// that must still be the task's, or, for a report without one, that no
+/// worker runs the task and nobody holds it.
 #[derive(Debug, Clone)]
 pub(super) struct Change {
     pub tenant: String,
     pub task_id: String,
     pub session: Option<String>,
-    pub status: &'static str,
+    pub status: TaskStatus,
     pub terminal: bool,
     pub message: Option<String>,
     pub result: Option<String>,
     pub fence: Option<String>,
+    /// A report without a lease: only on a task never dispatched nor held.
+    pub unheld: bool,
+}
+
+impl Change {
+    /// A report's effects (`Effects::of_report`) on the task `task_id` in
+    /// `scope`, under `fence`. The statement ends the running attempt's
+    /// record with the task's new status and message, as `of_report` says.
+    pub(super) fn of_report(
+        scope: &Scope,
+        task_id: &TaskId,
+        effects: Effects,
+        fence: Fence<'_>,
+    ) -> Result<Change, StoreError> {
+        let status = effects
+            .status
+            .ok_or_else(|| StoreError::Internal("a report without a status".into()))?;
+        Ok(Change {
+            tenant: scope.tenant.as_str().to_owned(),
+            task_id: task_id.as_str().to_owned(),
+            session: scope.session.as_ref().map(|s| s.as_str().to_owned()),
+            status,
+            terminal: effects.attempt_ended.is_some(),
+            message: effects.message.flatten(),
+            result: effects.result.map(JsonObject::into_string),
+            fence: fence.lease().map(|f| f.as_str().to_owned()),
+            unheld: fence == Fence::Unheld,
+        })
+    }
 }
 
 /// A change waiting for its batch; no row in the reply when it changed
@@ -85,18 +119,21 @@ macro_rules! apply_sql {
             " ELSE attempt_history END,",
             " quiet_changes = quiet_changes + c.quiet::int",
             " FROM (SELECT s.*, ",
-            unheard!("s.c_tenant", "$9"),
+            unheard!("s.c_tenant", "$10"),
             " AS quiet FROM ",
             $source,
             "   AS s(c_tenant, c_task, c_session, new_status, new_message, new_result, terminal,",
-            "        fence)) c",
+            "        fence, unheld)) c",
             " WHERE tenant_id = c.c_tenant AND task_id = c.c_task",
             " AND (c.c_session IS NULL OR session_id = c.c_session)",
             " AND ",
             live!(),
             " AND ",
             open!(),
-            " AND (c.fence IS NULL OR lease_token = c.fence)",
+            // The fence (`domain::Fence::admits`); a held task has
+            // max_attempts set, as a dispatched one has.
+            " AND CASE WHEN c.fence IS NOT NULL THEN lease_token = c.fence",
+            "   WHEN c.unheld THEN max_attempts IS NULL ELSE true END",
             " RETURNING tenant_id, progress_token, c.quiet, ",
             task_columns!()
         )
@@ -114,35 +151,38 @@ async fn apply(
     changes: &[Change],
 ) -> Result<HashMap<(String, String), TaskRow>, sqlx::Error> {
     let changed = if let [one] = changes {
-        sqlx::query_as::<_, ChangedRow>(apply_sql!(
-            "(VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::bool, $8::text))"
-        ))
+        sqlx::query_as::<_, ChangedRow>(sql!(apply_sql!(
+            "(VALUES ($1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::bool, $8::text, $9::bool))"
+        )))
         .bind(&one.tenant)
         .bind(&one.task_id)
         .bind(&one.session)
-        .bind(one.status)
+        .bind(one.status.as_str())
         .bind(&one.message)
         .bind(&one.result)
         .bind(one.terminal)
         .bind(&one.fence)
+        .bind(one.unheld)
         .bind(quiet.me())
         .fetch_all(pool)
         .await?
     } else {
         let text = |f: fn(&Change) -> Option<String>| changes.iter().map(f).collect::<Vec<_>>();
         let terminal: Vec<bool> = changes.iter().map(|c| c.terminal).collect();
-        sqlx::query_as::<_, ChangedRow>(apply_sql!(
-            "unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bool[], $8::text[])"
-        ))
+        let unheld: Vec<bool> = changes.iter().map(|c| c.unheld).collect();
+        sqlx::query_as::<_, ChangedRow>(sql!(apply_sql!(
+            "unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bool[], $8::text[], $9::bool[])"
+        )))
         .persistent(false) // planned for its arrays: batch_writer.rs, "Plans"
         .bind(text(|c| Some(c.tenant.clone())))
         .bind(text(|c| Some(c.task_id.clone())))
         .bind(text(|c| c.session.clone()))
-        .bind(text(|c| Some(c.status.to_owned())))
+        .bind(text(|c| Some(c.status.as_str().to_owned())))
         .bind(text(|c| c.message.clone()))
         .bind(text(|c| c.result.clone()))
         .bind(&terminal)
         .bind(text(|c| c.fence.clone()))
+        .bind(&unheld)
         .bind(quiet.me())
         .fetch_all(pool)
         .await?

@@ -159,7 +159,11 @@ export function watch(page, { allowDocumentStatus = [] } = {}) {
   page.on('pageerror', (err) => problems.push(`uncaught: ${err.message}`));
   page.on('requestfailed', (req) => {
     const failure = req.failure()?.errorText || 'failed';
-    if (failure.includes('ERR_ABORTED') && (req.resourceType() === 'eventsource' || /\/events(\?|$)/.test(req.url()))) return;
+    // The dashboard's script never aborts its own requests: an aborted event
+    // stream or refresh means the page was left (a test's next goto) while it
+    // was in flight, not that the server failed one.
+    const ownRequest = ['eventsource', 'fetch'].includes(req.resourceType()) || /\/events(\?|$)/.test(req.url());
+    if (failure.includes('ERR_ABORTED') && ownRequest) return;
     problems.push(`request failed: ${req.method()} ${req.url()} ${failure}`);
   });
   page.on('response', (res) => {
@@ -180,11 +184,16 @@ export async function login(context, key) {
   return page;
 }
 
+/** The session cookie's names: `__Host-` prefixed where the dashboard
+ * serves secure cookies at the root path, as here; plain elsewhere. */
+export const SESSION_COOKIES = ['__Host-taskstore_dashboard', 'taskstore_dashboard'];
+export const isSessionCookie = (cookie) => SESSION_COOKIES.includes(cookie.name ?? cookie);
+
 /** The session cookie of a logged-in context, as a Cookie header. */
 export async function cookieHeader(context) {
   const cookies = await context.cookies(env.base);
-  const session = cookies.find((c) => c.name === 'taskstore_dashboard');
-  if (!session) throw new Error(`no taskstore_dashboard cookie; cookies: ${cookies.map((c) => c.name).join(', ') || 'none'}`);
+  const session = cookies.find(isSessionCookie);
+  if (!session) throw new Error(`no session cookie; cookies: ${cookies.map((c) => c.name).join(', ') || 'none'}`);
   return `${session.name}=${session.value}`;
 }
 

@@ -24,13 +24,14 @@ use sqlx::PgPool;
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
-use super::error::store_error;
+use super::super::error::store_error;
 use super::quiet::{Quiet, REGISTRATION_LIFETIME_SECS};
 use crate::error::StoreError;
+use crate::store::statements::sql;
 
 /// The `application_name` of this version's listening connection, by which
 /// replicas tell it from an older version's (which does not register).
-pub(super) const LISTENER_APPLICATION: &str = "taskstore change feed";
+pub(in crate::store::postgres) const LISTENER_APPLICATION: &str = "taskstore change feed";
 
 const RENEW_EVERY: Duration = Duration::from_secs(10);
 /// A tenant without subscribers here keeps its registration this long, so
@@ -39,12 +40,18 @@ const FORGET_AFTER: Duration = Duration::from_secs(60);
 /// The longest a registration waits for the table lock (`lock_timeout`),
 /// and how long after a registration without it its tenants read again.
 const LOCK_WAIT: Duration = Duration::from_secs(1);
+/// Begins a registration: waits at most [`LOCK_WAIT`] for any lock.
+const BEGIN_REGISTRATION: &str = "BEGIN; SET LOCAL lock_timeout = '1s'";
 
-/// PostgreSQL's `lock_not_available`: `lock_timeout` ran out.
-fn is_lock_timeout(err: &sqlx::Error) -> bool {
+/// The table lock was not had: `lock_timeout` ran out
+/// (`lock_not_available`), or PostgreSQL broke a deadlock by cancelling
+/// this request (`deadlock_detected`; the registration holds nothing else,
+/// so that means a session holding the table waits for something queued
+/// behind this lock). Either way the registration goes on without it.
+fn is_lock_refused(err: &sqlx::Error) -> bool {
     err.as_database_error()
         .and_then(|db| db.code())
-        .is_some_and(|code| code == "55P03")
+        .is_some_and(|code| code == "55P03" || code == "40P01")
 }
 
 /// Registrations nobody renewed for this long are deleted.
@@ -58,7 +65,7 @@ fn may_have_lapsed(since_last_renewal: Duration) -> bool {
 
 /// A new id for this replica's registrations: random, so that a restarted
 /// replica never inherits the rows of its previous life.
-pub(super) fn new_replica_id() -> String {
+pub(in crate::store::postgres) fn new_replica_id() -> String {
     let mut bytes = [0u8; 12];
     if getrandom::getrandom(&mut bytes).is_err() {
         // Unique enough: the process and the time it started.
@@ -80,7 +87,7 @@ struct Registered {
 }
 
 #[derive(Debug, Clone)]
-pub(super) struct ChangeListeners {
+pub(in crate::store::postgres) struct ChangeListeners {
     pool: PgPool,
     quiet: Quiet,
     registered: Arc<Mutex<Registered>>,
@@ -90,7 +97,11 @@ impl ChangeListeners {
     /// Checks for older listeners once (so that the replica is quiet, or
     /// not, from its first statement), then starts the renewals, which
     /// check again each time; they stop with `stop`.
-    pub(super) async fn start(pool: PgPool, quiet: Quiet, stop: CancellationToken) -> Self {
+    pub(in crate::store::postgres) async fn start(
+        pool: PgPool,
+        quiet: Quiet,
+        stop: CancellationToken,
+    ) -> Self {
         let listeners = Self {
             pool,
             quiet,
@@ -115,7 +126,7 @@ impl ChangeListeners {
 
     /// Registers `tenant` unless it is registered already: call before a
     /// subscriber of the tenant reads anything.
-    pub(super) async fn ensure(&self, tenant: &str) -> Result<(), StoreError> {
+    pub(in crate::store::postgres) async fn ensure(&self, tenant: &str) -> Result<(), StoreError> {
         let cell = {
             let mut registered = self.lock();
             registered
@@ -127,10 +138,16 @@ impl ChangeListeners {
                 .or_default()
                 .clone()
         };
-        let tenants = [tenant.to_owned()];
-        cell.get_or_try_init(|| self.register(&tenants))
-            .await
-            .map(|_| ())
+        let (this, tenants) = (self.clone(), [tenant.to_owned()]);
+        cell.get_or_try_init(|| async move {
+            // On a task of its own: a waiting call that hangs up does not
+            // cut a registration short halfway.
+            tokio::spawn(async move { this.register(&tenants).await })
+                .await
+                .unwrap_or_else(|join| Err(StoreError::Internal(join.to_string())))
+        })
+        .await
+        .map(|_| ())
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Registered> {
@@ -147,21 +164,22 @@ impl ChangeListeners {
     /// are written anyway and the tenants' subscribers read again once the
     /// statements that may have missed them are surely over.
     async fn register(&self, tenants: &[String]) -> Result<(), StoreError> {
-        let mut tx = self.pool.begin().await.map_err(store_error)?;
-        sqlx::query("SELECT set_config('lock_timeout', $1, true)")
-            .bind(format!("{}ms", LOCK_WAIT.as_millis()))
-            .execute(&mut *tx)
+        // The transaction takes nothing before the lock, so it cannot be
+        // one end of a deadlock (it can only wait).
+        let mut tx = super::super::transaction::begin(&self.pool, Some(BEGIN_REGISTRATION))
             .await
             .map_err(store_error)?;
-        match sqlx::query("LOCK TABLE change_listeners IN ACCESS EXCLUSIVE MODE")
+        match sqlx::query(sql!("LOCK TABLE change_listeners IN ACCESS EXCLUSIVE MODE"))
             .execute(&mut *tx)
             .await
         {
             Ok(_) => {
                 self.upsert(&mut *tx, tenants).await?;
-                tx.commit().await.map_err(store_error)
+                super::super::transaction::commit(tx)
+                    .await
+                    .map_err(store_error)
             }
-            Err(err) if is_lock_timeout(&err) => {
+            Err(err) if is_lock_refused(&err) => {
                 drop(tx);
                 self.upsert(&self.pool, tenants).await?;
                 tracing::warn!(
@@ -184,11 +202,11 @@ impl ChangeListeners {
         executor: impl sqlx::PgExecutor<'e>,
         tenants: &[String],
     ) -> Result<(), StoreError> {
-        sqlx::query(
+        sqlx::query(sql!(
             "INSERT INTO change_listeners (tenant_id, replica_id)
              SELECT unnest($1::text[]), $2
-             ON CONFLICT (tenant_id, replica_id) DO UPDATE SET renewed_at = now()",
-        )
+             ON CONFLICT (tenant_id, replica_id) DO UPDATE SET renewed_at = now()"
+        ))
         .bind(tenants)
         .bind(self.quiet.replica())
         .execute(executor)
@@ -217,8 +235,8 @@ impl ChangeListeners {
 
     /// Deletes this replica's rows: other replicas need not notify it any
     /// more. (A replica that dies without leaving has its rows lapse.)
-    pub(super) async fn leave(&self) {
-        let left = sqlx::query("DELETE FROM change_listeners WHERE replica_id = $1")
+    pub(in crate::store::postgres) async fn leave(&self) {
+        let left = sqlx::query(sql!("DELETE FROM change_listeners WHERE replica_id = $1"))
             .bind(self.quiet.replica())
             .execute(&self.pool)
             .await;
@@ -268,10 +286,10 @@ impl ChangeListeners {
                 self.upsert(&self.pool, &tenants).await?;
             }
         }
-        sqlx::query(
+        sqlx::query(sql!(
             "DELETE FROM change_listeners
-             WHERE renewed_at < now() - $1 * interval '1 second'",
-        )
+             WHERE renewed_at < now() - $1 * interval '1 second'"
+        ))
         .bind(DELETE_AFTER_SECS)
         .execute(&self.pool)
         .await
@@ -281,20 +299,22 @@ impl ChangeListeners {
 
     /// Whether this replica changes tasks quietly where nobody else listens
     /// (false while an older listener may be connected).
-    pub(super) fn quiet_allowed(&self) -> bool {
+    pub(in crate::store::postgres) fn quiet_allowed(&self) -> bool {
         self.quiet.me().is_some()
     }
 
     /// Whether a session that may be an older version's listener is
     /// connected to this database: one that LISTENs under another name than
     /// this version's, or one whose query this role may not see.
-    pub(super) async fn older_listeners_connected(&self) -> Result<bool, StoreError> {
-        sqlx::query_scalar(
+    pub(in crate::store::postgres) async fn older_listeners_connected(
+        &self,
+    ) -> Result<bool, StoreError> {
+        sqlx::query_scalar(sql!(
             "SELECT EXISTS (SELECT 1 FROM pg_stat_activity
              WHERE datname = current_database() AND backend_type = 'client backend'
                AND pid <> pg_backend_pid() AND application_name <> $1
-               AND (query ILIKE 'listen%' OR query = '<insufficient privilege>'))",
-        )
+               AND (query ILIKE 'listen%' OR query = '<insufficient privilege>'))"
+        ))
         .bind(LISTENER_APPLICATION)
         .fetch_one(&self.pool)
         .await
@@ -314,5 +334,11 @@ mod tests {
             REGISTRATION_LIFETIME_SECS
         )));
         assert!(may_have_lapsed(Duration::from_secs(25)));
+    }
+
+    #[test]
+    fn a_registration_waits_for_the_lock_no_longer_than_said() {
+        let said = format!("lock_timeout = '{}s'", LOCK_WAIT.as_secs());
+        assert!(BEGIN_REGISTRATION.contains(&said), "{BEGIN_REGISTRATION}");
     }
 }

@@ -2,7 +2,10 @@
 //! timestamps, and several replicas on one database at once (migrating,
 //! sharing cursors, waking each other's waiters, relaying the same outbox).
 
+#[path = "../common/mod.rs"]
 mod common;
+
+mod cancelled;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -80,6 +83,7 @@ async fn replicas_can_migrate_at_once() {
             "_sqlx_migrations",
             "api_keys",
             "change_listeners",
+            "dashboard_ended_sessions",
             "dispatch_outbox",
             "store_secrets",
             "task_input_requests",
@@ -413,6 +417,7 @@ async fn dashboard_reads_are_cut_off_and_never_starve_the_api() {
         .expect("create");
     // Questions locked away: a dashboard read of them waits, as a costly
     // one would run, until its statement timeout stops it.
+    #[allow(clippy::disallowed_methods)] // a test's own transaction, never cancelled
     let mut locker = store.pool().begin().await.expect("begin");
     sqlx::query("LOCK TABLE task_input_requests IN ACCESS EXCLUSIVE MODE")
         .execute(&mut *locker)

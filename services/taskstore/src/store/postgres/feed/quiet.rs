@@ -2,24 +2,24 @@
 //! statements skip the task-change notification of a row whose tenant no
 //! other replica follows, and the replica that made the change tells its
 //! own subscribers in process instead. Which tenants other replicas follow
-//! is `change_listeners` (`change_listeners.rs` keeps this replica's rows).
+//! is `change_listeners` (`registrations.rs` keeps this replica's rows).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use super::rows::TaskRow;
+use super::super::rows::TaskRow;
 use crate::domain::ProgressToken;
 use crate::store::changes::{ChangeFeed, ChangedTask, News, TaskChange};
 
 /// How long a registration counts without being renewed. The SQL of
 /// [`unheard!`] says the same number: a unit test holds them together.
-pub(super) const REGISTRATION_LIFETIME_SECS: u64 = 30;
+pub(in crate::store::postgres) const REGISTRATION_LIFETIME_SECS: u64 = 30;
 
 /// True when the row's tenant (`$tenant`, an SQL expression) is followed by
 /// no replica but the one bound as `$me` (text), which is NULL when this
 /// replica must notify everything. Evaluated with the statement's snapshot;
 /// a registration committed after it cannot be missed, because registering
-/// waits for the statements that read the table (`change_listeners.rs`).
+/// waits for the statements that read the table (`registrations.rs`).
 macro_rules! unheard {
     ($tenant:literal, $me:literal) => {
         concat!(
@@ -34,12 +34,12 @@ macro_rules! unheard {
         )
     };
 }
-pub(super) use unheard;
+pub(in crate::store::postgres) use unheard;
 
 /// This replica's side of quiet changes: its id, whether it may be quiet
 /// at all, and the feed its own subscribers hear from.
 #[derive(Debug, Clone)]
-pub(super) struct Quiet {
+pub(in crate::store::postgres) struct Quiet {
     replica: Arc<str>,
     /// False while a listener of an older version (which does not register)
     /// may be connected, and until the first check.
@@ -48,7 +48,7 @@ pub(super) struct Quiet {
 }
 
 impl Quiet {
-    pub(super) fn new(replica: Arc<str>, feed: ChangeFeed) -> Self {
+    pub(in crate::store::postgres) fn new(replica: Arc<str>, feed: ChangeFeed) -> Self {
         Self {
             replica,
             allowed: Arc::new(AtomicBool::new(false)),
@@ -57,20 +57,20 @@ impl Quiet {
     }
 
     /// This replica's change feed.
-    pub(super) fn feed(&self) -> &ChangeFeed {
+    pub(in crate::store::postgres) fn feed(&self) -> &ChangeFeed {
         &self.feed
     }
 
-    pub(super) fn replica(&self) -> &str {
+    pub(in crate::store::postgres) fn replica(&self) -> &str {
         &self.replica
     }
 
-    pub(super) fn allow(&self, allowed: bool) {
+    pub(in crate::store::postgres) fn allow(&self, allowed: bool) {
         self.allowed.store(allowed, Ordering::Relaxed);
     }
 
     /// What the statements bind for [`unheard!`]'s `$me`.
-    pub(super) fn me(&self) -> Option<&str> {
+    pub(in crate::store::postgres) fn me(&self) -> Option<&str> {
         self.allowed
             .load(Ordering::Relaxed)
             .then_some(&*self.replica)
@@ -81,7 +81,7 @@ impl Quiet {
     /// here would hear it. (One subscribing meanwhile reads the change: it
     /// is committed.) A row that does not convert (corrupt) is told without
     /// the task, so that subscribers read it.
-    pub(super) fn tell(
+    pub(in crate::store::postgres) fn tell(
         &self,
         tenant: &str,
         row: &TaskRow,
@@ -118,7 +118,7 @@ impl Quiet {
 
 /// Who hears of a quiet change in process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Reach {
+pub(in crate::store::postgres) enum Reach {
     Everyone,
     /// Not the task's own subscribers: they are handed the result
     /// ([`ChangeFeed::hand_over`]).

@@ -3,7 +3,7 @@
 //! trusts. This module is the client side: the issuer's endpoints (from its
 //! discovery document, fetched once and kept), the authorization URL, and
 //! the code exchanged for tokens. The browser's side of the flow is
-//! `sign_in`.
+//! `dashboard/sign_in.rs`.
 //!
 //! The token that logs in is the access token, verified by the same
 //! [`JwtVerifier`] as every gRPC and MCP call: a browser may do what that

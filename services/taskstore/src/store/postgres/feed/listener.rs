@@ -1,7 +1,7 @@
 //! The change feed over PostgreSQL LISTEN/NOTIFY: a trigger (migrations
 //! 0002, 0003, 0012, 0015) notifies task changes, with the task; one
 //! listening connection per replica turns the notifications into
-//! in-process events (`change_payload.rs`). Claims and status changes that
+//! in-process events (`payload.rs`). Claims and status changes that
 //! no other replica listens for are not notified: the replica that made
 //! them tells its subscribers itself (`quiet.rs`). (Outbox inserts no
 //! longer notify: migration 0008.)
@@ -13,8 +13,8 @@ use sqlx::postgres::{PgListener, PgNotification};
 use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 
-use super::change_listeners::LISTENER_APPLICATION;
-use super::change_payload::{Notification, parse_notification};
+use super::payload::{Notification, parse_notification};
+use super::registrations::LISTENER_APPLICATION;
 use crate::domain::{JsonObject, TaskResult};
 use crate::store::changes::{ChangeFeed, News, TaskChange};
 
@@ -25,7 +25,7 @@ const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(5);
 /// (re)connection it tells everyone to re-read (`Resync`), because
 /// notifications sent while it was away are lost. The returned receiver
 /// completes once the first connection listens.
-pub(super) fn spawn(
+pub(in crate::store::postgres) fn spawn(
     pool: PgPool,
     feed: ChangeFeed,
     stop: CancellationToken,
@@ -87,7 +87,7 @@ pub(super) fn spawn(
 async fn connect(pool: &PgPool) -> Result<PgListener, sqlx::Error> {
     let mut listener = PgListener::connect_with(pool).await?;
     // The name tells other replicas this listener registers the tenants it
-    // wants to hear of (`change_listeners.rs`).
+    // wants to hear of (`registrations.rs`).
     sqlx::query(&format!("SET application_name = '{LISTENER_APPLICATION}'"))
         .execute(&mut listener)
         .await?;
