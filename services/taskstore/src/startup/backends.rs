@@ -18,7 +18,7 @@ use crate::store::memory::MemoryTaskStore;
 use crate::store::operations::OperationsStore;
 use crate::store::postgres::{self, PgTaskStore, PoolSettings};
 use crate::store::sqlite;
-use crate::store::{StoreConfig, TaskInsights, TaskStore};
+use crate::store::{InsightsSource, StoreConfig, TaskInsights, TaskStore};
 
 /// One store seen through each of the service's traits.
 #[derive(Clone)]
@@ -53,14 +53,14 @@ impl Backends {
     /// `store` in every role.
     pub fn from_store<S>(store: Arc<S>, name: &'static str, location: String) -> Self
     where
-        S: TaskStore + ExecutionStore + DispatchStore + OperationsStore + TaskInsights,
+        S: TaskStore + ExecutionStore + DispatchStore + OperationsStore + InsightsSource,
     {
         Self {
             store: store.clone(),
             execution: store.clone(),
             dispatch: store.clone(),
             operations: store.clone(),
-            insights: store,
+            insights: S::insights_reader(&store),
             keys: Arc::new(MemoryKeys::default()),
             name,
             location,

@@ -74,16 +74,43 @@ pub trait DispatchStore: Send + Sync + 'static {
     /// publishing a job twice.
     async fn take_due_jobs(&self, limit: u32) -> Result<Vec<DueJob>, StoreError>;
 
+    /// Forgets the outbox entries of jobs the queue took.
+    async fn forget_jobs(&self, queued: &[i64]) -> Result<(), StoreError>;
+
+    /// No queue takes `job` (no worker ever served its tool): it is
+    /// offered again after the `unroutable_retry`, and its task's message
+    /// says that it waits for a worker (`Effects::of_waiting_for_worker`).
+    async fn hold_for_worker(&self, job: &DueJob) -> Result<(), StoreError>;
+
+    /// The queue could not take these jobs: they fall due again at once,
+    /// for the next pass. Best effort: a job left in flight falls due at
+    /// the end of its grace anyway.
+    async fn leave_to_outbox(&self, unsent: &[i64]);
+
     /// Records what the queue did with each of `jobs` (`outcomes` in the
     /// same order): a queued job is forgotten, one no queue takes waits for
-    /// a worker (and its task says so), one the queue could not take falls
-    /// due again at once. Returns how many were queued, or UNAVAILABLE when
-    /// any could not be (after settling them all).
+    /// a worker, one the queue could not take falls due again at once.
+    /// Returns how many were queued, or UNAVAILABLE when any could not be
+    /// (after settling them all).
     async fn settle_jobs(
         &self,
         jobs: &[DueJob],
         outcomes: Vec<Result<Published, PublishError>>,
-    ) -> Result<u64, StoreError>;
+    ) -> Result<u64, StoreError> {
+        let settlement = Settlement::of(jobs, outcomes);
+        // The unsent first: a failure below must not strand them in flight.
+        if settlement.failure.is_some() {
+            self.leave_to_outbox(&settlement.unsent).await;
+        }
+        self.forget_jobs(&settlement.queued).await?;
+        for job in settlement.unroutable {
+            self.hold_for_worker(job).await?;
+        }
+        match settlement.failure {
+            Some(err) => Err(StoreError::Unavailable(err.to_string())),
+            None => Ok(settlement.queued.len() as u64),
+        }
+    }
 
     /// One pass of the relay: take the due jobs, publish them in one batch
     /// (the queue, not the store, talks to the broker), settle them; how
@@ -112,6 +139,36 @@ pub struct DueJob {
     /// The backend's id of the job's outbox entry.
     pub outbox_id: i64,
     pub message: JobMessage,
+}
+
+/// The jobs of a relay pass sorted by what the queue did with them.
+#[derive(Debug, Default)]
+struct Settlement<'a> {
+    /// The outbox ids of the jobs the queue took.
+    queued: Vec<i64>,
+    /// The jobs no queue takes.
+    unroutable: Vec<&'a DueJob>,
+    /// The outbox ids of the jobs the queue could not take.
+    unsent: Vec<i64>,
+    /// Why the first of those could not be.
+    failure: Option<PublishError>,
+}
+
+impl<'a> Settlement<'a> {
+    fn of(jobs: &'a [DueJob], outcomes: Vec<Result<Published, PublishError>>) -> Self {
+        let mut settlement = Settlement::default();
+        for (job, outcome) in jobs.iter().zip(outcomes) {
+            match outcome {
+                Ok(Published::Queued) => settlement.queued.push(job.outbox_id),
+                Ok(Published::NoWorkerForTool) => settlement.unroutable.push(job),
+                Err(err) => {
+                    settlement.unsent.push(job.outbox_id);
+                    settlement.failure.get_or_insert(err);
+                }
+            }
+        }
+        settlement
+    }
 }
 
 /// What the queue did with a job.

@@ -3,6 +3,8 @@
 //! timeout and a pool of its own), so that a browser cannot starve the API.
 //! Every backend implements it; the conformance suite proves them alike.
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
@@ -58,4 +60,11 @@ pub trait TaskInsights: Send + Sync + 'static {
         tenant: &TenantId,
         limit: u32,
     ) -> Result<Vec<SessionSummary>, StoreError>;
+}
+
+/// Where a store answers the dashboard: the memory store itself; the
+/// PostgreSQL store through its [`crate::store::postgres::PgInsights`], on
+/// a pool of their own.
+pub trait InsightsSource {
+    fn insights_reader(store: &Arc<Self>) -> Arc<dyn TaskInsights>;
 }

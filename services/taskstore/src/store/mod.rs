@@ -124,7 +124,7 @@ pub trait TaskStore: Send + Sync + 'static {
 }
 
 pub use changes::{ChangedTask, Followed, TaskFollow};
-pub use insights::TaskInsights;
+pub use insights::{InsightsSource, TaskInsights};
 
 /// The stream [`TaskStore::watch_task`] returns.
 pub type TaskWatch =

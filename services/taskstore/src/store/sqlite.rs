@@ -207,50 +207,32 @@ impl Persistence for SqlitePersistence {
         // PostgreSQL one does not (`postgres/transaction.rs`).
         #[allow(clippy::disallowed_methods)]
         let mut tx = self.pool.begin().await.map_err(internal)?;
+        // A record or job present is written whole; an absent one deleted.
         for ((tenant, task_id), record) in tasks {
-            match record {
-                Some(record) => {
-                    let json = serde_json::to_string(&record).map_err(internal)?;
-                    sqlx::query(sql!(Sqlite: "INSERT OR REPLACE INTO tasks (tenant_id, task_id, record) VALUES (?, ?, ?)"))
-                        .bind(tenant)
-                        .bind(task_id)
-                        .bind(json)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(internal)?;
-                }
-                None => {
-                    sqlx::query(
-                        sql!(Sqlite: "DELETE FROM tasks WHERE tenant_id = ? AND task_id = ?"),
-                    )
+            let statement = match record {
+                Some(record) => sqlx::query(sql!(Sqlite: "INSERT OR REPLACE INTO tasks (tenant_id, task_id, record) VALUES (?, ?, ?)"))
                     .bind(tenant)
                     .bind(task_id)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(internal)?;
-                }
-            }
+                    .bind(serde_json::to_string(&record).map_err(internal)?),
+                None => sqlx::query(sql!(Sqlite: "DELETE FROM tasks WHERE tenant_id = ? AND task_id = ?"))
+                    .bind(tenant)
+                    .bind(task_id),
+            };
+            statement.execute(&mut *tx).await.map_err(internal)?;
         }
         for (id, job) in jobs {
             let id = i64::try_from(id).map_err(internal)?;
-            match job {
-                Some(job) => {
-                    let json = serde_json::to_string(&job).map_err(internal)?;
-                    sqlx::query(sql!(Sqlite: "INSERT OR REPLACE INTO dispatch_outbox (id, job) VALUES (?, ?)"))
-                        .bind(id)
-                        .bind(json)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(internal)?;
-                }
+            let statement = match job {
+                Some(job) => sqlx::query(
+                    sql!(Sqlite: "INSERT OR REPLACE INTO dispatch_outbox (id, job) VALUES (?, ?)"),
+                )
+                .bind(id)
+                .bind(serde_json::to_string(&job).map_err(internal)?),
                 None => {
-                    sqlx::query(sql!(Sqlite: "DELETE FROM dispatch_outbox WHERE id = ?"))
-                        .bind(id)
-                        .execute(&mut *tx)
-                        .await
-                        .map_err(internal)?;
+                    sqlx::query(sql!(Sqlite: "DELETE FROM dispatch_outbox WHERE id = ?")).bind(id)
                 }
-            }
+            };
+            statement.execute(&mut *tx).await.map_err(internal)?;
         }
         #[allow(clippy::disallowed_methods)] // SQLite's: see `begin` above
         tx.commit().await.map_err(internal)

@@ -22,7 +22,7 @@ use taskstore::store::execution::{DispatchStore, ExecutionStore};
 use taskstore::store::memory::MemoryTaskStore;
 use taskstore::store::operations::OperationsStore;
 use taskstore::store::postgres::{self, PgTaskStore, PoolSettings};
-use taskstore::store::{StoreConfig, TaskInsights, TaskStore};
+use taskstore::store::{InsightsSource, StoreConfig, TaskInsights, TaskStore};
 use tokio_util::sync::CancellationToken;
 
 const DEFAULT_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
@@ -122,10 +122,10 @@ pub async fn pg_store(config: StoreConfig) -> PgTaskStore {
 
 /// Every role a test store plays.
 pub trait FullStore:
-    TaskStore + ExecutionStore + DispatchStore + OperationsStore + TaskInsights
+    TaskStore + ExecutionStore + DispatchStore + OperationsStore + InsightsSource
 {
 }
-impl<S: TaskStore + ExecutionStore + DispatchStore + OperationsStore + TaskInsights> FullStore
+impl<S: TaskStore + ExecutionStore + DispatchStore + OperationsStore + InsightsSource> FullStore
     for S
 {
 }
@@ -188,7 +188,7 @@ fn direct<S: FullStore>(store: S) -> Stores {
         store: store.clone(),
         execution: store.clone(),
         dispatch: store.clone(),
-        insights: store,
+        insights: S::insights_reader(&store),
     }
 }
 
@@ -203,7 +203,7 @@ async fn over_grpc<S: FullStore>(store: S) -> Stores {
         store: Arc::new(GrpcTaskStore::new(channel.clone())),
         execution: Arc::new(GrpcExecutionStore::new(channel)),
         dispatch: store.clone(),
-        insights: store,
+        insights: S::insights_reader(&store),
     }
 }
 

@@ -356,6 +356,7 @@ async fn search_all(store: &PgTaskStore, search: &taskstore::domain::TaskSearch)
     let mut after = None;
     loop {
         let page = store
+            .insights()
             .search_tasks(
                 &TenantId::default_tenant(),
                 search,
@@ -429,6 +430,7 @@ async fn dashboard_reads_are_cut_off_and_never_starve_the_api() {
         let store = store.clone();
         reads.spawn(async move {
             store
+                .insights()
                 .waiting_questions(&TenantId::default_tenant(), 10)
                 .await
         });
@@ -463,6 +465,7 @@ async fn dashboard_reads_are_cut_off_and_never_starve_the_api() {
     );
     locker.rollback().await.expect("unlock");
     let waiting = store
+        .insights()
         .waiting_questions(&TenantId::default_tenant(), 10)
         .await
         .expect("the dashboard reads again");

@@ -10,7 +10,10 @@
 
 use std::time::Duration;
 
-use super::{AttemptEnd, AttemptOutcome, LeaseToken, NextStep, error_result, running_message};
+use super::{
+    AttemptEnd, AttemptOutcome, LeaseToken, NextStep, error_result, running_message,
+    waiting_for_worker_message,
+};
 use crate::domain::{JsonObject, TaskStatus};
 
 /// What becomes of the task's lease.
@@ -98,6 +101,19 @@ impl Effects {
                 max_attempts,
             ))),
             lease: LeaseChange::Grant(grant),
+            ..Effects::default()
+        }
+    }
+
+    /// No worker serves the task's `tool` yet: its message says so
+    /// (nothing, when it says so already).
+    pub fn of_waiting_for_worker(message: Option<&str>, tool: &str) -> Effects {
+        let note = waiting_for_worker_message(tool);
+        if message == Some(note.as_str()) {
+            return Effects::default();
+        }
+        Effects {
+            message: Some(Some(note)),
             ..Effects::default()
         }
     }

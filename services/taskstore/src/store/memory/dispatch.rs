@@ -8,12 +8,11 @@ use taskstore_proto::jobs::JobMessage;
 use tokio::sync::Notify;
 
 use super::MemoryTaskStore;
+use super::apply::apply;
 use super::state::{Key, State, delta};
-use crate::domain::{AttemptEnd, NextStep, waiting_for_worker_message};
+use crate::domain::{AttemptEnd, Effects, NextStep};
 use crate::error::StoreError;
-use crate::store::execution::{
-    DispatchStore, DueJob, PublishError, Published, log_held_for_worker,
-};
+use crate::store::execution::{DispatchStore, DueJob, log_held_for_worker};
 
 #[async_trait]
 impl DispatchStore for MemoryTaskStore {
@@ -100,65 +99,59 @@ impl DispatchStore for MemoryTaskStore {
         Ok(taken)
     }
 
-    async fn settle_jobs(
-        &self,
-        jobs: &[DueJob],
-        outcomes: Vec<Result<Published, PublishError>>,
-    ) -> Result<u64, StoreError> {
-        let mut published = 0;
-        let mut failure = None;
-        for (job, outcome) in jobs.iter().zip(outcomes) {
-            let id = u64::try_from(job.outbox_id).ok();
-            let mut state = self.lock().await;
-            let now = state.now();
-            match outcome {
-                Ok(Published::Queued) => {
-                    state.remove_jobs(|j| Some(j.id) == id);
-                    self.commit(&mut state).await?;
-                    published += 1;
-                }
-                Ok(Published::NoWorkerForTool) => {
-                    let retry = self.config().execution.unroutable_retry;
-                    if let Some(held) = state.outbox.iter_mut().find(|j| Some(j.id) == id) {
-                        held.in_flight = false;
-                        held.available_at = now + delta(retry);
-                        let held = held.id;
-                        state.dirty_jobs.insert(held);
-                    }
-                    let message = &job.message;
-                    let note = waiting_for_worker_message(&message.tool);
-                    let key = (message.tenant_id.clone(), message.task_id.clone());
-                    let mut changed = false;
-                    if let Some(record) = state.tasks.get_mut(&key)
-                        && record.task.status_message.as_deref() != Some(note.as_str())
-                    {
-                        record.task.status_message = Some(note);
-                        record.task.last_updated_at = now;
-                        state.touch(&key);
-                        changed = true;
-                        log_held_for_worker(&message.task_id, &message.tool);
-                    }
-                    self.commit(&mut state).await?;
-                    if changed {
-                        self.changed(&state, &key);
-                    }
-                }
-                // Offered again at once: it stays due.
-                Err(err) => {
-                    if let Some(unsent) = state.outbox.iter_mut().find(|j| Some(j.id) == id) {
-                        unsent.in_flight = false;
-                    }
-                    failure.get_or_insert(err);
-                }
-            }
+    async fn forget_jobs(&self, queued: &[i64]) -> Result<(), StoreError> {
+        let mut state = self.lock().await;
+        state.remove_jobs(|job| queued.iter().any(|&id| outbox_id(job.id) == Some(id)));
+        self.commit(&mut state).await
+    }
+
+    async fn hold_for_worker(&self, job: &DueJob) -> Result<(), StoreError> {
+        let mut state = self.lock().await;
+        let now = state.now();
+        let retry = self.config().execution.unroutable_retry;
+        if let Some(held) = state
+            .outbox
+            .iter_mut()
+            .find(|j| outbox_id(j.id) == Some(job.outbox_id))
+        {
+            held.in_flight = false;
+            held.available_at = now + delta(retry);
+            let held = held.id;
+            state.dirty_jobs.insert(held);
         }
-        match failure {
-            Some(err) => Err(StoreError::Unavailable(err.to_string())),
-            None => Ok(published),
+        let message = &job.message;
+        let key = (message.tenant_id.clone(), message.task_id.clone());
+        let current = state.tasks.get(&key).map(|r| r.task.status_message.clone());
+        let noted = match current {
+            Some(current) => {
+                let effects = Effects::of_waiting_for_worker(current.as_deref(), &message.tool);
+                apply(&mut state, &key, &effects, now)
+            }
+            None => false,
+        };
+        self.commit(&mut state).await?;
+        if noted {
+            log_held_for_worker(&message.task_id, &message.tool);
+            self.changed(&state, &key);
+        }
+        Ok(())
+    }
+
+    async fn leave_to_outbox(&self, unsent: &[i64]) {
+        let mut state = self.lock().await;
+        for job in state.outbox.iter_mut() {
+            if unsent.iter().any(|&id| outbox_id(job.id) == Some(id)) {
+                job.in_flight = false;
+            }
         }
     }
 
     fn outbox_signal(&self) -> Arc<Notify> {
         self.inner.outbox.clone()
     }
+}
+
+/// A job's id as the relay knows it (`DueJob::outbox_id`).
+fn outbox_id(id: u64) -> Option<i64> {
+    i64::try_from(id).ok()
 }

@@ -35,6 +35,13 @@ fn lease_owner(record: &Record) -> Option<&str> {
         .map(|lease| lease.owner.as_str())
 }
 
+/// The memory store answers the dashboard itself.
+impl crate::store::InsightsSource for MemoryTaskStore {
+    fn insights_reader(store: &std::sync::Arc<Self>) -> std::sync::Arc<dyn TaskInsights> {
+        store.clone()
+    }
+}
+
 #[async_trait]
 impl TaskInsights for MemoryTaskStore {
     async fn search_tasks(

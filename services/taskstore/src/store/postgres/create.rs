@@ -51,14 +51,12 @@ impl PgTaskStore {
         let row = if let Some(lock_key) = self.quota_lock_key(scope) {
             // Creates under a quota are serialized (count, then insert), so
             // they cannot share a batch.
-            let mut tx = super::transaction::begin(&self.pool, None)
-                .await
-                .map_err(store_error)?;
+            let mut tx = self.begin().await?;
             self.enforce_quotas(&mut tx, scope, lock_key).await?;
             let created = group_commit::insert_rows(&mut *tx, std::slice::from_ref(&new_row))
                 .await
                 .map_err(store_error)?;
-            super::transaction::commit(tx).await.map_err(store_error)?;
+            super::commit(tx).await?;
             self.fresh.push(created.jobs);
             created.rows.into_values().next()
         } else {

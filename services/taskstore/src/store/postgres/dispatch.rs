@@ -7,19 +7,17 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use async_trait::async_trait;
-use sqlx::{Postgres, Transaction};
 use tokio::sync::Notify;
 
 use super::PgTaskStore;
+use super::apply::apply;
 use super::error::store_error;
 use super::execution::{HeldRow, held_columns};
 use super::handoff::{FreshJob, HANDOFF_GRACE};
 use super::rows::millis;
-use crate::domain::{AttemptEnd, NextStep, waiting_for_worker_message};
+use crate::domain::{AttemptEnd, Effects, NextStep};
 use crate::error::StoreError;
-use crate::store::execution::{
-    DispatchStore, DueJob, PublishError, Published, log_held_for_worker,
-};
+use crate::store::execution::{DispatchStore, DueJob, log_held_for_worker};
 use crate::store::statements::sql;
 
 /// Most expired leases handled per reaper transaction.
@@ -38,9 +36,7 @@ struct OutboxRow {
 
 impl PgTaskStore {
     async fn reap_batch(&self) -> Result<u64, StoreError> {
-        let mut tx = super::transaction::begin(self.pool(), None)
-            .await
-            .map_err(store_error)?;
+        let mut tx = self.begin().await?;
         let expired = sqlx::query_as::<_, HeldRow>(sql!(concat!(
             "SELECT ",
             held_columns!(),
@@ -73,7 +69,7 @@ impl PgTaskStore {
                 NextStep::Park { .. } | NextStep::Unchanged => {}
             }
         }
-        super::transaction::commit(tx).await.map_err(store_error)?;
+        super::commit(tx).await?;
         Ok(expired.len() as u64)
     }
 }
@@ -113,12 +109,57 @@ impl DispatchStore for PgTaskStore {
         Ok(jobs)
     }
 
-    async fn settle_jobs(
-        &self,
-        jobs: &[DueJob],
-        outcomes: Vec<Result<Published, PublishError>>,
-    ) -> Result<u64, StoreError> {
-        self.settle(jobs, outcomes).await
+    async fn forget_jobs(&self, queued: &[i64]) -> Result<(), StoreError> {
+        for &id in queued {
+            // The rows are deleted in the background (`handoff`). A closed
+            // channel means the store is going away; a row then falls due
+            // and is checked again.
+            let _ = self.forget.send(id);
+        }
+        Ok(())
+    }
+
+    async fn hold_for_worker(&self, job: &DueJob) -> Result<(), StoreError> {
+        let (tenant, task_id) = (&job.message.tenant_id, &job.message.task_id);
+        let mut tx = self.begin().await?;
+        sqlx::query(sql!("UPDATE dispatch_outbox SET available_at = now() + $2 * interval '1 millisecond' WHERE id = $1"))
+            .bind(job.outbox_id)
+            .bind(millis(self.config.execution.unroutable_retry))
+            .execute(&mut *tx)
+            .await
+            .map_err(store_error)?;
+        let message: Option<Option<String>> = sqlx::query_scalar(sql!(
+            "SELECT status_message FROM tasks WHERE tenant_id = $1 AND task_id = $2 FOR UPDATE"
+        ))
+        .bind(tenant)
+        .bind(task_id)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(store_error)?;
+        let effects = message
+            .map(|message| Effects::of_waiting_for_worker(message.as_deref(), &job.message.tool))
+            .unwrap_or_default();
+        apply(&mut tx, tenant, task_id, &effects).await?;
+        super::commit(tx).await?;
+        if !effects.is_none() {
+            log_held_for_worker(task_id, &job.message.tool);
+        }
+        Ok(())
+    }
+
+    /// Their rows fall due now: the relay's next poll retries them (and
+    /// drops any that went stale).
+    async fn leave_to_outbox(&self, outbox_ids: &[i64]) {
+        let due = sqlx::query(sql!(
+            "UPDATE dispatch_outbox SET available_at = now() WHERE id = ANY($1)"
+        ))
+        .persistent(false) // planned for its array: batch_writer.rs, "Plans"
+        .bind(outbox_ids)
+        .execute(self.pool())
+        .await;
+        if let Err(err) = due {
+            tracing::debug!(error = %store_error(err), jobs = outbox_ids.len(), "unpublished jobs fall due at the end of their grace");
+        }
     }
 
     fn outbox_signal(&self) -> Arc<Notify> {
@@ -176,41 +217,5 @@ impl PgTaskStore {
                 .into_due()
             })
             .collect())
-    }
-
-    /// No worker serves the job's tool yet: offer it again later (its outbox
-    /// row `outbox_id` falls due then), and say so in the task's status
-    /// message.
-    pub(super) async fn hold_for_worker(
-        &self,
-        tx: &mut Transaction<'_, Postgres>,
-        outbox_id: i64,
-        tenant_id: &str,
-        task_id: &str,
-        tool: &str,
-    ) -> Result<(), StoreError> {
-        sqlx::query(sql!("UPDATE dispatch_outbox SET available_at = now() + $2 * interval '1 millisecond' WHERE id = $1"))
-            .bind(outbox_id)
-            .bind(millis(self.config.execution.unroutable_retry))
-            .execute(&mut **tx)
-            .await
-            .map_err(store_error)?;
-        let note = waiting_for_worker_message(tool);
-        let noted = sqlx::query(sql!(
-            "UPDATE tasks SET status_message = $3,
-                    last_updated_at = GREATEST(now(), last_updated_at + interval '1 microsecond')
-             WHERE tenant_id = $1 AND task_id = $2 AND status_message IS DISTINCT FROM $3"
-        ))
-        .bind(tenant_id)
-        .bind(task_id)
-        .bind(&note)
-        .execute(&mut **tx)
-        .await
-        .map_err(store_error)?
-        .rows_affected();
-        if noted > 0 {
-            log_held_for_worker(task_id, tool);
-        }
-        Ok(())
     }
 }

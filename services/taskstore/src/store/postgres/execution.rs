@@ -203,9 +203,7 @@ impl ExecutionStore for PgTaskStore {
         reason: ReleaseReason,
         message: &str,
     ) -> Result<ReleaseOutcome, StoreError> {
-        let mut tx = super::transaction::begin(self.pool(), None)
-            .await
-            .map_err(store_error)?;
+        let mut tx = self.begin().await?;
         let held = sqlx::query_as::<_, HeldRow>(sql!(concat!(
             "SELECT ",
             held_columns!(),
@@ -229,7 +227,7 @@ impl ExecutionStore for PgTaskStore {
         };
         let end = AttemptEnd::of_release(reason, message);
         let next = self.end_attempt(&mut tx, &held, &end).await?;
-        super::transaction::commit(tx).await.map_err(store_error)?;
+        super::commit(tx).await?;
         self.outbox.notify_one();
         // The row was locked in a live status, so something was decided.
         next.outcome()

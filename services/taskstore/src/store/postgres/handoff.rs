@@ -21,8 +21,7 @@ use tokio::sync::{Notify, mpsc};
 
 use super::PgTaskStore;
 use super::error::store_error;
-use crate::error::StoreError;
-use crate::store::execution::{DueJob, PublishError, Published};
+use crate::store::execution::DueJob;
 use crate::store::statements::sql;
 
 /// How long a committed job is left to the replica that created it before
@@ -211,72 +210,6 @@ impl PgTaskStore {
             .into_iter()
             .map(FreshJob::into_due)
             .collect()
-    }
-
-    /// Settles jobs this relay took (fresh ones, or ones from the outbox)
-    /// as the queue answered, each on its own: a confirmed job's row is
-    /// deleted in the background, a job no queue takes is held for a
-    /// worker, and the rows of jobs the queue could not take fall due at
-    /// once for the next poll.
-    pub(super) async fn settle(
-        &self,
-        jobs: &[DueJob],
-        outcomes: Vec<Result<Published, PublishError>>,
-    ) -> Result<u64, StoreError> {
-        let mut published = 0;
-        let mut failure = None;
-        let mut unpublished = Vec::new();
-        for (job, outcome) in jobs.iter().zip(outcomes) {
-            match outcome {
-                Ok(Published::Queued) => {
-                    // A closed channel means the store is going away; the
-                    // row then falls due and is checked again.
-                    let _ = self.forget.send(job.outbox_id);
-                    published += 1;
-                }
-                Ok(Published::NoWorkerForTool) => {
-                    let mut tx = super::transaction::begin(self.pool(), None)
-                        .await
-                        .map_err(store_error)?;
-                    self.hold_for_worker(
-                        &mut tx,
-                        job.outbox_id,
-                        &job.message.tenant_id,
-                        &job.message.task_id,
-                        &job.message.tool,
-                    )
-                    .await?;
-                    super::transaction::commit(tx).await.map_err(store_error)?;
-                }
-                Err(err) => {
-                    unpublished.push(job.outbox_id);
-                    failure.get_or_insert(err);
-                }
-            }
-        }
-        match failure {
-            Some(err) => {
-                self.leave_to_outbox(&unpublished).await;
-                Err(StoreError::Unavailable(err.to_string()))
-            }
-            None => Ok(published),
-        }
-    }
-
-    /// Makes the rows of jobs the queue did not take due now, so that the
-    /// relay's next poll retries them (and drops any that went stale). If
-    /// this fails too, they fall due at the end of their grace anyway.
-    async fn leave_to_outbox(&self, outbox_ids: &[i64]) {
-        let due = sqlx::query(sql!(
-            "UPDATE dispatch_outbox SET available_at = now() WHERE id = ANY($1)"
-        ))
-        .persistent(false) // planned for its array: batch_writer.rs, "Plans"
-        .bind(outbox_ids)
-        .execute(self.pool())
-        .await;
-        if let Err(err) = due {
-            tracing::debug!(error = %store_error(err), jobs = outbox_ids.len(), "unpublished jobs fall due at the end of their grace");
-        }
     }
 }
 

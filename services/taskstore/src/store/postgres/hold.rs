@@ -30,9 +30,7 @@ impl PgTaskStore {
         renewing: Option<&LeaseToken>,
     ) -> Result<HoldOutcome, StoreError> {
         let duration = self.config.execution.lease_duration;
-        let mut tx = super::transaction::begin(self.pool(), None)
-            .await
-            .map_err(store_error)?;
+        let mut tx = self.begin().await?;
         let row = sqlx::query_as::<_, HoldRow>(sql!(concat!(
             "SELECT status, max_attempts IS NOT NULL AS dispatched, lease_token,",
             " tool IS NOT NULL AS has_tool FROM tasks WHERE ",
@@ -91,7 +89,7 @@ impl PgTaskStore {
                 token
             }
         };
-        super::transaction::commit(tx).await.map_err(store_error)?;
+        super::commit(tx).await?;
         Ok(HoldOutcome::Held {
             lease: token,
             duration,

@@ -9,6 +9,7 @@
 //! - a search examines at most [`crate::domain::SEARCH_SCAN_LIMIT`] tasks
 //!   for a page (`search`).
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -79,6 +80,13 @@ impl PgInsights {
 
     pub(super) async fn begin(&self) -> Result<Transaction<'static, Postgres>, StoreError> {
         super::transaction::begin(&self.pool, Some(BEGIN_READ))
+            .await
+            .map_err(bounded_read_error)
+    }
+
+    /// Ends a bounded read (a commit: nothing was written).
+    pub(super) async fn finish(tx: Transaction<'static, Postgres>) -> Result<(), StoreError> {
+        super::transaction::commit(tx)
             .await
             .map_err(bounded_read_error)
     }
@@ -190,9 +198,7 @@ impl TaskInsights for PgInsights {
             counts.add_created(minute, count(created));
             counts.add_finished(minute, count(finished));
         }
-        super::transaction::commit(tx)
-            .await
-            .map_err(bounded_read_error)?;
+        PgInsights::finish(tx).await?;
         Ok(counts.finish())
     }
 
@@ -218,9 +224,7 @@ impl TaskInsights for PgInsights {
         .fetch_all(&mut *tx)
         .await
         .map_err(bounded_read_error)?;
-        super::transaction::commit(tx)
-            .await
-            .map_err(bounded_read_error)?;
+        PgInsights::finish(tx).await?;
         let more = rows.len() > ACTIVITY_SAMPLE as usize;
         let mut sample = ActivitySample::default();
         for (ended_at, tool, status, duration_ms) in rows {
@@ -267,9 +271,7 @@ impl TaskInsights for PgInsights {
         .fetch_all(&mut *tx)
         .await
         .map_err(bounded_read_error)?;
-        super::transaction::commit(tx)
-            .await
-            .map_err(bounded_read_error)?;
+        PgInsights::finish(tx).await?;
         rows.into_iter()
             .map(|row| {
                 Ok(WaitingQuestion {
@@ -310,9 +312,7 @@ impl TaskInsights for PgInsights {
         .fetch_all(&mut *tx)
         .await
         .map_err(bounded_read_error)?;
-        super::transaction::commit(tx)
-            .await
-            .map_err(bounded_read_error)?;
+        PgInsights::finish(tx).await?;
         let mut sessions = rows
             .into_iter()
             .map(|(session, tasks, unfinished, last_created_at)| {
@@ -332,68 +332,8 @@ impl TaskInsights for PgInsights {
 }
 
 /// The store answers the dashboard through its [`PgInsights`].
-#[async_trait]
-impl TaskInsights for super::PgTaskStore {
-    async fn search_tasks(
-        &self,
-        tenant: &TenantId,
-        search: &TaskSearch,
-        page: &SearchPage,
-    ) -> Result<SearchResults, StoreError> {
-        self.insights().search_tasks(tenant, search, page).await
-    }
-
-    async fn overview(
-        &self,
-        tenant: &TenantId,
-        now: DateTime<Utc>,
-    ) -> Result<Overview, StoreError> {
-        self.insights().overview(tenant, now).await
-    }
-
-    async fn tool_activity(
-        &self,
-        tenant: &TenantId,
-        now: DateTime<Utc>,
-    ) -> Result<Activity, StoreError> {
-        self.insights().tool_activity(tenant, now).await
-    }
-
-    async fn waiting_questions(
-        &self,
-        tenant: &TenantId,
-        limit: u32,
-    ) -> Result<Vec<WaitingQuestion>, StoreError> {
-        self.insights().waiting_questions(tenant, limit).await
-    }
-
-    async fn task_details(
-        &self,
-        tenant: &TenantId,
-        task_id: &TaskId,
-    ) -> Result<TaskDetails, StoreError> {
-        self.insights().task_details(tenant, task_id).await
-    }
-
-    async fn sessions(
-        &self,
-        tenant: &TenantId,
-        limit: u32,
-    ) -> Result<Vec<SessionSummary>, StoreError> {
-        self.insights().sessions(tenant, limit).await
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::{BEGIN_READ, INSIGHTS_STATEMENT_TIMEOUT};
-
-    #[test]
-    fn the_statement_timeout_is_the_one_documented() {
-        let set = format!(
-            "statement_timeout = '{}s'",
-            INSIGHTS_STATEMENT_TIMEOUT.as_secs()
-        );
-        assert!(BEGIN_READ.contains(&set), "{BEGIN_READ}");
+impl crate::store::InsightsSource for super::PgTaskStore {
+    fn insights_reader(store: &Arc<Self>) -> Arc<dyn TaskInsights> {
+        Arc::new(store.insights().clone())
     }
 }

@@ -13,8 +13,8 @@ mod rows;
 use std::sync::Arc;
 use std::time::Duration;
 
-use sqlx::PgPool;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::{PgPool, Postgres, Transaction};
 use tokio::sync::Notify;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
@@ -209,6 +209,14 @@ impl PgTaskStore {
         &self.insights
     }
 
+    /// A read-write transaction on the store's pool (cancel-safe:
+    /// [`transaction`]).
+    async fn begin(&self) -> Result<Transaction<'static, Postgres>, StoreError> {
+        transaction::begin(&self.pool, None)
+            .await
+            .map_err(store_error)
+    }
+
     async fn fetch_visible(&self, scope: &Scope, task_id: &TaskId) -> Result<TaskRow, StoreError> {
         const SQL: &str = concat!(
             "SELECT ",
@@ -295,4 +303,9 @@ impl PgTaskStore {
         .rows_affected();
         Ok(deleted)
     }
+}
+
+/// Commits a read-write transaction (cancel-safe: [`transaction`]).
+async fn commit(tx: Transaction<'static, Postgres>) -> Result<(), StoreError> {
+    transaction::commit(tx).await.map_err(store_error)
 }

@@ -100,9 +100,7 @@ impl PgTaskStore {
         key: &InputKey,
         request: &InputRequest,
     ) -> Result<Option<JsonObject>, StoreError> {
-        let mut tx = super::transaction::begin(self.pool(), None)
-            .await
-            .map_err(store_error)?;
+        let mut tx = self.begin().await?;
         let locked = sqlx::query_as::<_, LockedTask>(sql!(concat!(
             "SELECT status, status_message, parked_at IS NOT NULL AS parked FROM tasks",
             " WHERE tenant_id = $1 AND task_id = $2 AND ",
@@ -152,7 +150,7 @@ impl PgTaskStore {
             locked.status_message.as_deref(),
         );
         super::apply::apply(&mut tx, tenant.as_str(), task_id.as_str(), &effects).await?;
-        super::transaction::commit(tx).await.map_err(store_error)?;
+        super::commit(tx).await?;
         Ok(None)
     }
 
@@ -182,9 +180,7 @@ impl PgTaskStore {
         scope: &Scope,
         task_id: &TaskId,
     ) -> Result<Vec<Question>, StoreError> {
-        let mut tx = super::transaction::begin(self.pool(), None)
-            .await
-            .map_err(store_error)?;
+        let mut tx = self.begin().await?;
         let visible: Option<String> = sqlx::query_scalar(sql!(concat!(
             "SELECT task_id FROM tasks WHERE ",
             visible_task!()
@@ -210,9 +206,7 @@ impl PgTaskStore {
         answers: Answers,
     ) -> Result<Answered, StoreError> {
         let (tenant, id) = (scope.tenant.as_str(), task_id.as_str());
-        let mut tx = super::transaction::begin(self.pool(), None)
-            .await
-            .map_err(store_error)?;
+        let mut tx = self.begin().await?;
         let locked = sqlx::query_as::<_, LockedTask>(sql!(concat!(
             "SELECT status, status_message, parked_at IS NOT NULL AS parked FROM tasks WHERE ",
             visible_task!(),
@@ -272,7 +266,7 @@ impl PgTaskStore {
         .fetch_one(&mut *tx)
         .await
         .map_err(store_error)?;
-        super::transaction::commit(tx).await.map_err(store_error)?;
+        super::commit(tx).await?;
         if redispatched {
             self.outbox.notify_one();
         }

@@ -203,9 +203,7 @@ impl PgInsights {
                 SearchResults::scan_ended(matched, examined, last)
             }
         };
-        super::transaction::commit(tx)
-            .await
-            .map_err(bounded_read_error)?;
+        PgInsights::finish(tx).await?;
         Ok(results)
     }
 }

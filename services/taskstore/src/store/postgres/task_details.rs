@@ -60,9 +60,7 @@ impl PgInsights {
         .fetch_all(&mut *tx)
         .await
         .map_err(bounded_read_error)?;
-        super::transaction::commit(tx)
-            .await
-            .map_err(bounded_read_error)?;
+        PgInsights::finish(tx).await?;
         let task = row.task.into_task()?;
         let finished = matches!(task.status, TaskStatus::Completed | TaskStatus::Failed);
         let result = match row.result_json {
