@@ -45,9 +45,10 @@ pub async fn a_poison_job(language: Language) {
                 worker.tail()
             );
             crashes += 1;
-            worker = fleet
-                .start_worker(language, &format!("crash-{crashes}"), 1, "2s", 1)
-                .await;
+            // Not waited for until it consumes: the restarted worker may
+            // take the poison job again and die before it has subscribed
+            // to every queue, which is what the supervisor sees too.
+            worker = fleet.spawn(language, &format!("crash-{crashes}"), 1, "2s");
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }

@@ -13,7 +13,7 @@ use super::list::shell_quote;
 use super::output::print_json;
 use crate::domain::{InputKey, JsonObject, Question, Scope, Task, TaskId, TaskStatus};
 use crate::grpc::GrpcTaskStore;
-use crate::store::TaskStore;
+use crate::store::QuestionStore;
 
 /// What `answer` was given.
 #[derive(Debug)]

@@ -15,7 +15,7 @@ use crate::domain::{
     Task, TaskId, TaskPage, TaskResult, TtlRequest,
 };
 use crate::error::StoreError;
-use crate::store::{Followed, TaskFollow, TaskStore, TaskWatch};
+use crate::store::{Followed, QuestionStore, TaskFollow, TaskStore, TaskWatch};
 
 #[async_trait]
 impl TaskStore for GrpcTaskStore {
@@ -216,9 +216,7 @@ impl TaskStore for GrpcTaskStore {
         match self.fetch_result(scope, task_id, Some(timeout)).await {
             // Our own deadline passed first: answer as without waiting. (Not
             // on UNAVAILABLE: that may be the service shutting down.)
-            Err(status) if status.code() == tonic::Code::DeadlineExceeded => {
-                self.get_result(scope, task_id).await
-            }
+            Err(status) if deadline_passed(&status) => self.get_result(scope, task_id).await,
             Err(status) => Err(store_error_from_status(status)),
             Ok(result) => result,
         }
@@ -244,27 +242,6 @@ impl TaskStore for GrpcTaskStore {
         Ok(response.into_inner().deleted)
     }
 
-    async fn questions(
-        &self,
-        scope: &Scope,
-        task_id: &TaskId,
-    ) -> Result<Vec<Question>, StoreError> {
-        let response = self
-            .client()
-            .list_input_requests(pb::ListInputRequestsRequest {
-                task_id: task_id.to_string(),
-                session_id: session_of(scope)?,
-            })
-            .await
-            .map_err(store_error_from_status)?;
-        response
-            .into_inner()
-            .input_requests
-            .into_iter()
-            .map(question_from_pb)
-            .collect()
-    }
-
     async fn hold_task(
         &self,
         scope: &Scope,
@@ -284,6 +261,30 @@ impl TaskStore for GrpcTaskStore {
             .map_err(store_error_from_status)?
             .into_inner();
         super::convert::hold_from_pb(response)
+    }
+}
+
+#[async_trait]
+impl QuestionStore for GrpcTaskStore {
+    async fn questions(
+        &self,
+        scope: &Scope,
+        task_id: &TaskId,
+    ) -> Result<Vec<Question>, StoreError> {
+        let response = self
+            .client()
+            .list_input_requests(pb::ListInputRequestsRequest {
+                task_id: task_id.to_string(),
+                session_id: session_of(scope)?,
+            })
+            .await
+            .map_err(store_error_from_status)?;
+        response
+            .into_inner()
+            .input_requests
+            .into_iter()
+            .map(question_from_pb)
+            .collect()
     }
 
     async fn answer_questions(
@@ -319,5 +320,35 @@ impl TaskStore for GrpcTaskStore {
             taken: keys(response.taken)?,
             ignored: keys(response.ignored)?,
         })
+    }
+}
+
+/// Whether a call ended because its deadline passed: the service said so
+/// (DEADLINE_EXCEEDED), or tonic's own timer fired first, which it reports
+/// as CANCELLED "Timeout expired" (`tonic::TimeoutExpired`).
+fn deadline_passed(status: &tonic::Status) -> bool {
+    match status.code() {
+        tonic::Code::DeadlineExceeded => true,
+        tonic::Code::Cancelled => status.message() == tonic::TimeoutExpired(()).to_string(),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::deadline_passed;
+
+    #[test]
+    fn a_deadline_is_the_services_or_tonics_own_timer() {
+        assert!(deadline_passed(&tonic::Status::deadline_exceeded("late")));
+        assert!(deadline_passed(&tonic::Status::cancelled(
+            "Timeout expired"
+        )));
+        assert!(!deadline_passed(&tonic::Status::cancelled(
+            "the caller went away"
+        )));
+        assert!(!deadline_passed(&tonic::Status::unavailable(
+            "Timeout expired"
+        )));
     }
 }

@@ -33,7 +33,7 @@ use crate::error::StoreError;
 /// - terminal statuses are final and at most one result is ever stored, even
 ///   under concurrent callers.
 #[async_trait]
-pub trait TaskStore: Send + Sync + 'static {
+pub trait TaskStore: QuestionStore + Send + Sync + 'static {
     /// Creates a task in `working` in `scope` (its session, if any).
     async fn create_task(&self, scope: &Scope, task: NewTask) -> Result<Task, StoreError>;
 
@@ -93,6 +93,24 @@ pub trait TaskStore: Send + Sync + 'static {
         timeout: Duration,
     ) -> Result<TaskResult, StoreError>;
 
+    /// Holds a task its caller runs in its own process (gRPC HoldTask):
+    /// a first hold (`renewing` None) gives it a lease of one attempt; a
+    /// renewal extends it, or says stop. A lapsed lease fails the task
+    /// through the lease reaper (`domain::execution::hold`).
+    async fn hold_task(
+        &self,
+        scope: &Scope,
+        task_id: &TaskId,
+        holder: &Holder,
+        renewing: Option<&LeaseToken>,
+    ) -> Result<HoldOutcome, StoreError>;
+}
+
+/// The questions a task's tool asks its caller, as the caller sees them:
+/// part of every [`TaskStore`] (the worker's side, asking, is
+/// [`ExecutionStore::ask`]).
+#[async_trait]
+pub trait QuestionStore: Send + Sync + 'static {
     /// The questions (MCP input requests) the task's tool asked, open and
     /// answered, in the order asked.
     async fn questions(&self, scope: &Scope, task_id: &TaskId)
@@ -109,18 +127,6 @@ pub trait TaskStore: Send + Sync + 'static {
         task_id: &TaskId,
         answers: Answers,
     ) -> Result<Answered, StoreError>;
-
-    /// Holds a task its caller runs in its own process (gRPC HoldTask):
-    /// a first hold (`renewing` None) gives it a lease of one attempt; a
-    /// renewal extends it, or says stop. A lapsed lease fails the task
-    /// through the lease reaper (`domain::execution::hold`).
-    async fn hold_task(
-        &self,
-        scope: &Scope,
-        task_id: &TaskId,
-        holder: &Holder,
-        renewing: Option<&LeaseToken>,
-    ) -> Result<HoldOutcome, StoreError>;
 }
 
 pub use changes::{ChangedTask, Followed, TaskFollow};

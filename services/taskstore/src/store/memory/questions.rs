@@ -2,6 +2,8 @@
 //! (scoped to the caller), under the one lock, with the decisions of
 //! `domain::questions`.
 
+use async_trait::async_trait;
+
 use super::state::key;
 use super::{MemoryTaskStore, visible};
 use crate::domain::questions::{
@@ -12,6 +14,7 @@ use crate::domain::{
     LeaseToken, Question, Scope, TaskId, TenantId,
 };
 use crate::error::StoreError;
+use crate::store::QuestionStore;
 
 impl MemoryTaskStore {
     pub(super) async fn ask_question(
@@ -53,8 +56,11 @@ impl MemoryTaskStore {
         }
         Ok(None)
     }
+}
 
-    pub(super) async fn list_questions(
+#[async_trait]
+impl QuestionStore for MemoryTaskStore {
+    async fn questions(
         &self,
         scope: &Scope,
         task_id: &TaskId,
@@ -65,7 +71,7 @@ impl MemoryTaskStore {
         Ok(record.questions.clone())
     }
 
-    pub(super) async fn store_answers(
+    async fn answer_questions(
         &self,
         scope: &Scope,
         task_id: &TaskId,

@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use super::state::{Dispatch, Record, delta, key};
 use super::{MemoryTaskStore, in_session, visible};
 use crate::domain::{
-    Answered, Answers, CursorPosition, Fence, LeaseToken, NewResult, NewTask, PageRequest,
-    ProgressToken, Question, Scope, StatusUpdate, Task, TaskId, TaskPage, TaskResult, TaskStatus,
+    CursorPosition, Fence, LeaseToken, NewResult, NewTask, PageRequest, ProgressToken, Scope,
+    StatusUpdate, Task, TaskId, TaskPage, TaskResult, TaskStatus,
 };
 use crate::error::StoreError;
 use crate::store::changes::{follow, wait_for_result, watch};
@@ -269,22 +269,5 @@ impl TaskStore for MemoryTaskStore {
         timeout: Duration,
     ) -> Result<TaskResult, StoreError> {
         wait_for_result(self, &self.inner.changes, scope, task_id, timeout).await
-    }
-
-    async fn questions(
-        &self,
-        scope: &Scope,
-        task_id: &TaskId,
-    ) -> Result<Vec<Question>, StoreError> {
-        self.list_questions(scope, task_id).await
-    }
-
-    async fn answer_questions(
-        &self,
-        scope: &Scope,
-        task_id: &TaskId,
-        answers: Answers,
-    ) -> Result<Answered, StoreError> {
-        self.store_answers(scope, task_id, answers).await
     }
 }

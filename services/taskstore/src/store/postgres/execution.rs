@@ -14,9 +14,9 @@ use super::claim_batch::ClaimRequest;
 use super::error::store_error;
 use super::rows::{millis, stored_json};
 use crate::domain::{
-    AttemptEnd, AttemptState, Claim, ClaimRefusal, Effects, ExecutionPolicy, FenceRefusal,
-    InputKey, InputRequest, JsonObject, LeaseToken, NextStep, ReleaseOutcome, ReleaseReason,
-    Renewal, StopReason, TaskId, TaskStatus, TenantId, ToolName, after_attempt,
+    AttemptEnd, AttemptState, Claim, ClaimRefusal, Effects, ExecutionPolicy, InputKey,
+    InputRequest, JsonObject, LeaseToken, NextStep, ReleaseOutcome, ReleaseReason, Renewal,
+    StopReason, TaskId, TaskStatus, TenantId, ToolName, after_attempt,
 };
 use crate::error::StoreError;
 use crate::store::execution::ExecutionStore;
@@ -203,28 +203,20 @@ impl ExecutionStore for PgTaskStore {
         reason: ReleaseReason,
         message: &str,
     ) -> Result<ReleaseOutcome, StoreError> {
-        let mut tx = self.begin().await?;
-        let held = sqlx::query_as::<_, HeldRow>(sql!(concat!(
-            "SELECT ",
-            held_columns!(),
-            " FROM tasks",
-            " WHERE tenant_id = $1 AND task_id = $2 AND ",
-            held_under!("$3"),
-            " FOR UPDATE"
-        )))
-        .bind(tenant.as_str())
-        .bind(task_id.as_str())
-        .bind(lease.as_str())
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(store_error)?;
-        let Some(held) = held else {
-            drop(tx);
-            let state = self.state(tenant, task_id, Some(lease)).await?;
-            let state = state.ok_or(StoreError::NotFound)?;
-            let status: TaskStatus = state.status.parse().map_err(|_| corrupt())?;
-            return Err(FenceRefusal::explain(status).into());
-        };
+        let (mut tx, held) = self
+            .lock_held::<HeldRow>(
+                sql!(concat!(
+                    "SELECT ",
+                    held_columns!(),
+                    " FROM tasks WHERE tenant_id = $1 AND task_id = $2 AND ",
+                    held_under!("$3"),
+                    " FOR UPDATE"
+                )),
+                tenant,
+                task_id,
+                lease,
+            )
+            .await?;
         let end = AttemptEnd::of_release(reason, message);
         let next = self.end_attempt(&mut tx, &held, &end).await?;
         super::commit(tx).await?;

@@ -87,6 +87,7 @@ mod execution;
 mod feed;
 mod group_commit;
 mod handoff;
+mod held;
 mod history;
 mod hold;
 mod insights;

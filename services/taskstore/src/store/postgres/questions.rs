@@ -4,6 +4,7 @@
 //! answer and a parking attempt cannot miss each other. The decisions are
 //! `domain::questions`'.
 
+use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::{Postgres, Transaction};
 
@@ -18,6 +19,7 @@ use crate::domain::{
     LeaseToken, Question, Scope, TaskId, TaskStatus, TenantId,
 };
 use crate::error::StoreError;
+use crate::store::QuestionStore;
 use crate::store::statements::sql;
 
 /// The columns of a question, for every query that returns questions.
@@ -100,23 +102,19 @@ impl PgTaskStore {
         key: &InputKey,
         request: &InputRequest,
     ) -> Result<Option<JsonObject>, StoreError> {
-        let mut tx = self.begin().await?;
-        let locked = sqlx::query_as::<_, LockedTask>(sql!(concat!(
-            "SELECT status, status_message, parked_at IS NOT NULL AS parked FROM tasks",
-            " WHERE tenant_id = $1 AND task_id = $2 AND ",
-            held_under!("$3"),
-            " FOR UPDATE"
-        )))
-        .bind(tenant.as_str())
-        .bind(task_id.as_str())
-        .bind(lease.as_str())
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(store_error)?;
-        let Some(locked) = locked else {
-            drop(tx);
-            return Err(self.fence_refusal(tenant, task_id).await);
-        };
+        let (mut tx, locked) = self
+            .lock_held::<LockedTask>(
+                sql!(concat!(
+                    "SELECT status, status_message, parked_at IS NOT NULL AS parked FROM tasks",
+                    " WHERE tenant_id = $1 AND task_id = $2 AND ",
+                    held_under!("$3"),
+                    " FOR UPDATE"
+                )),
+                tenant,
+                task_id,
+                lease,
+            )
+            .await?;
         let mut questions = questions_of(&mut tx, tenant.as_str(), task_id.as_str()).await?;
         let existing = questions.iter().find(|q| &q.key == key);
         match questions::ask(existing, request, questions.len())? {
@@ -153,29 +151,11 @@ impl PgTaskStore {
         super::commit(tx).await?;
         Ok(None)
     }
+}
 
-    /// Why a fenced question was refused, from the task as it is now.
-    async fn fence_refusal(&self, tenant: &TenantId, task_id: &TaskId) -> StoreError {
-        let status: Result<Option<String>, StoreError> = sqlx::query_scalar(sql!(concat!(
-            "SELECT status FROM tasks WHERE tenant_id = $1 AND task_id = $2 AND ",
-            live!()
-        )))
-        .bind(tenant.as_str())
-        .bind(task_id.as_str())
-        .fetch_optional(self.pool())
-        .await
-        .map_err(store_error);
-        match status {
-            Ok(Some(status)) => match status.parse::<TaskStatus>() {
-                Ok(status) => FenceRefusal::explain(status).into(),
-                Err(_) => StoreError::Internal("corrupt task row".into()),
-            },
-            Ok(None) => StoreError::NotFound,
-            Err(err) => err,
-        }
-    }
-
-    pub(super) async fn list_questions(
+#[async_trait]
+impl QuestionStore for PgTaskStore {
+    async fn questions(
         &self,
         scope: &Scope,
         task_id: &TaskId,
@@ -199,7 +179,7 @@ impl PgTaskStore {
         Ok(questions)
     }
 
-    pub(super) async fn store_answers(
+    async fn answer_questions(
         &self,
         scope: &Scope,
         task_id: &TaskId,

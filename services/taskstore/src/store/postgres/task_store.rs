@@ -10,8 +10,8 @@ use super::PgTaskStore;
 use super::error::store_error;
 use super::rows::{TaskWithResultRow, stored_json, task_columns};
 use crate::domain::{
-    Answered, Answers, Effects, Fence, NewResult, NewTask, PageRequest, Question, Scope,
-    StatusUpdate, Task, TaskId, TaskPage, TaskResult, TaskStatus,
+    Effects, Fence, NewResult, NewTask, PageRequest, Scope, StatusUpdate, Task, TaskId, TaskPage,
+    TaskResult, TaskStatus,
 };
 use crate::error::StoreError;
 use crate::store::changes::{follow, wait_for_result, watch};
@@ -161,23 +161,6 @@ impl TaskStore for PgTaskStore {
     ) -> Result<TaskResult, StoreError> {
         self.listeners.ensure(scope.tenant.as_str()).await?;
         wait_for_result(self, &self.changes, scope, task_id, timeout).await
-    }
-
-    async fn questions(
-        &self,
-        scope: &Scope,
-        task_id: &TaskId,
-    ) -> Result<Vec<Question>, StoreError> {
-        self.list_questions(scope, task_id).await
-    }
-
-    async fn answer_questions(
-        &self,
-        scope: &Scope,
-        task_id: &TaskId,
-        answers: Answers,
-    ) -> Result<Answered, StoreError> {
-        self.store_answers(scope, task_id, answers).await
     }
 
     async fn delete_task(&self, scope: &Scope, task_id: &TaskId) -> Result<(), StoreError> {
