@@ -29,8 +29,6 @@ pub trait TaskInsights: Send + Sync + 'static {
     async fn overview(&self, tenant: &TenantId, now: DateTime<Utc>)
     -> Result<Overview, StoreError>;
 
-    /// The open questions of the tenant's unexpired tasks, oldest first, at
-    /// most `limit` (capped at `MAX_WAITING_QUESTIONS`).
     /// How each tool fared in the hour before `now`: the most recently
     /// finished tasks' ends and durations (`domain::tool_activity`).
     async fn tool_activity(
@@ -39,6 +37,8 @@ pub trait TaskInsights: Send + Sync + 'static {
         now: DateTime<Utc>,
     ) -> Result<Activity, StoreError>;
 
+    /// The open questions of the tenant's unexpired tasks, oldest first, at
+    /// most `limit` (capped at `MAX_WAITING_QUESTIONS`).
     async fn waiting_questions(
         &self,
         tenant: &TenantId,

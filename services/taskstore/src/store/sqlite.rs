@@ -73,15 +73,20 @@ pub async fn keys(path: &Path) -> Result<super::keys::SqliteKeys, OpenError> {
     let options = SqliteConnectOptions::new()
         .filename(path)
         .busy_timeout(Duration::from_secs(5));
-    let pool = SqlitePoolOptions::new()
+    Ok(super::keys::SqliteKeys::new(connect(path, options).await?))
+}
+
+/// A pool of one connection to the file at `path` (the engine serializes
+/// its writes anyway).
+async fn connect(path: &Path, options: SqliteConnectOptions) -> Result<SqlitePool, OpenError> {
+    SqlitePoolOptions::new()
         .max_connections(1)
         .connect_with(options)
         .await
         .map_err(|source| OpenError::Open {
             path: path.to_owned(),
             source,
-        })?;
-    Ok(super::keys::SqliteKeys::new(pool))
+        })
 }
 
 /// Opens (creating, or migrating, as needed) the store kept in `path`.
@@ -96,15 +101,7 @@ pub async fn open(path: &Path, config: StoreConfig) -> Result<MemoryTaskStore, O
         // Every acknowledged change survives a power loss, not only a crash.
         .synchronous(SqliteSynchronous::Full)
         .busy_timeout(Duration::from_secs(5));
-    // One connection: the engine serializes its writes anyway.
-    let pool = SqlitePoolOptions::new()
-        .max_connections(1)
-        .connect_with(options)
-        .await
-        .map_err(|source| OpenError::Open {
-            path: path.to_owned(),
-            source,
-        })?;
+    let pool = connect(path, options).await?;
     MIGRATOR
         .run(&pool)
         .await

@@ -9,6 +9,18 @@ fn tenant() -> String {
     Scope::tenant_wide().tenant.as_str().to_owned()
 }
 
+/// Subscribers of the tasks `a` and `b`, and one of their whole tenant.
+fn subscribers_of_a_b_and_tenant(
+    feed: &ChangeFeed,
+) -> (Subscription, Subscription, TenantSubscription) {
+    let scope = Scope::tenant_wide();
+    (
+        feed.subscribe(&scope, &id("a")),
+        feed.subscribe(&scope, &id("b")),
+        feed.subscribe_tenant(&tenant()),
+    )
+}
+
 fn changed(task_id: &str, news: News) -> TaskChange {
     TaskChange::Changed {
         tenant: tenant(),
@@ -78,12 +90,7 @@ fn finished(task_id: &str) -> TaskResult {
 #[tokio::test]
 async fn a_result_handed_over_reaches_its_tasks_subscribers_and_outlives_later_news() {
     let feed = ChangeFeed::default();
-    let scope = Scope::tenant_wide();
-    let (mut a, mut b) = (
-        feed.subscribe(&scope, &id("a")),
-        feed.subscribe(&scope, &id("b")),
-    );
-    let mut tenant_wide = feed.subscribe_tenant(&tenant());
+    let (mut a, mut b, mut tenant_wide) = subscribers_of_a_b_and_tenant(&feed);
     let stored = finished("a");
     feed.hand_over(&tenant(), "a", stored.clone());
     // The notification of the same change arrives after it.
@@ -120,12 +127,7 @@ async fn news_not_yet_taken_is_replaced_by_later_news() {
 #[tokio::test]
 async fn a_resync_wakes_everyone_to_read_again() {
     let feed = ChangeFeed::default();
-    let scope = Scope::tenant_wide();
-    let (mut a, mut b) = (
-        feed.subscribe(&scope, &id("a")),
-        feed.subscribe(&scope, &id("b")),
-    );
-    let mut whole = feed.subscribe_tenant(&tenant());
+    let (mut a, mut b, mut whole) = subscribers_of_a_b_and_tenant(&feed);
     feed.publish(TaskChange::Resync);
     assert_eq!(woke(&mut a).await, Some(Wake::ReadAgain));
     assert_eq!(woke(&mut b).await, Some(Wake::ReadAgain));

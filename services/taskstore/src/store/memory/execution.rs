@@ -7,6 +7,8 @@ use chrono::{DateTime, Utc};
 
 use super::MemoryTaskStore;
 use super::state::{Key, State, delta, key};
+use crate::domain::Question;
+use crate::domain::questions::{self, AskStep, waiting_effects};
 use crate::domain::{
     AttemptEnd, AttemptState, Claim, ClaimRefusal, Effects, ExecutionPolicy, InputKey,
     InputRequest, JsonObject, LeaseGrant, LeaseToken, NextStep, ReleaseOutcome, ReleaseReason,
@@ -172,10 +174,38 @@ impl ExecutionStore for MemoryTaskStore {
         tenant: &TenantId,
         task_id: &TaskId,
         lease: &LeaseToken,
-        key: &InputKey,
+        input_key: &InputKey,
         request: &InputRequest,
     ) -> Result<Option<JsonObject>, StoreError> {
-        self.ask_question(tenant, task_id, lease, key, request)
-            .await
+        let key = key(tenant.as_str(), task_id);
+        let mut state = self.lock().await;
+        let now = state.now();
+        let record = super::held_record(&mut state, &key, lease, now)?;
+        let existing = record.questions.iter().find(|q| &q.key == input_key);
+        let asked = match questions::ask(existing, request, record.questions.len())? {
+            AskStep::Answered(answer) => return Ok(Some(answer)),
+            AskStep::Waiting => false,
+            AskStep::Ask => {
+                record.questions.push(Question {
+                    key: input_key.clone(),
+                    request: request.clone(),
+                    asked_at: now,
+                    answer: None,
+                });
+                true
+            }
+        };
+        let effects = waiting_effects(
+            &record.open_requests(),
+            record.task.status,
+            record.task.status_message.as_deref(),
+        );
+        let applied = super::apply::apply(&mut state, &key, &effects, now);
+        if applied || asked {
+            state.touch(&key);
+            self.commit(&mut state).await?;
+            self.changed(&state, &key);
+        }
+        Ok(None)
     }
 }

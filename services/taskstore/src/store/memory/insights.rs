@@ -10,7 +10,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::MemoryTaskStore;
-use super::state::{Record, key};
+use super::state::{Record, State, key};
 use crate::domain::{
     Activity, ActivitySample, MAX_WAITING_QUESTIONS, Overview, OverviewCounts, OverviewWindow,
     SEARCH_SCAN_LIMIT, SearchPage, SearchPosition, SearchResults, SessionSummary, TaskDetails,
@@ -27,6 +27,20 @@ fn newest_first(a: &&Record, b: &&Record) -> Ordering {
 
 /// The worker (or holder) whose lease the task is under: the current or
 /// last attempt's, as PostgreSQL's `lease_owner`.
+/// The tenant's unexpired tasks as of the store's `now`: what every read
+/// here starts from.
+fn live_tasks<'a>(
+    state: &'a State,
+    tenant: &'a TenantId,
+    now: DateTime<Utc>,
+) -> impl Iterator<Item = &'a Record> {
+    state
+        .tasks
+        .iter()
+        .filter(move |((owner, _), record)| owner == tenant.as_str() && record.is_live(now))
+        .map(|(_, record)| record)
+}
+
 fn lease_owner(record: &Record) -> Option<&str> {
     record
         .dispatch
@@ -52,18 +66,12 @@ impl TaskInsights for MemoryTaskStore {
     ) -> Result<SearchResults, StoreError> {
         let mut state = self.lock().await;
         let now = state.now();
-        let mut scanned: Vec<&Record> = state
-            .tasks
-            .iter()
-            .filter(|((owner, _), record)| {
-                owner == tenant.as_str()
-                    && record.is_live(now)
-                    && page
-                        .after
-                        .as_ref()
-                        .is_none_or(|after| after.is_before(&record.task))
+        let mut scanned: Vec<&Record> = live_tasks(&state, tenant, now)
+            .filter(|record| {
+                page.after
+                    .as_ref()
+                    .is_none_or(|after| after.is_before(&record.task))
             })
-            .map(|(_, record)| record)
             .collect();
         let limit = SEARCH_SCAN_LIMIT as usize;
         if scanned.len() > limit {
@@ -99,12 +107,7 @@ impl TaskInsights for MemoryTaskStore {
         let window = counts.window();
         let mut state = self.lock().await;
         let store_now = state.now();
-        let live = state
-            .tasks
-            .iter()
-            .filter(|((owner, _), record)| owner == tenant.as_str() && record.is_live(store_now))
-            .map(|(_, record)| record);
-        for record in live {
+        for record in live_tasks(&state, tenant, store_now) {
             let task = &record.task;
             counts.add_status(task.status, 1);
             if task.status.is_terminal() {
@@ -129,13 +132,10 @@ impl TaskInsights for MemoryTaskStore {
         let mut state = self.lock().await;
         let store_now = state.now();
         let mut sample = ActivitySample::default();
-        let finished = state.tasks.iter().filter(|((owner, _), record)| {
-            owner == tenant.as_str()
-                && record.is_live(store_now)
-                && record.task.status.is_terminal()
-                && record.task.last_updated_at >= since
+        let finished = live_tasks(&state, tenant, store_now).filter(|record| {
+            record.task.status.is_terminal() && record.task.last_updated_at >= since
         });
-        for (_, record) in finished {
+        for record in finished {
             let task = &record.task;
             let took = (task.last_updated_at - task.created_at).num_milliseconds();
             sample.add(
@@ -156,13 +156,9 @@ impl TaskInsights for MemoryTaskStore {
         let limit = limit.min(MAX_WAITING_QUESTIONS) as usize;
         let mut state = self.lock().await;
         let now = state.now();
-        let mut waiting: Vec<(&Record, usize)> = state
-            .tasks
-            .iter()
-            .filter(|((owner, _), record)| {
-                owner == tenant.as_str() && record.is_live(now) && !record.task.status.is_terminal()
-            })
-            .flat_map(|(_, record)| {
+        let mut waiting: Vec<(&Record, usize)> = live_tasks(&state, tenant, now)
+            .filter(|record| !record.task.status.is_terminal())
+            .flat_map(|record| {
                 record
                     .questions
                     .iter()
@@ -234,11 +230,7 @@ impl TaskInsights for MemoryTaskStore {
     ) -> Result<Vec<SessionSummary>, StoreError> {
         let mut state = self.lock().await;
         let now = state.now();
-        let live = state
-            .tasks
-            .iter()
-            .filter(|((owner, _), record)| owner == tenant.as_str() && record.is_live(now))
-            .map(|(_, record)| &record.task);
+        let live = live_tasks(&state, tenant, now).map(|record| &record.task);
         Ok(summarise_sessions(live, limit))
     }
 }

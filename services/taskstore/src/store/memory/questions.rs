@@ -6,57 +6,12 @@ use async_trait::async_trait;
 
 use super::state::key;
 use super::{MemoryTaskStore, visible};
-use crate::domain::questions::{
-    self, AskStep, after_answers, effects_after_answers, waiting_effects,
-};
+use crate::domain::questions::{self, after_answers, effects_after_answers};
 use crate::domain::{
-    Answer, Answered, Answers, DispatchChange, FenceRefusal, InputKey, InputRequest, JsonObject,
-    LeaseToken, Question, Scope, TaskId, TenantId,
+    Answer, Answered, Answers, DispatchChange, FenceRefusal, Question, Scope, TaskId,
 };
 use crate::error::StoreError;
 use crate::store::QuestionStore;
-
-impl MemoryTaskStore {
-    pub(super) async fn ask_question(
-        &self,
-        tenant: &TenantId,
-        task_id: &TaskId,
-        lease: &LeaseToken,
-        input_key: &InputKey,
-        request: &InputRequest,
-    ) -> Result<Option<JsonObject>, StoreError> {
-        let key = key(tenant.as_str(), task_id);
-        let mut state = self.lock().await;
-        let now = state.now();
-        let record = super::held_record(&mut state, &key, lease, now)?;
-        let existing = record.questions.iter().find(|q| &q.key == input_key);
-        let asked = match questions::ask(existing, request, record.questions.len())? {
-            AskStep::Answered(answer) => return Ok(Some(answer)),
-            AskStep::Waiting => false,
-            AskStep::Ask => {
-                record.questions.push(Question {
-                    key: input_key.clone(),
-                    request: request.clone(),
-                    asked_at: now,
-                    answer: None,
-                });
-                true
-            }
-        };
-        let effects = waiting_effects(
-            &record.open_requests(),
-            record.task.status,
-            record.task.status_message.as_deref(),
-        );
-        let applied = super::apply::apply(&mut state, &key, &effects, now);
-        if applied || asked {
-            state.touch(&key);
-            self.commit(&mut state).await?;
-            self.changed(&state, &key);
-        }
-        Ok(None)
-    }
-}
 
 #[async_trait]
 impl QuestionStore for MemoryTaskStore {

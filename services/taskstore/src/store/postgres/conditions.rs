@@ -59,6 +59,20 @@ macro_rules! held_under {
     };
 }
 
+/// Reads `$columns` of the task `$1`/`$2` held under the lease `$3`, and
+/// locks it: what `PgTaskStore::lock_held` runs.
+macro_rules! lock_held_task {
+    ($columns:expr) => {
+        concat!(
+            "SELECT ",
+            $columns,
+            " FROM tasks WHERE tenant_id = $1 AND task_id = $2 AND ",
+            held_under!("$3"),
+            " FOR UPDATE"
+        )
+    };
+}
+
 /// `tenant_id = $1 AND task_id = $2`, restricted to the session in `$3` when
 /// it is not NULL, and to unexpired tasks.
 macro_rules! visible_task {

@@ -7,12 +7,16 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use sqlx::{Postgres, Transaction};
 
 use super::PgTaskStore;
 use super::claim_batch::ClaimRequest;
 use super::error::store_error;
+use super::questions::{LockedTask, questions_of};
 use super::rows::{millis, stored_json};
+use crate::domain::Question;
+use crate::domain::questions::{self, AskStep, open_requests, waiting_effects};
 use crate::domain::{
     AttemptEnd, AttemptState, Claim, ClaimRefusal, Effects, ExecutionPolicy, InputKey,
     InputRequest, JsonObject, LeaseToken, NextStep, ReleaseOutcome, ReleaseReason, Renewal,
@@ -205,13 +209,7 @@ impl ExecutionStore for PgTaskStore {
     ) -> Result<ReleaseOutcome, StoreError> {
         let (mut tx, held) = self
             .lock_held::<HeldRow>(
-                sql!(concat!(
-                    "SELECT ",
-                    held_columns!(),
-                    " FROM tasks WHERE tenant_id = $1 AND task_id = $2 AND ",
-                    held_under!("$3"),
-                    " FOR UPDATE"
-                )),
+                sql!(lock_held_task!(held_columns!())),
                 tenant,
                 task_id,
                 lease,
@@ -234,7 +232,50 @@ impl ExecutionStore for PgTaskStore {
         key: &InputKey,
         request: &InputRequest,
     ) -> Result<Option<JsonObject>, StoreError> {
-        self.ask_question(tenant, task_id, lease, key, request)
-            .await
+        let (mut tx, locked) = self
+            .lock_held::<LockedTask>(
+                sql!(lock_held_task!(
+                    "status, status_message, parked_at IS NOT NULL AS parked"
+                )),
+                tenant,
+                task_id,
+                lease,
+            )
+            .await?;
+        let mut questions = questions_of(&mut tx, tenant.as_str(), task_id.as_str()).await?;
+        let existing = questions.iter().find(|q| &q.key == key);
+        match questions::ask(existing, request, questions.len())? {
+            AskStep::Answered(answer) => return Ok(Some(answer)),
+            AskStep::Waiting => {}
+            AskStep::Ask => {
+                let asked_at: DateTime<Utc> = sqlx::query_scalar(sql!(
+                    "INSERT INTO task_input_requests
+                         (tenant_id, task_id, request_key, request_json, asked_at)
+                     VALUES ($1, $2, $3, $4, now()) RETURNING asked_at"
+                ))
+                .bind(tenant.as_str())
+                .bind(task_id.as_str())
+                .bind(key.as_str())
+                .bind(request.as_json().as_str())
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(store_error)?;
+                questions.push(Question {
+                    key: key.clone(),
+                    request: request.clone(),
+                    asked_at,
+                    answer: None,
+                });
+            }
+        }
+        let status = locked.status()?;
+        let effects = waiting_effects(
+            &open_requests(&questions),
+            status,
+            locked.status_message.as_deref(),
+        );
+        super::apply::apply(&mut tx, tenant.as_str(), task_id.as_str(), &effects).await?;
+        super::commit(tx).await?;
+        Ok(None)
     }
 }

@@ -12,9 +12,8 @@ use crate::error::StoreError;
 use crate::store::statements::sql;
 
 impl PgTaskStore {
-    /// Begins a transaction and reads, with `sql` (`$1` the tenant, `$2`
-    /// the task, `$3` the lease, under `held_under!("$3")` and
-    /// `FOR UPDATE`), the task the attempt holding `lease` runs. When no
+    /// Begins a transaction and reads, with `sql` (`lock_held_task!` of
+    /// the columns of `R`), the task the attempt holding `lease` runs. When no
     /// such attempt holds it, the refusal says why, from the task as it is
     /// now: NOT_FOUND, or the domain's [`FenceRefusal`].
     pub(super) async fn lock_held<R>(

@@ -14,8 +14,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::postgres::PgPoolOptions;
-use sqlx::{PgPool, Postgres, Transaction};
+use sqlx::postgres::{PgArguments, PgPoolOptions, PgRow};
+use sqlx::query::QueryAs;
+use sqlx::{FromRow, PgPool, Postgres, Transaction};
 
 use super::error::bounded_read_error;
 use super::questions::{QuestionRow, question_columns};
@@ -82,6 +83,23 @@ impl PgInsights {
         super::transaction::begin(&self.pool, Some(BEGIN_READ))
             .await
             .map_err(bounded_read_error)
+    }
+
+    /// The rows of one bounded read, in a snapshot of its own.
+    async fn read_all<'q, R>(
+        &self,
+        query: QueryAs<'q, Postgres, R, PgArguments>,
+    ) -> Result<Vec<R>, StoreError>
+    where
+        R: for<'r> FromRow<'r, PgRow> + Send + Unpin,
+    {
+        let mut tx = self.begin().await?;
+        let rows = query
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(bounded_read_error)?;
+        Self::finish(tx).await?;
+        Ok(rows)
     }
 
     /// Ends a bounded read (a commit: nothing was written).
@@ -248,30 +266,29 @@ impl TaskInsights for PgInsights {
         limit: u32,
     ) -> Result<Vec<WaitingQuestion>, StoreError> {
         let limit = limit.min(MAX_WAITING_QUESTIONS);
-        let mut tx = self.begin().await?;
-        let rows: Vec<WaitingRow> = sqlx::query_as(sql!(concat!(
-            "SELECT ",
-            task_columns!(),
-            ", ",
-            question_columns!(),
-            " FROM (SELECT task_id, ",
-            question_columns!(),
-            "  FROM task_input_requests WHERE tenant_id = $1 AND answer_json IS NULL) q",
-            " JOIN (SELECT ",
-            task_columns!(),
-            "  FROM tasks WHERE tenant_id = $1 AND ",
-            live!(),
-            " AND ",
-            open!(),
-            ") t USING (task_id)",
-            " ORDER BY asked_at, task_id, request_key COLLATE \"C\" LIMIT $2"
-        )))
-        .bind(tenant.as_str())
-        .bind(i64::from(limit))
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(bounded_read_error)?;
-        PgInsights::finish(tx).await?;
+        let rows: Vec<WaitingRow> = self
+            .read_all(
+                sqlx::query_as(sql!(concat!(
+                    "SELECT ",
+                    task_columns!(),
+                    ", ",
+                    question_columns!(),
+                    " FROM (SELECT task_id, ",
+                    question_columns!(),
+                    "  FROM task_input_requests WHERE tenant_id = $1 AND answer_json IS NULL) q",
+                    " JOIN (SELECT ",
+                    task_columns!(),
+                    "  FROM tasks WHERE tenant_id = $1 AND ",
+                    live!(),
+                    " AND ",
+                    open!(),
+                    ") t USING (task_id)",
+                    " ORDER BY asked_at, task_id, request_key COLLATE \"C\" LIMIT $2"
+                )))
+                .bind(tenant.as_str())
+                .bind(i64::from(limit)),
+            )
+            .await?;
         rows.into_iter()
             .map(|row| {
                 Ok(WaitingQuestion {
@@ -296,23 +313,22 @@ impl TaskInsights for PgInsights {
         limit: u32,
     ) -> Result<Vec<SessionSummary>, StoreError> {
         let limit = limit.min(MAX_SESSIONS);
-        let mut tx = self.begin().await?;
-        let rows: Vec<(String, i64, i64, DateTime<Utc>)> = sqlx::query_as(sql!(concat!(
-            "SELECT session_id, count(*),",
-            " count(*) FILTER (WHERE ",
-            open!(),
-            "),",
-            " max(created_at)",
-            " FROM tasks WHERE tenant_id = $1 AND session_id IS NOT NULL AND ",
-            live!(),
-            " GROUP BY session_id ORDER BY max(created_at) DESC, session_id LIMIT $2"
-        )))
-        .bind(tenant.as_str())
-        .bind(i64::from(limit))
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(bounded_read_error)?;
-        PgInsights::finish(tx).await?;
+        let rows: Vec<(String, i64, i64, DateTime<Utc>)> = self
+            .read_all(
+                sqlx::query_as(sql!(concat!(
+                    "SELECT session_id, count(*),",
+                    " count(*) FILTER (WHERE ",
+                    open!(),
+                    "),",
+                    " max(created_at)",
+                    " FROM tasks WHERE tenant_id = $1 AND session_id IS NOT NULL AND ",
+                    live!(),
+                    " GROUP BY session_id ORDER BY max(created_at) DESC, session_id LIMIT $2"
+                )))
+                .bind(tenant.as_str())
+                .bind(i64::from(limit)),
+            )
+            .await?;
         let mut sessions = rows
             .into_iter()
             .map(|(session, tasks, unfinished, last_created_at)| {

@@ -11,12 +11,10 @@ use sqlx::{Postgres, Transaction};
 use super::PgTaskStore;
 use super::error::store_error;
 use super::rows::{TaskRow, stored_json, task_columns};
-use crate::domain::questions::{
-    self, AskStep, after_answers, effects_after_answers, open_requests, waiting_effects,
-};
+use crate::domain::questions::{self, after_answers, effects_after_answers, open_requests};
 use crate::domain::{
-    Answer, Answered, Answers, DispatchChange, FenceRefusal, InputKey, InputRequest, JsonObject,
-    LeaseToken, Question, Scope, TaskId, TaskStatus, TenantId,
+    Answer, Answered, Answers, DispatchChange, FenceRefusal, InputKey, InputRequest, Question,
+    Scope, TaskId, TaskStatus,
 };
 use crate::error::StoreError;
 use crate::store::QuestionStore;
@@ -61,21 +59,21 @@ impl QuestionRow {
 
 /// The task's row as the question statements lock it.
 #[derive(sqlx::FromRow)]
-struct LockedTask {
-    status: String,
-    status_message: Option<String>,
-    parked: bool,
+pub(super) struct LockedTask {
+    pub(super) status: String,
+    pub(super) status_message: Option<String>,
+    pub(super) parked: bool,
 }
 
 impl LockedTask {
-    fn status(&self) -> Result<TaskStatus, StoreError> {
+    pub(super) fn status(&self) -> Result<TaskStatus, StoreError> {
         self.status
             .parse()
             .map_err(|_| StoreError::Internal("corrupt task row".into()))
     }
 }
 
-async fn questions_of(
+pub(super) async fn questions_of(
     tx: &mut Transaction<'_, Postgres>,
     tenant: &str,
     task_id: &str,
@@ -91,66 +89,6 @@ async fn questions_of(
     .await
     .map_err(store_error)?;
     rows.into_iter().map(QuestionRow::into_question).collect()
-}
-
-impl PgTaskStore {
-    pub(super) async fn ask_question(
-        &self,
-        tenant: &TenantId,
-        task_id: &TaskId,
-        lease: &LeaseToken,
-        key: &InputKey,
-        request: &InputRequest,
-    ) -> Result<Option<JsonObject>, StoreError> {
-        let (mut tx, locked) = self
-            .lock_held::<LockedTask>(
-                sql!(concat!(
-                    "SELECT status, status_message, parked_at IS NOT NULL AS parked FROM tasks",
-                    " WHERE tenant_id = $1 AND task_id = $2 AND ",
-                    held_under!("$3"),
-                    " FOR UPDATE"
-                )),
-                tenant,
-                task_id,
-                lease,
-            )
-            .await?;
-        let mut questions = questions_of(&mut tx, tenant.as_str(), task_id.as_str()).await?;
-        let existing = questions.iter().find(|q| &q.key == key);
-        match questions::ask(existing, request, questions.len())? {
-            AskStep::Answered(answer) => return Ok(Some(answer)),
-            AskStep::Waiting => {}
-            AskStep::Ask => {
-                let asked_at: DateTime<Utc> = sqlx::query_scalar(sql!(
-                    "INSERT INTO task_input_requests
-                         (tenant_id, task_id, request_key, request_json, asked_at)
-                     VALUES ($1, $2, $3, $4, now()) RETURNING asked_at"
-                ))
-                .bind(tenant.as_str())
-                .bind(task_id.as_str())
-                .bind(key.as_str())
-                .bind(request.as_json().as_str())
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(store_error)?;
-                questions.push(Question {
-                    key: key.clone(),
-                    request: request.clone(),
-                    asked_at,
-                    answer: None,
-                });
-            }
-        }
-        let status = locked.status()?;
-        let effects = waiting_effects(
-            &open_requests(&questions),
-            status,
-            locked.status_message.as_deref(),
-        );
-        super::apply::apply(&mut tx, tenant.as_str(), task_id.as_str(), &effects).await?;
-        super::commit(tx).await?;
-        Ok(None)
-    }
 }
 
 #[async_trait]
