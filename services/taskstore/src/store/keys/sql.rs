@@ -21,13 +21,31 @@ macro_rules! key_columns {
 
 macro_rules! sql_key_store {
     ($store:ty, $failed:path, $dialect:ident) => {
+        impl $store {
+            /// Runs a statement that returns no rows; how many it changed.
+            async fn execute<'q>(
+                &self,
+                query: sqlx::query::Query<
+                    'q,
+                    sqlx::$dialect,
+                    <sqlx::$dialect as sqlx::Database>::Arguments<'q>,
+                >,
+            ) -> Result<u64, $crate::error::StoreError> {
+                query
+                    .execute(&self.pool)
+                    .await
+                    .map(|done| done.rows_affected())
+                    .map_err($failed)
+            }
+        }
+
         #[async_trait::async_trait]
         impl $crate::store::keys::KeyStore for $store {
             async fn insert_key(
                 &self,
                 key: &$crate::store::keys::StoredKey,
             ) -> Result<(), $crate::error::StoreError> {
-                sqlx::query($crate::store::statements::sql!($dialect: concat!(
+                let insert = sqlx::query($crate::store::statements::sql!($dialect: concat!(
                     "INSERT INTO api_keys (",
                     key_columns!(),
                     ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
@@ -39,11 +57,8 @@ macro_rules! sql_key_store {
                 .bind(&key.name)
                 .bind(key.created_at)
                 .bind(key.revoked_at)
-                .bind(key.last_used_at)
-                .execute(&self.pool)
-                .await
-                .map(drop)
-                .map_err($failed)
+                .bind(key.last_used_at);
+                self.execute(insert).await.map(drop)
             }
 
             async fn find_key(
@@ -79,25 +94,19 @@ macro_rules! sql_key_store {
             }
 
             async fn revoke_key(&self, key_id: &str) -> Result<bool, $crate::error::StoreError> {
-                let revoked = sqlx::query(
+                let revoke = sqlx::query(
                     $crate::store::statements::sql!($dialect: "UPDATE api_keys SET revoked_at = $1 WHERE key_id = $2 AND revoked_at IS NULL"),
                 )
                 .bind(chrono::Utc::now())
-                .bind(key_id)
-                .execute(&self.pool)
-                .await
-                .map_err($failed)?;
-                Ok(revoked.rows_affected() == 1)
+                .bind(key_id);
+                Ok(self.execute(revoke).await? == 1)
             }
 
             async fn record_use(&self, key_id: &str) -> Result<(), $crate::error::StoreError> {
-                sqlx::query($crate::store::statements::sql!($dialect: "UPDATE api_keys SET last_used_at = $1 WHERE key_id = $2"))
+                let record = sqlx::query($crate::store::statements::sql!($dialect: "UPDATE api_keys SET last_used_at = $1 WHERE key_id = $2"))
                     .bind(chrono::Utc::now())
-                    .bind(key_id)
-                    .execute(&self.pool)
-                    .await
-                    .map(drop)
-                    .map_err($failed)
+                    .bind(key_id);
+                self.execute(record).await.map(drop)
             }
 
             async fn end_session(
@@ -106,21 +115,16 @@ macro_rules! sql_key_store {
                 until: chrono::DateTime<chrono::Utc>,
             ) -> Result<(), $crate::error::StoreError> {
                 // The ended sessions that expired since are deleted on the way.
-                sqlx::query($crate::store::statements::sql!($dialect: "DELETE FROM dashboard_ended_sessions WHERE ended_until < $1"))
-                    .bind(chrono::Utc::now())
-                    .execute(&self.pool)
-                    .await
-                    .map_err($failed)?;
-                sqlx::query(
+                let forget_expired = sqlx::query($crate::store::statements::sql!($dialect: "DELETE FROM dashboard_ended_sessions WHERE ended_until < $1"))
+                    .bind(chrono::Utc::now());
+                self.execute(forget_expired).await?;
+                let end = sqlx::query(
                     $crate::store::statements::sql!($dialect: "INSERT INTO dashboard_ended_sessions (session_id, ended_until) VALUES ($1, $2)
                      ON CONFLICT (session_id) DO NOTHING"),
                 )
                 .bind(session_id)
-                .bind(until)
-                .execute(&self.pool)
-                .await
-                .map(drop)
-                .map_err($failed)
+                .bind(until);
+                self.execute(end).await.map(drop)
             }
 
             async fn session_ended(

@@ -73,6 +73,28 @@ macro_rules! lock_held_task {
     };
 }
 
+/// The task `$1`/`$2`, unexpired: what the worker's side and the dashboard
+/// address (neither is restricted to a session).
+macro_rules! live_task {
+    () => {
+        concat!("tenant_id = $1 AND task_id = $2 AND ", live!())
+    };
+}
+
+/// The task's columns (and `$extra` ones) of a task its caller sees
+/// (`visible_task!`).
+macro_rules! select_visible {
+    ($extra:literal) => {
+        concat!(
+            "SELECT ",
+            task_columns!(),
+            $extra,
+            " FROM tasks WHERE ",
+            visible_task!()
+        )
+    };
+}
+
 /// `tenant_id = $1 AND task_id = $2`, restricted to the session in `$3` when
 /// it is not NULL, and to unexpired tasks.
 macro_rules! visible_task {

@@ -79,8 +79,8 @@ impl PgTaskStore {
         sqlx::query_as::<_, StateRow>(sql!(concat!(
             "SELECT status, dispatch_generation AS generation, lease_token IS NOT NULL AS claimed,",
             " COALESCE(lease_token = $3, false) AS ours, max_attempts IS NOT NULL AS dispatched",
-            " FROM tasks WHERE tenant_id = $1 AND task_id = $2 AND ",
-            live!()
+            " FROM tasks WHERE ",
+            live_task!()
         )))
         .bind(tenant.as_str())
         .bind(task_id.as_str())

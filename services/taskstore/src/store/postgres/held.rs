@@ -47,8 +47,8 @@ impl PgTaskStore {
     /// Why a fenced write was refused, from the task as it is now.
     async fn fence_refusal(&self, tenant: &TenantId, task_id: &TaskId) -> StoreError {
         let status: Result<Option<String>, StoreError> = sqlx::query_scalar(sql!(concat!(
-            "SELECT status FROM tasks WHERE tenant_id = $1 AND task_id = $2 AND ",
-            live!()
+            "SELECT status FROM tasks WHERE ",
+            live_task!()
         )))
         .bind(tenant.as_str())
         .bind(task_id.as_str())

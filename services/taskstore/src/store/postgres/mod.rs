@@ -219,12 +219,7 @@ impl PgTaskStore {
     }
 
     async fn fetch_visible(&self, scope: &Scope, task_id: &TaskId) -> Result<TaskRow, StoreError> {
-        const SQL: &str = concat!(
-            "SELECT ",
-            task_columns!(),
-            " FROM tasks WHERE ",
-            visible_task!()
-        );
+        const SQL: &str = select_visible!("");
         self.fetch_visible_as(sql!(SQL), scope, task_id).await
     }
 

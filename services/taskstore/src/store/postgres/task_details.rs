@@ -40,8 +40,8 @@ impl PgInsights {
             task_columns!(),
             ", request_json, result_json, attempt, max_attempts, lease_owner, lease_expires_at,",
             " trace_context, attempt_history::text AS attempt_history",
-            " FROM tasks WHERE tenant_id = $1 AND task_id = $2 AND ",
-            live!()
+            " FROM tasks WHERE ",
+            live_task!()
         )))
         .bind(tenant.as_str())
         .bind(task_id.as_str())

@@ -93,12 +93,7 @@ impl TaskStore for PgTaskStore {
     }
 
     async fn get_result(&self, scope: &Scope, task_id: &TaskId) -> Result<TaskResult, StoreError> {
-        const SQL: &str = concat!(
-            "SELECT ",
-            task_columns!(),
-            ", result_json FROM tasks WHERE ",
-            visible_task!()
-        );
+        const SQL: &str = select_visible!(", result_json");
         let row: TaskWithResultRow = self.fetch_visible_as(sql!(SQL), scope, task_id).await?;
         let task = row.task.into_task()?;
         match (task.status, row.result_json) {
