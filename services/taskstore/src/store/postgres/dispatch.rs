@@ -122,17 +122,18 @@ impl DispatchStore for PgTaskStore {
     async fn hold_for_worker(&self, job: &DueJob) -> Result<(), StoreError> {
         let (tenant, task_id) = (&job.message.tenant_id, &job.message.task_id);
         let mut tx = self.begin().await?;
-        sqlx::query(sql!("UPDATE dispatch_outbox SET available_at = now() + $2 * interval '1 millisecond' WHERE id = $1"))
-            .bind(job.outbox_id)
-            .bind(millis(self.config.execution.unroutable_retry))
-            .execute(&mut *tx)
-            .await
-            .map_err(store_error)?;
+        // The job is offered again later; the task's message is read
+        // (and the row locked) in the same statement.
         let message: Option<Option<String>> = sqlx::query_scalar(sql!(
-            "SELECT status_message FROM tasks WHERE tenant_id = $1 AND task_id = $2 FOR UPDATE"
+            "WITH later AS (
+                 UPDATE dispatch_outbox SET available_at = now() + $4 * interval '1 millisecond'
+                 WHERE id = $3)
+             SELECT status_message FROM tasks WHERE tenant_id = $1 AND task_id = $2 FOR UPDATE"
         ))
         .bind(tenant)
         .bind(task_id)
+        .bind(job.outbox_id)
+        .bind(millis(self.config.execution.unroutable_retry))
         .fetch_optional(&mut *tx)
         .await
         .map_err(store_error)?;
