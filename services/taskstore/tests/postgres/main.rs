@@ -93,10 +93,9 @@ async fn replicas_can_migrate_at_once() {
     );
 }
 
-#[tokio::test]
-async fn tasks_sharing_a_timestamp_page_without_gaps_or_duplicates() {
-    let store = common::pg_store(StoreConfig::default()).await;
-    // Fifty tasks committed with one timestamp, as a batch insert would.
+/// Fifty tasks `same-001` … `same-050` committed with one timestamp, as a
+/// batch insert would.
+async fn insert_fifty_tasks_sharing_a_timestamp(store: &PgTaskStore) {
     sqlx::query(
         "INSERT INTO tasks (tenant_id, task_id, status, request_id_json, request_json,
                             created_at, last_updated_at, poll_interval_ms)
@@ -107,6 +106,12 @@ async fn tasks_sharing_a_timestamp_page_without_gaps_or_duplicates() {
     .execute(store.pool())
     .await
     .expect("insert");
+}
+
+#[tokio::test]
+async fn tasks_sharing_a_timestamp_page_without_gaps_or_duplicates() {
+    let store = common::pg_store(StoreConfig::default()).await;
+    insert_fifty_tasks_sharing_a_timestamp(&store).await;
 
     let scope = Scope::tenant_wide();
     let mut seen = Vec::new();
@@ -378,16 +383,7 @@ async fn searches_page_through_tasks_sharing_a_timestamp() {
     use taskstore::domain::{IdPrefix, TaskSearch};
 
     let store = common::pg_store(StoreConfig::default()).await;
-    sqlx::query(
-        "INSERT INTO tasks (tenant_id, task_id, status, request_id_json, request_json,
-                            created_at, last_updated_at, poll_interval_ms)
-         SELECT 'default', 'same-' || lpad(i::text, 3, '0'), 'working', '1', '{}',
-                '2026-01-01T00:00:00Z', '2026-01-01T00:00:00Z', 1000
-         FROM generate_series(1, 50) AS i",
-    )
-    .execute(store.pool())
-    .await
-    .expect("insert");
+    insert_fifty_tasks_sharing_a_timestamp(&store).await;
     let named = |numbers: &mut dyn Iterator<Item = u32>| -> Vec<String> {
         numbers.map(|i| format!("same-{i:03}")).collect()
     };
