@@ -60,6 +60,10 @@ pub enum Refusal {
     /// A hold the task's state does not allow.
     #[error("{0}")]
     Hold(HoldRefusal),
+    /// An idempotency key that names another call's task (other arguments,
+    /// another tool, another session's task): never that task.
+    #[error("the idempotency key was already used for another request")]
+    IdempotencyKeyInUse,
     /// A refusal of a remote service that named no kind this build knows
     /// (an older or newer service): its words only.
     #[error("{0}")]

@@ -113,6 +113,7 @@ async fn notified_about(listener: &mut PgListener, task: &TaskId) -> Vec<String>
 /// A task dispatched to the `echo` tool.
 fn echo_task() -> NewTask {
     NewTask {
+        idempotency_key: None,
         task_id: None,
         ttl: Default::default(),
         poll_interval: None,

@@ -18,6 +18,7 @@ use taskstore_proto::jobs::JobMessage;
 
 fn task(dispatch: bool) -> NewTask {
     NewTask {
+        idempotency_key: None,
         task_id: None,
         ttl: Default::default(),
         poll_interval: None,

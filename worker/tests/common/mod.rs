@@ -385,6 +385,7 @@ pub fn dispatch_request(
         "params": { "name": tool, "arguments": arguments },
     });
     pb::CreateTaskRequest {
+        idempotency_key: None,
         no_expiry: false,
         poll_interval: None,
         task_id: None,

@@ -69,6 +69,7 @@ impl Plan {
                         dispatch: None,
                         no_expiry: false,
                         poll_interval: None,
+                        idempotency_key: None,
                     })
                     .await?
                     .into_inner();

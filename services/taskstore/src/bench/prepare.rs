@@ -42,6 +42,7 @@ pub(crate) fn create_request_with(
         }),
         no_expiry: false,
         poll_interval: None,
+        idempotency_key: None,
     }
 }
 

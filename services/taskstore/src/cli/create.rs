@@ -5,7 +5,8 @@ use super::exit::{ClientError, Label, report};
 use super::input::{Inputs, tool_arg};
 use crate::config::CreateArgs;
 use crate::domain::{
-    DispatchRequest, FleetPolicy, JsonObject, NewTask, RequestId, TaskId, ToolName, Ttl,
+    DispatchRequest, FleetPolicy, IdempotencyKey, JsonObject, NewTask, RequestId, TaskId, ToolName,
+    Ttl,
 };
 use crate::grpc::GrpcTaskStore;
 
@@ -78,6 +79,14 @@ pub(super) fn new_task(flags: CreateArgs) -> Result<NewTask, ClientError> {
         dispatch,
         // The client's span travels in the call's metadata.
         trace_context: None,
+        idempotency_key: flags
+            .idempotency_key
+            .as_deref()
+            .map(|raw| {
+                IdempotencyKey::parse(raw)
+                    .map_err(|err| ClientError::Usage(format!("--idempotency-key {err}")))
+            })
+            .transpose()?,
     })
 }
 
@@ -178,6 +187,7 @@ mod tests {
             ttl: None,
             dispatch: true,
             max_attempts: None,
+            idempotency_key: None,
         }
     }
 

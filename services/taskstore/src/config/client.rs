@@ -258,6 +258,11 @@ pub struct CreateArgs {
     /// With --dispatch: how many times the task may be started.
     #[arg(long, requires = "dispatch")]
     pub max_attempts: Option<u32>,
+    /// Makes the create safe to retry: while the task first created with
+    /// this key lives (and for the service's idempotency retention), the same
+    /// create returns that task instead of making another.
+    #[arg(long, value_name = "KEY")]
+    pub idempotency_key: Option<String>,
 }
 
 impl ClientCommand {

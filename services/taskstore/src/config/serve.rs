@@ -98,6 +98,11 @@ pub struct ServeArgs {
         default_value = "unlimited"
     )]
     pub max_tasks_per_session: Limit<u64>,
+    /// How long after a task's creation a create with the same idempotency
+    /// key returns it instead of creating another (never beyond the task's
+    /// own life).
+    #[arg(long, env = "TASKSTORE_IDEMPOTENCY_RETENTION", default_value = "24h", value_parser = parse_duration)]
+    pub idempotency_retention: Duration,
     /// How often expired tasks are deleted (`1m`, or `off`).
     #[arg(long, env = "TASKSTORE_CLEANUP_INTERVAL", default_value = "1m")]
     pub cleanup_interval: Limit<Duration>,
@@ -348,6 +353,7 @@ impl ServeArgs {
             quotas: self.default_quotas(),
             tenant_quotas: self.tenant_limits()?.0,
             cleanup_batch_size: self.cleanup_batch_size,
+            idempotency_retention: self.idempotency_retention,
             execution: ExecutionPolicy {
                 lease_duration: self.lease_duration,
                 default_max_attempts: self.default_max_attempts,

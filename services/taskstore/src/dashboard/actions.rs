@@ -419,6 +419,8 @@ async fn create(
             max_attempts: None,
         }),
         trace_context: None,
+        // A rerun is a new task each time it is asked for.
+        idempotency_key: None,
     };
     let task = board.store.create_task(&scope(viewer), new).await?;
     Ok(task.task_id)

@@ -8,6 +8,7 @@ mod caller;
 mod cursor;
 mod execution;
 mod fleet;
+mod idempotency;
 mod ids;
 mod input_limits;
 mod json;
@@ -43,6 +44,10 @@ pub use execution::{
 pub use fleet::{
     FleetPolicy, OutboxBacklog, ServedTool, WorkerHeartbeat, WorkerId, WorkerInfo,
     differing_descriptions, served_tools, served_tools_of, workers_of,
+};
+pub use idempotency::{
+    DEFAULT_IDEMPOTENCY_RETENTION, IDEMPOTENCY_META_KEY, IdempotencyKey, InvalidIdempotencyKey,
+    KeyedCreate, KeyedTask, MAX_IDEMPOTENCY_KEY_BYTES, Replay, replay, same_call,
 };
 pub use ids::{InvalidId, SessionId, TaskId, TenantId};
 pub use input_limits::InputLimits;

@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use super::execution::{DispatchRequest, LeaseToken, ToolName};
+use super::idempotency::IdempotencyKey;
 use super::ids::{SessionId, TaskId, TenantId};
 use super::json::{JsonObject, RequestId};
 use super::status::{ResultStatus, TaskStatus};
@@ -88,6 +89,9 @@ pub struct NewTask {
     /// The trace the create belongs to, kept with the task so that its
     /// dispatch (on any replica, after any restart) joins the same trace.
     pub trace_context: Option<TraceContext>,
+    /// Makes the create idempotent: a create whose key names a live task
+    /// of the tenant returns that task (see [`super::idempotency`]).
+    pub idempotency_key: Option<IdempotencyKey>,
 }
 
 /// A W3C `traceparent`, checked for shape.

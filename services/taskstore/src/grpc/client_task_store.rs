@@ -37,6 +37,7 @@ impl TaskStore for GrpcTaskStore {
                 tool: Some(d.tool.to_string()),
                 max_attempts: d.max_attempts,
             }),
+            idempotency_key: task.idempotency_key.map(|key| key.as_str().to_owned()),
         };
         let mut request = tonic::Request::new(message);
         // The task's trace travels as the call's `traceparent`; when this

@@ -3,10 +3,10 @@
 
 use crate::domain::questions::MAX_QUESTIONS;
 use crate::domain::{
-    Answers, DispatchRequest, Holder, InputKey, InputRequest, JsonObject, LeaseToken,
-    MAX_HOLDER_BYTES, MAX_POLL_INTERVAL, NewResult, NewTask, PageRequest, RequestId, ResultStatus,
-    Scope, SessionId, StatusUpdate, TaskFilter, TaskId, TaskStatus, TaskSupport, TenantId,
-    ToolDescription, ToolName, TraceContext, Ttl, TtlRequest, WorkerHeartbeat,
+    Answers, DispatchRequest, Holder, IdempotencyKey, InputKey, InputRequest, JsonObject,
+    LeaseToken, MAX_HOLDER_BYTES, MAX_POLL_INTERVAL, NewResult, NewTask, PageRequest, RequestId,
+    ResultStatus, Scope, SessionId, StatusUpdate, TaskFilter, TaskId, TaskStatus, TaskSupport,
+    TenantId, ToolDescription, ToolName, TraceContext, Ttl, TtlRequest, WorkerHeartbeat,
 };
 use crate::error::StoreError;
 
@@ -99,6 +99,12 @@ impl<'a> Edge<'a> {
             .check_tools_call_arguments()
             .map_err(|err| StoreError::invalid("request_json", err))?;
         let dispatch = req.dispatch.map(|d| dispatch(d, &request)).transpose()?;
+        let idempotency_key = req
+            .idempotency_key
+            .as_deref()
+            .map(IdempotencyKey::parse)
+            .transpose()
+            .map_err(|err| StoreError::invalid("idempotency_key", err))?;
         Ok((
             scope,
             NewTask {
@@ -109,6 +115,7 @@ impl<'a> Edge<'a> {
                 request,
                 dispatch,
                 trace_context: trace.and_then(TraceContext::parse),
+                idempotency_key,
             },
         ))
     }

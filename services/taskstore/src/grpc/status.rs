@@ -114,6 +114,7 @@ fn refusal_reason(refusal: &Refusal) -> (&'static str, HashMap<String, String>) 
         Refusal::Hold(HoldRefusal::HeldByAnother) => ("HOLD_HELD_BY_ANOTHER", HashMap::new()),
         Refusal::Hold(HoldRefusal::Ended(s)) => ("HOLD_ENDED", status(s)),
         Refusal::Hold(HoldRefusal::NotAToolCall) => ("HOLD_NOT_A_TOOL_CALL", HashMap::new()),
+        Refusal::IdempotencyKeyInUse => ("IDEMPOTENCY_KEY_IN_USE", HashMap::new()),
         Refusal::Unexplained(_) => ("UNEXPLAINED", HashMap::new()),
     }
 }
@@ -156,6 +157,7 @@ fn refusal_from(status: &Status) -> Refusal {
         "HOLD_HELD_BY_ANOTHER" => Some(Refusal::Hold(HoldRefusal::HeldByAnother)),
         "HOLD_ENDED" => task_status().map(|s| Refusal::Hold(HoldRefusal::Ended(s))),
         "HOLD_NOT_A_TOOL_CALL" => Some(Refusal::Hold(HoldRefusal::NotAToolCall)),
+        "IDEMPOTENCY_KEY_IN_USE" => Some(Refusal::IdempotencyKeyInUse),
         _ => None,
     };
     refusal.unwrap_or_else(unexplained)
@@ -248,6 +250,7 @@ mod tests {
             Refusal::Hold(HoldRefusal::HeldByAnother),
             Refusal::Hold(HoldRefusal::Ended(TaskStatus::Failed)),
             Refusal::Hold(HoldRefusal::NotAToolCall),
+            Refusal::IdempotencyKeyInUse,
             Refusal::Unexplained("an old server's words".into()),
         ];
         for refusal in refusals {

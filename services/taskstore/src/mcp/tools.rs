@@ -19,8 +19,8 @@ use super::shapes;
 use super::streams::{Waiting, spawn_waiting};
 use super::waiting::{Ending, Questions, Tell, result_json, wait_for_end};
 use crate::domain::{
-    CallMode, CallModeRefusal, DispatchRequest, JsonObject, NewTask, ProgressToken, Revision,
-    ServedTool, TaskId, ToolName, Ttl, TtlRequest, call_mode,
+    CallMode, CallModeRefusal, DispatchRequest, IDEMPOTENCY_META_KEY, IdempotencyKey, JsonObject,
+    NewTask, ProgressToken, Revision, ServedTool, TaskId, ToolName, Ttl, TtlRequest, call_mode,
 };
 use crate::edge::WaitingSlot;
 use crate::error::StoreError;
@@ -234,6 +234,9 @@ fn new_task(
         .ok_or_else(|| RpcError::new(code::INVALID_REQUEST, "tools/call must be a request"))?;
     let request_id = crate::domain::RequestId::parse(id.as_json().to_string())
         .map_err(|err| RpcError::invalid_params(format!("id {err}")))?;
+    let idempotency_key = IdempotencyKey::of_mcp_request(&request).map_err(|err| {
+        RpcError::invalid_params(format!("params._meta[\"{IDEMPOTENCY_META_KEY}\"] {err}"))
+    })?;
     Ok(NewTask {
         task_id: None,
         ttl,
@@ -245,6 +248,7 @@ fn new_task(
             max_attempts: None,
         }),
         trace_context: None,
+        idempotency_key,
     })
 }
 

@@ -184,6 +184,8 @@ pub struct StoreConfig {
     /// How many expired tasks one cleanup statement deletes at most, so that
     /// a large backlog never becomes one long-running delete.
     pub cleanup_batch_size: u32,
+    /// How long a create's idempotency key keeps naming its task.
+    pub idempotency_retention: Duration,
     /// Leases, attempts and retries of dispatched tasks.
     pub execution: ExecutionPolicy,
 }
@@ -197,6 +199,7 @@ impl Default for StoreConfig {
             quotas: Quotas::default(),
             tenant_quotas: BTreeMap::new(),
             cleanup_batch_size: 1000,
+            idempotency_retention: crate::domain::DEFAULT_IDEMPOTENCY_RETENTION,
             execution: ExecutionPolicy::default(),
         }
     }

@@ -18,6 +18,7 @@ async fn list_pages_through_250_tasks_both_ways() {
             &store,
             &taskstore::domain::Scope::tenant_wide(),
             taskstore::domain::NewTask {
+                idempotency_key: None,
                 task_id: Some(taskstore::domain::TaskId::parse(&format!("t{n:03}")).expect("id")),
                 ttl: Default::default(),
                 poll_interval: None,

@@ -15,6 +15,7 @@ use crate::harness::{Board, scope};
 pub(crate) async fn dispatched(board: &Board, tenant: &str) -> TaskId {
     let request = r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"}}"#;
     let task = NewTask {
+        idempotency_key: None,
         task_id: None,
         ttl: TtlRequest::ServerDefault,
         poll_interval: None,

@@ -103,6 +103,7 @@ impl Board {
             .create_task(
                 &scope(tenant),
                 NewTask {
+                    idempotency_key: None,
                     task_id: id.map(|id| TaskId::parse(id).expect("id")),
                     ttl: TtlRequest::ServerDefault,
                     poll_interval: None,

@@ -218,6 +218,7 @@ async fn create_refuses_arguments_its_tools_schema_refuses() {
         .await
         .expect("heartbeat");
     let create = |tool: &str, arguments: &str| pb::CreateTaskRequest {
+        idempotency_key: None,
         no_expiry: false,
         poll_interval: None,
         task_id: None,

@@ -41,6 +41,7 @@ pub(crate) async fn server(
 
 pub(crate) fn create_request() -> pb::CreateTaskRequest {
     pb::CreateTaskRequest {
+        idempotency_key: None,
         no_expiry: false,
         poll_interval: None,
         task_id: None,

@@ -21,6 +21,7 @@ fn scope_of(tenant: &str) -> Scope {
 
 fn plain_task() -> NewTask {
     NewTask {
+        idempotency_key: None,
         task_id: None,
         ttl: Default::default(),
         poll_interval: None,

@@ -27,6 +27,7 @@ fn all() -> Scope {
 
 async fn dispatched(store: &PgTaskStore) -> TaskId {
     let task = NewTask {
+        idempotency_key: None,
         task_id: None,
         ttl: Default::default(),
         poll_interval: None,
@@ -185,6 +186,7 @@ async fn replicas_share_the_cursor_key() {
 
 fn common_task() -> taskstore::domain::NewTask {
     taskstore::domain::NewTask {
+        idempotency_key: None,
         task_id: None,
         ttl: Default::default(),
         poll_interval: None,

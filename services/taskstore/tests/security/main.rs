@@ -171,6 +171,7 @@ pub fn create(
     dispatch: bool,
 ) -> pb::CreateTaskRequest {
     pb::CreateTaskRequest {
+        idempotency_key: None,
         no_expiry: false,
         poll_interval: None,
         task_id: task_id.map(str::to_owned),

@@ -12,6 +12,7 @@ pub mod execution;
 pub mod expiry;
 pub mod following;
 pub mod holding;
+pub mod idempotency;
 pub mod insights;
 pub mod insights_glance;
 pub mod insights_sessions;
@@ -47,6 +48,10 @@ macro_rules! conformance_suite {
             create::reuses_the_id_of_an_expired_task,
             create::no_expiry_is_granted_only_without_a_maximum,
             create::a_requested_poll_interval_is_granted_within_bounds,
+            idempotency::concurrent_creates_with_one_key_make_one_task,
+            idempotency::a_key_never_hands_over_another_calls_task,
+            idempotency::a_key_is_freed_by_its_retention_and_by_its_tasks_end,
+            idempotency::a_retry_is_answered_even_at_the_quota,
             deletion::deletes_a_task_whatever_its_status,
             deletion::deletes_only_what_the_caller_sees,
             deletion::a_watcher_learns_that_its_task_was_deleted,
@@ -218,6 +223,7 @@ pub fn ttl(ms: u64) -> Ttl {
 
 pub fn new_task() -> NewTask {
     NewTask {
+        idempotency_key: None,
         task_id: None,
         ttl: Default::default(),
         poll_interval: None,

@@ -8,6 +8,7 @@ mod apply;
 mod dispatch;
 mod execution;
 mod hold;
+mod idempotent;
 mod insights;
 mod maintenance;
 mod operations;

@@ -12,8 +12,9 @@ use serde::{Deserialize, Serialize};
 
 use super::state::{Dispatch, Job, Key, Lease, Record, State};
 use crate::domain::{
-    Answer, AttemptHistory, InputKey, InputRequest, JsonObject, LeaseToken, ProgressToken,
-    Question, RequestId, SessionId, Task, TaskId, TaskStatus, ToolName, Ttl, tool_of,
+    Answer, AttemptHistory, IdempotencyKey, InputKey, InputRequest, JsonObject, LeaseToken,
+    ProgressToken, Question, RequestId, SessionId, Task, TaskId, TaskStatus, ToolName, Ttl,
+    tool_of,
 };
 use crate::error::StoreError;
 
@@ -62,6 +63,10 @@ pub struct StoredRecord {
     /// files written before it was kept, and while it is empty.
     #[serde(default, skip_serializing_if = "AttemptHistory::is_empty")]
     pub attempts: AttemptHistory,
+    /// The key that made its create idempotent, while it names the task;
+    /// absent in files written before creates could carry one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 /// A question as stored.
@@ -159,6 +164,10 @@ impl From<&Record> for StoredRecord {
                 })
                 .collect(),
             attempts: record.attempts.clone(),
+            idempotency_key: record
+                .idempotency_key
+                .as_ref()
+                .map(|key| key.as_str().to_owned()),
         }
     }
 }
@@ -242,6 +251,12 @@ impl TryFrom<StoredRecord> for (Key, Record) {
                 .map(question)
                 .collect::<Result<_, _>>()?,
             attempts: stored.attempts,
+            idempotency_key: stored
+                .idempotency_key
+                .as_deref()
+                .map(IdempotencyKey::parse)
+                .transpose()
+                .map_err(corrupt)?,
         };
         Ok((key, record))
     }

@@ -7,8 +7,8 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 
 use crate::domain::{
-    AttemptHistory, AttemptOutcome, InputRequest, JsonObject, LeaseToken, ProgressToken, Question,
-    RequestId, Task, TaskId, TaskStatus, ToolName,
+    AttemptHistory, AttemptOutcome, IdempotencyKey, InputRequest, JsonObject, LeaseToken,
+    ProgressToken, Question, RequestId, Task, TaskId, TaskStatus, ToolName,
 };
 
 /// (tenant, task id).
@@ -52,6 +52,8 @@ pub(super) struct Record {
     pub questions: Vec<Question>,
     /// Its attempts (capped), for the dashboard.
     pub attempts: AttemptHistory,
+    /// The key its create carried, while the key still names it.
+    pub idempotency_key: Option<IdempotencyKey>,
 }
 
 impl Record {

@@ -28,6 +28,19 @@ impl TaskStore for MemoryTaskStore {
         let key = key(scope.tenant.as_str(), &task_id);
         let created = {
             let mut state = self.lock().await;
+            // A replay answers before the quotas: it creates nothing.
+            if let Some(idempotency_key) = &task.idempotency_key
+                && let Some(existing) = super::idempotent::replayed(
+                    &mut state,
+                    scope,
+                    idempotency_key,
+                    &task.request,
+                    config.idempotency_retention,
+                )?
+            {
+                // A key freed above is written with the new task below.
+                return Ok(existing);
+            }
             let now = state.now();
             let live = |record: &&Record| record.is_live(now);
             let quotas = config.quotas_for(&scope.tenant);
@@ -92,6 +105,7 @@ impl TaskStore for MemoryTaskStore {
                 trace_context: task.trace_context.map(|t| t.as_str().to_owned()),
                 questions: Vec::new(),
                 attempts: Default::default(),
+                idempotency_key: task.idempotency_key,
             };
             if let Some(dispatch) = &record.dispatch {
                 let (generation, tool) = (dispatch.generation, dispatch.tool.clone());

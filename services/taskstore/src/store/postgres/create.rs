@@ -2,13 +2,15 @@
 //! task, handed to this replica's relay once committed) in one statement,
 //! through the group-commit writer, or, when a quota applies, counted and
 //! inserted under an advisory lock so the count and the insert cannot
-//! interleave with another create's.
+//! interleave with another create's. A create carrying an idempotency key
+//! takes its own path (`idempotent.rs`).
 
 use sqlx::Postgres;
 
 use super::PgTaskStore;
 use super::error::store_error;
 use super::group_commit;
+use super::idempotent::KeyedOutcome;
 use super::rows::TaskRow;
 use crate::domain::{NewTask, ProgressToken, Scope};
 use crate::error::StoreError;
@@ -16,8 +18,14 @@ use crate::store::quota_reached;
 use crate::store::statements::sql;
 
 impl PgTaskStore {
-    /// Inserts a task; ALREADY_EXISTS when a live task has its id.
-    pub(super) async fn insert(&self, scope: &Scope, task: NewTask) -> Result<TaskRow, StoreError> {
+    /// Inserts a task; ALREADY_EXISTS when a live task has its id. With an
+    /// idempotency key, the task the key names may come back instead: the
+    /// flag says whether the task was created now.
+    pub(super) async fn insert(
+        &self,
+        scope: &Scope,
+        task: NewTask,
+    ) -> Result<(TaskRow, bool), StoreError> {
         let task_id = crate::store::task_id_or_new(task.task_id.clone())?;
         let ttl_ms = self
             .config
@@ -47,8 +55,18 @@ impl PgTaskStore {
             trace_context: task.trace_context.as_ref().map(|t| t.as_str().to_owned()),
             progress_token: ProgressToken::of_request(&task.request)
                 .map(|token| token.as_str().to_owned()),
+            idempotency_key: task.idempotency_key.as_ref().map(|k| k.as_str().to_owned()),
         };
-        let row = if let Some(lock_key) = self.quota_lock_key(scope) {
+        let row = if let Some(key) = &task.idempotency_key {
+            match self
+                .insert_keyed(scope, key, &task.request, new_row)
+                .await?
+            {
+                Some(KeyedOutcome::Replayed(row)) => return Ok((row, false)),
+                Some(KeyedOutcome::Created(row)) => Some(row),
+                None => None,
+            }
+        } else if let Some(lock_key) = self.quota_lock_key(scope) {
             // Creates under a quota are serialized (count, then insert), so
             // they cannot share a batch.
             let mut tx = self.begin().await?;
@@ -62,14 +80,15 @@ impl PgTaskStore {
         } else {
             super::batch_writer::submit(&self.creates, new_row).await?
         };
-        row.ok_or_else(|| StoreError::AlreadyExists(task_id.to_string()))
+        row.map(|row| (row, true))
+            .ok_or_else(|| StoreError::AlreadyExists(task_id.to_string()))
     }
 
     /// The advisory lock that serializes creates which count against the
     /// same quota, so the count and the insert cannot interleave with another
     /// create's (no check-then-insert race). The tenant lock covers both
     /// quotas; with only a session quota, sessions do not wait for each other.
-    fn quota_lock_key(&self, scope: &Scope) -> Option<String> {
+    pub(super) fn quota_lock_key(&self, scope: &Scope) -> Option<String> {
         let quotas = self.config.quotas_for(&scope.tenant);
         if quotas.max_tasks.is_some() {
             Some(format!("taskstore/quota/{}", scope.tenant.as_str()))
@@ -85,7 +104,7 @@ impl PgTaskStore {
         }
     }
 
-    async fn enforce_quotas(
+    pub(super) async fn enforce_quotas(
         &self,
         tx: &mut sqlx::Transaction<'_, Postgres>,
         scope: &Scope,

@@ -35,6 +35,9 @@ pub(super) struct NewRow {
     pub trace_context: Option<String>,
     /// The creating request's progress token (JSON text).
     pub progress_token: Option<String>,
+    /// The create's idempotency key (never set on a batched create: a keyed
+    /// create is looked up first, in its own transaction).
+    pub idempotency_key: Option<String>,
 }
 
 /// One create waiting for its batch; no row in the reply when a live task
@@ -108,6 +111,7 @@ pub(super) async fn insert_rows<'e>(
     let tools = column(|r| r.tool.clone());
     let traces = column(|r| r.trace_context.clone());
     let tokens = column(|r| r.progress_token.clone());
+    let keys = column(|r| r.idempotency_key.clone());
     let ttls: Vec<Option<i64>> = rows.iter().map(|r| r.ttl_ms).collect();
     let polls: Vec<i64> = rows.iter().map(|r| r.poll_ms).collect();
     let attempts: Vec<Option<i32>> = rows.iter().map(|r| r.max_attempts).collect();
@@ -115,16 +119,18 @@ pub(super) async fn insert_rows<'e>(
         "WITH input AS (",
         " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],",
         "                      $6::bigint[], $7::bigint[], $8::text[], $9::int[], $10::text[],",
-        "                      $11::text[])",
+        "                      $11::text[], $13::text[])",
         "   AS i(tenant_id, task_id, session_id, request_id_json, request_json, ttl_ms,",
-        "        poll_interval_ms, tool, max_attempts, trace_context, progress_token)),",
+        "        poll_interval_ms, tool, max_attempts, trace_context, progress_token,",
+        "        idempotency_key)),",
         " task AS (",
         " INSERT INTO tasks (tenant_id, task_id, session_id, status, request_id_json, request_json,",
         "  created_at, last_updated_at, ttl_ms, expires_at, poll_interval_ms,",
-        "  tool, max_attempts, dispatch_generation, trace_context, progress_token)",
+        "  tool, max_attempts, dispatch_generation, trace_context, progress_token,",
+        "  idempotency_key)",
         " SELECT tenant_id, task_id, session_id, 'working', request_id_json, request_json,",
         "  now(), now(), ttl_ms, now() + ttl_ms * interval '1 millisecond', poll_interval_ms,",
-        "  tool, max_attempts, 1, trace_context, progress_token FROM input",
+        "  tool, max_attempts, 1, trace_context, progress_token, idempotency_key FROM input",
         " ON CONFLICT (tenant_id, task_id) DO UPDATE SET",
         "   session_id = EXCLUDED.session_id, status = EXCLUDED.status, status_message = NULL,",
         "   request_id_json = EXCLUDED.request_id_json, request_json = EXCLUDED.request_json,",
@@ -133,6 +139,7 @@ pub(super) async fn insert_rows<'e>(
         "   expires_at = EXCLUDED.expires_at, poll_interval_ms = EXCLUDED.poll_interval_ms,",
         "   tool = EXCLUDED.tool, max_attempts = EXCLUDED.max_attempts, attempt = 0,",
         "   trace_context = EXCLUDED.trace_context, progress_token = EXCLUDED.progress_token,",
+        "   idempotency_key = EXCLUDED.idempotency_key,",
         "   dispatch_generation = tasks.dispatch_generation + 1,",
         "   lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, parked_at = NULL,",
         "   attempt_history = NULL",
@@ -167,6 +174,7 @@ pub(super) async fn insert_rows<'e>(
     .bind(&traces)
     .bind(&tokens)
     .bind(i64::try_from(HANDOFF_GRACE.as_millis()).unwrap_or(i64::MAX))
+    .bind(&keys)
     .fetch_all(executor)
     .await?;
     let committed_at = std::time::Instant::now();
@@ -209,6 +217,7 @@ mod tests {
             max_attempts: None,
             trace_context: None,
             progress_token: None,
+            idempotency_key: None,
         };
         PendingCreate {
             request: row,

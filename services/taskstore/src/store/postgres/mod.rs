@@ -90,6 +90,7 @@ mod handoff;
 mod held;
 mod history;
 mod hold;
+mod idempotent;
 mod insights;
 mod listing;
 mod operations;

@@ -64,6 +64,14 @@ impl TaskRow {
         &self.task_id
     }
 
+    pub(super) fn session_id(&self) -> Option<&str> {
+        self.session_id.as_deref()
+    }
+
+    pub(super) fn created_at(&self) -> DateTime<Utc> {
+        self.created_at
+    }
+
     pub(super) fn status(&self) -> Result<TaskStatus, StoreError> {
         self.status.parse().map_err(corrupt)
     }

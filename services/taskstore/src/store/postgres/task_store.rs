@@ -22,7 +22,11 @@ use crate::store::{TaskStore, TaskWatch, no_result};
 impl TaskStore for PgTaskStore {
     async fn create_task(&self, scope: &Scope, task: NewTask) -> Result<Task, StoreError> {
         let dispatched = task.dispatch.is_some();
-        let task = self.insert(scope, task).await?.into_task()?;
+        let (row, created) = self.insert(scope, task).await?;
+        let task = row.into_task()?;
+        if !created {
+            return Ok(task);
+        }
         // A dispatched task's job is now with this replica's relay, which
         // was woken for it (`handoff`); the others only poll (migration 0008).
         crate::metrics::task_created(dispatched);
