@@ -40,6 +40,36 @@ async fn serve_answers_every_client_command_and_stops_cleanly_on_sigterm() {
     assert_eq!(created["tool"], "echo");
     let id = created["taskId"].as_str().expect("taskId").to_owned();
 
+    // A create with an idempotency key is safe to run again.
+    let keyed = task_id(&create_echo(
+        &service,
+        &["--idempotency-key", "k1", "--json"],
+    ));
+    let again = task_id(&create_echo(
+        &service,
+        &["--idempotency-key", "k1", "--json"],
+    ));
+    assert_eq!(keyed, again);
+    let reused = client(
+        &service,
+        &[
+            "create",
+            "--tool",
+            "echo",
+            "--arguments",
+            "{}",
+            "--idempotency-key",
+            "k1",
+        ],
+    );
+    assert!(
+        !reused.status.success() && reused.stderr.contains("idempotency key"),
+        "{}",
+        reused.stderr
+    );
+    let empty = create_echo(&service, &["--idempotency-key", ""]);
+    assert_eq!(empty.code(), 2, "a usage error: {}", empty.stderr);
+
     let shown = client(&service, &["get", &id]);
     assert!(shown.status.success());
     assert!(

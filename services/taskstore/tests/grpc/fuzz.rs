@@ -123,7 +123,7 @@ fn mutate(rng: &mut Rng, valid: &[u8]) -> Vec<u8> {
 fn valid_requests() -> Vec<(&'static str, bool, Vec<u8>)> {
     let id = || "fuzzed-task".to_owned();
     let create = pb::CreateTaskRequest {
-        idempotency_key: None,
+        idempotency_key: Some("fuzzed-key".into()),
         no_expiry: false,
         poll_interval: None,
         task_id: Some(id()),

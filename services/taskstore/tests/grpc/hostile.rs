@@ -40,6 +40,27 @@ async fn hostile_creates_are_invalid_argument_and_change_nothing() {
             },
         ),
         (
+            "empty idempotency key",
+            pb::CreateTaskRequest {
+                idempotency_key: Some(String::new()),
+                ..create_request()
+            },
+        ),
+        (
+            "idempotency key of 256 bytes",
+            pb::CreateTaskRequest {
+                idempotency_key: Some("k".repeat(256)),
+                ..create_request()
+            },
+        ),
+        (
+            "control char idempotency key",
+            pb::CreateTaskRequest {
+                idempotency_key: Some("a\u{7}b".into()),
+                ..create_request()
+            },
+        ),
+        (
             "empty session",
             pb::CreateTaskRequest {
                 session_id: Some(String::new()),

@@ -195,11 +195,15 @@ impl RawExtensionCaller {
         } else {
             json!({})
         };
-        params["_meta"] = json!({
+        let revision = json!({
             "io.modelcontextprotocol/protocolVersion": "2026-07-28",
             "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "1"},
             "io.modelcontextprotocol/clientCapabilities": {"extensions": extensions},
         });
+        // The caller's own `_meta` entries stay beside the revision's.
+        let mut meta = params["_meta"].as_object().cloned().unwrap_or_default();
+        meta.extend(revision.as_object().cloned().unwrap_or_default());
+        params["_meta"] = Value::Object(meta);
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
         self.caller
             .post(

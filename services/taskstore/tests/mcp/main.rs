@@ -11,6 +11,7 @@ mod core;
 mod extension;
 mod harness;
 mod hostile;
+mod idempotency;
 mod notifications;
 mod questions;
 mod replicas;

@@ -237,6 +237,25 @@ async fn tenants_share_task_ids_without_seeing_each_other(kind: Kind) {
             .await
             .expect("each tenant may use the id");
     }
+    // Idempotency keys are per tenant too: the same key with the same call
+    // gives each tenant its own task, never the other's.
+    let mut keyed_ids = Vec::new();
+    for client in [&mut acme, &mut globex] {
+        let mut request = create(None, None, false);
+        request.idempotency_key = Some("shared-key".into());
+        for _ in 0..2 {
+            let task = client
+                .store
+                .create_task(request.clone())
+                .await
+                .expect("each tenant may use the key")
+                .into_inner();
+            keyed_ids.push(task.task_id);
+        }
+    }
+    assert_eq!(keyed_ids[0], keyed_ids[1], "a tenant's retry");
+    assert_eq!(keyed_ids[2], keyed_ids[3], "a tenant's retry");
+    assert_ne!(keyed_ids[0], keyed_ids[2], "tenants never share a key");
     for (client, text) in [(&mut acme, "acme's"), (&mut globex, "globex's")] {
         client
             .store
@@ -279,7 +298,7 @@ async fn tenants_share_task_ids_without_seeing_each_other(kind: Kind) {
         .await
         .expect("list")
         .into_inner();
-    assert_eq!(named.tasks.len(), 1);
+    assert_eq!(named.tasks.len(), 2, "its task and its keyed one");
     let unnamed = operator
         .store
         .list_tasks(list())
