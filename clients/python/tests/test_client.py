@@ -236,3 +236,24 @@ async def test_null_ttl_is_capped_by_a_max_ttl() -> None:
         await store.close()
     finally:
         service.stop()
+
+
+async def test_a_retried_create_with_an_idempotency_key_returns_the_first_task(
+    client: TaskStoreClient, session: str
+) -> None:
+    key = f"key-{uuid.uuid4().hex}"
+    first = await client.create_task(
+        request_json=echo_call("once"), request_id=1, session_id=session, idempotency_key=key
+    )
+    again = await client.create_task(
+        request_json=echo_call("once", request_id=2), request_id=2, session_id=session, idempotency_key=key
+    )
+    assert again.task_id == first.task_id
+    with pytest.raises(FailedPreconditionError):
+        await client.create_task(
+            request_json=echo_call("twice"), request_id=3, session_id=session, idempotency_key=key
+        )
+    with pytest.raises(InvalidArgumentError):
+        await client.create_task(request_json=echo_call("x"), request_id=4, session_id=session, idempotency_key="")
+    page = await client.list_tasks(session_id=session)
+    assert [task.task_id for task in page.tasks] == [first.task_id]

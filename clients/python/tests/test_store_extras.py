@@ -8,7 +8,7 @@ import anyio
 import pytest
 from mcp.types import TaskMetadata
 
-from mcp_taskstore import GrpcTaskStore
+from mcp_taskstore import IDEMPOTENCY_META_KEY, GrpcTaskStore, idempotency_key_of
 
 import services
 
@@ -40,3 +40,26 @@ async def test_change_before_the_watch_starts_is_not_missed(service: services.Se
         await store.wait_for_update(task.taskId)
     await store.close()
     await writer.close()
+
+
+async def test_the_idempotency_key_in_meta_makes_a_retried_call_one_task(service: services.Service) -> None:
+    store = GrpcTaskStore(service.endpoint, session_id=f"i-{uuid.uuid4().hex}")
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {
+            "name": "echo",
+            "arguments": {"text": "once"},
+            "_meta": {IDEMPOTENCY_META_KEY: f"k-{uuid.uuid4().hex}"},
+        },
+    }
+    first = await store.create_dispatched_task(TaskMetadata(ttl=60_000), call)
+    retried = await store.create_dispatched_task(TaskMetadata(ttl=60_000), {**call, "id": 2})
+    assert retried.taskId == first.taskId
+    assert len((await store.list_tasks())[0]) == 1
+    bad = {**call, "params": {**call["params"], "_meta": {IDEMPOTENCY_META_KEY: 7}}}  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match="must be a string"):
+        await store.create_dispatched_task(TaskMetadata(ttl=60_000), bad)
+    assert idempotency_key_of({"params": {"name": "echo"}}) is None
+    await store.close()

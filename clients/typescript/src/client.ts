@@ -73,6 +73,24 @@ export interface CreateTaskParams {
   request: object;
   /** Run the task on a worker of the fleet instead of reporting progress yourself. */
   dispatch?: { tool?: string; maxAttempts?: number };
+  /**
+   * Makes the create safe to retry (1-255 bytes, unique per tenant): while the task first created with
+   * this key lives (and for the service's idempotency retention), the same create returns that task;
+   * the key with another request fails with FAILED_PRECONDITION.
+   */
+  idempotencyKey?: string;
+}
+
+/** The `_meta` entry of a `tools/call` that carries its idempotency key, as `/mcp` reads it too. */
+export const IDEMPOTENCY_META_KEY = 'mcp-taskstore/idempotency-key';
+
+/** The idempotency key in a request's `params._meta`, if any; a key that is not a string is refused. */
+export function idempotencyKeyOf(meta: unknown): string | undefined {
+  if (!meta || typeof meta !== 'object') return undefined;
+  const key = (meta as Record<string, unknown>)[IDEMPOTENCY_META_KEY];
+  if (key === undefined) return undefined;
+  if (typeof key !== 'string') throw new TypeError(`_meta["${IDEMPOTENCY_META_KEY}"] must be a string`);
+  return key;
 }
 
 export interface UpdateStatusParams {
@@ -182,6 +200,7 @@ export class TaskStoreClient {
     else if (params.ttl !== undefined) req.ttl = msToDuration(params.ttl);
     if (params.pollInterval !== undefined) req.pollInterval = msToDuration(params.pollInterval);
     if (params.dispatch) req.dispatch = { ...params.dispatch };
+    if (params.idempotencyKey !== undefined) req.idempotencyKey = params.idempotencyKey;
     return taskFromWire(await this.unary<WireTask>('createTask', 'CreateTask', req, opts));
   }
 

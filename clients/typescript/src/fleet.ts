@@ -10,6 +10,7 @@
 import type { McpServer, RegisteredTool } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult, Result } from '@modelcontextprotocol/sdk/types.js';
 import { status as Status } from '@grpc/grpc-js';
+import { idempotencyKeyOf } from './client.js';
 import { TaskStoreError } from './errors.js';
 import { keepOriginal, registeredTools } from './mcp-tools.js';
 import { GrpcTaskStore } from './task-store.js';
@@ -25,7 +26,21 @@ export interface FleetOptions {
   pollInterval?: number;
 }
 
-type Extra = { sessionId?: string; requestId: string | number; signal: AbortSignal; taskId?: string; taskRequestedTtl?: number; taskStore?: unknown };
+type Extra = {
+  sessionId?: string;
+  requestId: string | number;
+  signal: AbortSignal;
+  taskId?: string;
+  taskRequestedTtl?: number;
+  taskStore?: unknown;
+  _meta?: Record<string, unknown>;
+};
+
+/** The call's idempotency key (`_meta`), as the create's; a retried call then waits for the first call's task. */
+function idempotent(extra: Extra): { idempotencyKey?: string } {
+  const idempotencyKey = idempotencyKeyOf(extra._meta);
+  return idempotencyKey === undefined ? {} : { idempotencyKey };
+}
 
 /** The extra argument, last whether or not the tool has an input schema. */
 const extraOf = (args: unknown[]) => args[args.length - 1] as Extra;
@@ -93,6 +108,7 @@ async function runOnFleet(
     ...(options.ttl !== undefined && { ttl: options.ttl }),
     ...(options.pollInterval !== undefined && { pollInterval: options.pollInterval }),
     dispatch,
+    ...idempotent(extra),
   });
   const cancel = () => void store.client.cancelTask(task.taskId, session).catch(() => {});
   extra.signal.addEventListener('abort', cancel, { once: true });

@@ -3,6 +3,8 @@ export { moveToolsToFleet, type FleetOptions } from './fleet.js';
 export { TaskStatusNotifier, type FollowOptions, type TaskStatusNotifierOptions } from './status-notifier.js';
 export {
   TaskStoreClient,
+  IDEMPOTENCY_META_KEY,
+  idempotencyKeyOf,
   type AnsweredInputRequests,
   type HoldTaskResult,
   type CallOptions,

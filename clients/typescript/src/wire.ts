@@ -44,6 +44,7 @@ export interface WireCreateTaskRequest {
   dispatch?: WireDispatch;
   noExpiry?: boolean;
   pollInterval?: WireDuration;
+  idempotencyKey?: string;
 }
 
 export interface WireTaskRef {

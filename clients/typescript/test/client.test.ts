@@ -38,6 +38,31 @@ for (const backend of backends()) {
       await assert.rejects(client.createTask({ taskId, requestId: 2, request: call('x', {}) }), (e) => codeOf(e) === 'ALREADY_EXISTS');
     });
 
+    it('answers a retried create that carries an idempotency key with the first task', async () => {
+      const idempotencyKey = `key-${randomUUID()}`;
+      const first = await client.createTask({ requestId: 1, request: call('x', { n: 1 }), idempotencyKey });
+      const again = await client.createTask({ requestId: 2, request: call('x', { n: 1 }), idempotencyKey });
+      assert.equal(again.taskId, first.taskId);
+      await assert.rejects(
+        client.createTask({ requestId: 3, request: call('x', { n: 2 }), idempotencyKey }),
+        (e) => codeOf(e) === 'FAILED_PRECONDITION',
+      );
+      // Through the SDK's TaskStore: the key in the request's _meta.
+      const store = new GrpcTaskStore({ endpoint: service.endpoint });
+      try {
+        const request = { method: 'tools/call', params: { name: 'x', arguments: {}, _meta: { 'mcp-taskstore/idempotency-key': `sdk-${idempotencyKey}` } } };
+        const viaSdk = await store.createTask({ ttl: 60_000 }, 4, request);
+        const retried = await store.createTask({ ttl: 60_000 }, 5, request);
+        assert.equal(retried.taskId, viaSdk.taskId);
+        await assert.rejects(
+          store.createTask({ ttl: 60_000 }, 6, { method: 'tools/call', params: { name: 'x', _meta: { 'mcp-taskstore/idempotency-key': 7 } } }),
+          TypeError,
+        );
+      } finally {
+        store.close();
+      }
+    });
+
     it('grants the poll interval asked for, within the service minimum', async () => {
       const asked = await client.createTask({ requestId: 1, request: call('x', {}), pollInterval: 2500 });
       assert.equal(asked.pollInterval, 2500);

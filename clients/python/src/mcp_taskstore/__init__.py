@@ -14,6 +14,7 @@ from mcp_taskstore.errors import (
     UnauthenticatedError,
     UnavailableError,
 )
+from mcp_taskstore.idempotency import IDEMPOTENCY_META_KEY, idempotency_key_of
 from mcp_taskstore.models import (
     AnsweredInputRequests,
     Dispatch,
@@ -30,6 +31,7 @@ from mcp_taskstore.status_notifier import TaskStatusNotifier
 from mcp_taskstore.store import GrpcTaskStore
 
 __all__ = [
+    "IDEMPOTENCY_META_KEY",
     "AlreadyExistsError",
     "AnsweredInputRequests",
     "ClientOptions",
@@ -54,4 +56,5 @@ __all__ = [
     "UnauthenticatedError",
     "UnavailableError",
     "enable_durable_tasks",
+    "idempotency_key_of",
 ]

@@ -120,15 +120,23 @@ class TaskStoreClient:
         no_expiry: bool = False,
         poll_interval: timedelta | None = None,
         dispatch: Dispatch | None = None,
+        idempotency_key: str | None = None,
         timeout: Timeout = DEFAULT,
     ) -> TaskInfo:
-        """Create a WORKING task; with ``dispatch`` a worker runs it."""
+        """Create a WORKING task; with ``dispatch`` a worker runs it.
+
+        With ``idempotency_key`` the create is safe to retry: while the task
+        first created with the key lives (and for the service's idempotency
+        retention), the same create returns that task; the key with another
+        request raises FailedPreconditionError.
+        """
         request = pb.CreateTaskRequest(
             task_id=task_id,
             session_id=session_id,
             request_id_json=json.dumps(request_id),
             request_json=_json_text(request_json),
             no_expiry=no_expiry,
+            idempotency_key=idempotency_key,
         )
         if ttl is not None:
             request.ttl.CopyFrom(convert.duration(ttl))

@@ -35,6 +35,7 @@ from mcp.server.session import ServerSession
 from mcp_taskstore.channel import ClientOptions
 from mcp_taskstore.errors import DeadlineExceededError, TaskStoreError, UnavailableError
 from mcp_taskstore.holding import tool_call_json
+from mcp_taskstore.idempotency import idempotency_key_of
 from mcp_taskstore.mcp_convert import result_from_json
 from mcp_taskstore.models import Dispatch, TaskStatus, TlsConfig
 from mcp_taskstore.question_relay import questions_relayed
@@ -120,6 +121,8 @@ async def _run_on_fleet(
         session_id=store.session_id,
         ttl=timedelta(milliseconds=ttl_ms),
         dispatch=Dispatch(tool=tool, max_attempts=max_attempts),
+        # A retried call waits for the first call's task.
+        idempotency_key=idempotency_key_of(call),
     )
     try:
         async with questions_relayed(store, info.task_id, session, call["id"], as_task=False):

@@ -19,6 +19,7 @@ from mcp_taskstore.errors import (
     InvalidArgumentError,
     NotFoundError,
 )
+from mcp_taskstore.idempotency import idempotency_key_of
 from mcp_taskstore.holding import CURRENT_CALL, JUST_CREATED, Holds, default_holder, tool_call_json
 from mcp_taskstore.mcp_convert import failure_reason, result_from_json, result_to_json, to_mcp_task
 from mcp_taskstore.models import Dispatch, TaskInfo, TaskStatus, TlsConfig
@@ -145,6 +146,7 @@ class GrpcTaskStore(TaskStore):
                 no_expiry=metadata.ttl is None,
                 poll_interval=self.poll_interval,
                 dispatch=dispatch,
+                idempotency_key=idempotency_key_of(request),
             )
         except AlreadyExistsError:
             raise ValueError(f"Task with ID {task_id} already exists") from None

@@ -51,7 +51,7 @@ class Task(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., status: _Optional[_Union[TaskStatus, str]] = ..., status_message: _Optional[str] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., poll_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., session_id: _Optional[str] = ..., tool: _Optional[str] = ...) -> None: ...
 
 class CreateTaskRequest(_message.Message):
-    __slots__ = ("task_id", "session_id", "ttl", "request_id_json", "request_json", "dispatch", "no_expiry", "poll_interval")
+    __slots__ = ("task_id", "session_id", "ttl", "request_id_json", "request_json", "dispatch", "no_expiry", "poll_interval", "idempotency_key")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TTL_FIELD_NUMBER: _ClassVar[int]
@@ -60,6 +60,7 @@ class CreateTaskRequest(_message.Message):
     DISPATCH_FIELD_NUMBER: _ClassVar[int]
     NO_EXPIRY_FIELD_NUMBER: _ClassVar[int]
     POLL_INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    IDEMPOTENCY_KEY_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     session_id: str
     ttl: _duration_pb2.Duration
@@ -68,7 +69,8 @@ class CreateTaskRequest(_message.Message):
     dispatch: Dispatch
     no_expiry: bool
     poll_interval: _duration_pb2.Duration
-    def __init__(self, task_id: _Optional[str] = ..., session_id: _Optional[str] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., request_id_json: _Optional[str] = ..., request_json: _Optional[str] = ..., dispatch: _Optional[_Union[Dispatch, _Mapping]] = ..., no_expiry: bool = ..., poll_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    idempotency_key: str
+    def __init__(self, task_id: _Optional[str] = ..., session_id: _Optional[str] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., request_id_json: _Optional[str] = ..., request_json: _Optional[str] = ..., dispatch: _Optional[_Union[Dispatch, _Mapping]] = ..., no_expiry: bool = ..., poll_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
 
 class Dispatch(_message.Message):
     __slots__ = ("tool", "max_attempts")
