@@ -415,6 +415,7 @@ async fn create(
             .map_err(|_| Refused::Internal)?,
         request,
         dispatch: Some(DispatchRequest {
+            start: None,
             tool,
             max_attempts: None,
         }),

@@ -22,6 +22,7 @@ pub mod schema_check;
 mod seal;
 mod search;
 mod sessions;
+mod start;
 mod status;
 mod task;
 mod tool_activity;
@@ -71,6 +72,7 @@ pub use search::{
     SearchResults, TaskDetails, TaskSearch, WaitingQuestion,
 };
 pub use sessions::{MAX_SESSIONS, SessionSummary, order_sessions, summarise_sessions};
+pub use start::{InvalidStart, MAX_START_DELAY, START_SKEW, StartTime, starts_at_message};
 pub use status::{ResultStatus, TaskStatus, UnknownStatus};
 pub use task::{
     NewResult, NewTask, PageRequest, Scope, StatusUpdate, Task, TaskFilter, TaskPage, TaskResult,

@@ -11,8 +11,8 @@ use super::convert::{followed_from_pb, question_from_pb, task_from_pb};
 use super::pb;
 use super::status::store_error_from_status;
 use crate::domain::{
-    Answered, Answers, InputKey, NewResult, NewTask, PageRequest, Question, Scope, StatusUpdate,
-    Task, TaskId, TaskPage, TaskResult, TtlRequest,
+    Answered, Answers, InputKey, NewResult, NewTask, PageRequest, Question, Scope, StartTime,
+    StatusUpdate, Task, TaskId, TaskPage, TaskResult, TtlRequest,
 };
 use crate::error::StoreError;
 use crate::store::{Followed, QuestionStore, TaskFollow, TaskStore, TaskWatch};
@@ -36,6 +36,14 @@ impl TaskStore for GrpcTaskStore {
             dispatch: task.dispatch.map(|d| pb::Dispatch {
                 tool: Some(d.tool.to_string()),
                 max_attempts: d.max_attempts,
+                start_at: match d.start {
+                    Some(StartTime::At(at)) => Some(super::convert::timestamp(at)),
+                    _ => None,
+                },
+                start_after: match d.start {
+                    Some(StartTime::After(after)) => Some(super::convert::duration(after)),
+                    _ => None,
+                },
             }),
             idempotency_key: task.idempotency_key.map(|key| key.as_str().to_owned()),
         };

@@ -1,6 +1,7 @@
 //! Requests from the wire to domain types: every field is hostile until it
 //! is parsed here. A refused field is INVALID_ARGUMENT naming the field.
 
+use crate::domain::StartTime;
 use crate::domain::questions::MAX_QUESTIONS;
 use crate::domain::{
     Answers, DispatchRequest, Holder, IdempotencyKey, InputKey, InputRequest, JsonObject,
@@ -316,10 +317,36 @@ fn dispatch(dispatch: pb::Dispatch, request: &JsonObject) -> Result<DispatchRequ
         })?,
     };
     let tool = ToolName::parse(&tool).map_err(|err| StoreError::invalid("dispatch.tool", err))?;
+    let start = match (dispatch.start_at, dispatch.start_after) {
+        (Some(_), Some(_)) => {
+            return Err(StoreError::invalid(
+                "dispatch.start_at",
+                "and dispatch.start_after exclude each other",
+            ));
+        }
+        (Some(at), None) => Some(StartTime::At(timestamp("dispatch.start_at", at)?)),
+        (None, Some(after)) => Some(StartTime::After(non_negative_duration(
+            "dispatch.start_after",
+            after,
+        )?)),
+        (None, None) => None,
+    };
     Ok(DispatchRequest {
         tool,
         max_attempts: dispatch.max_attempts,
+        start,
     })
+}
+
+fn timestamp(
+    field: &str,
+    at: prost_types::Timestamp,
+) -> Result<chrono::DateTime<chrono::Utc>, StoreError> {
+    u32::try_from(at.nanos)
+        .ok()
+        .filter(|nanos| *nanos < 1_000_000_000)
+        .and_then(|nanos| chrono::DateTime::from_timestamp(at.seconds, nanos))
+        .ok_or_else(|| StoreError::invalid(field, "must be a normalized timestamp in range"))
 }
 
 fn status(field: &str, raw: i32) -> Result<TaskStatus, StoreError> {

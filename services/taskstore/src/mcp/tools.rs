@@ -244,6 +244,7 @@ fn new_task(
         request_id,
         request,
         dispatch: Some(DispatchRequest {
+            start: None,
             tool,
             max_attempts: None,
         }),

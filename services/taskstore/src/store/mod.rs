@@ -302,6 +302,23 @@ pub(crate) fn task_id_or_new(requested: Option<TaskId>) -> Result<TaskId, StoreE
     }
 }
 
+/// When a new dispatched task starts, if later than `now` (its creation):
+/// the start it asked for, resolved and checked against its `ttl`.
+/// INVALID_ARGUMENT for a start it may not have, before anything changes.
+pub(crate) fn start_of(
+    dispatch: Option<&crate::domain::DispatchRequest>,
+    now: chrono::DateTime<chrono::Utc>,
+    ttl: Option<crate::domain::Ttl>,
+) -> Result<Option<chrono::DateTime<chrono::Utc>>, StoreError> {
+    let Some(start) = dispatch.and_then(|d| d.start) else {
+        return Ok(None);
+    };
+    let at = start
+        .resolve(now, ttl)
+        .map_err(|err| StoreError::invalid("dispatch start time", err))?;
+    Ok((at > now).then_some(at))
+}
+
 /// A fresh lease token for a claim.
 pub(crate) fn new_lease_token() -> Result<crate::domain::LeaseToken, StoreError> {
     crate::domain::LeaseToken::generate().map_err(|err| {

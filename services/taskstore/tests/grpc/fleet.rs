@@ -229,6 +229,8 @@ async fn create_refuses_arguments_its_tools_schema_refuses() {
             r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments}}}}}"#
         ),
         dispatch: Some(pb::Dispatch {
+            start_at: None,
+            start_after: None,
             tool: None,
             max_attempts: None,
         }),

@@ -135,6 +135,8 @@ fn valid_requests() -> Vec<(&'static str, bool, Vec<u8>)> {
         request_id_json: "1".into(),
         request_json: r#"{"method":"tools/call","params":{"name":"echo"}}"#.into(),
         dispatch: Some(pb::Dispatch {
+            start_at: None,
+            start_after: None,
             tool: Some("echo".into()),
             max_attempts: Some(2),
         }),

@@ -10,6 +10,8 @@ async fn hostile_questions_and_answers_are_refused_and_change_nothing() {
     let mut dispatch = create_request();
     dispatch.request_json = r#"{"method":"tools/call","params":{"name":"echo"}}"#.into();
     dispatch.dispatch = Some(pb::Dispatch {
+        start_at: None,
+        start_after: None,
         tool: None,
         max_attempts: None,
     });

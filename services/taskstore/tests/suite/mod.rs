@@ -21,6 +21,7 @@ pub mod lifecycle;
 pub mod listing;
 pub mod questions;
 pub mod relay;
+pub mod start_times;
 pub mod watching;
 
 use std::sync::Arc;
@@ -104,6 +105,8 @@ macro_rules! conformance_suite {
             relay::a_job_for_an_unserved_tool_waits_and_says_so,
             relay::the_relay_wakes_at_once_on_a_new_job,
             relay::a_job_carries_the_trace_its_task_was_created_in,
+            start_times::a_task_starts_not_before_its_start_time,
+            start_times::start_times_a_task_may_not_have_are_refused,
             questions::a_question_waits_for_its_answer_and_is_answered_once,
             questions::a_partial_answer_keeps_the_task_waiting,
             questions::only_the_attempt_holding_the_lease_asks,
@@ -197,6 +200,7 @@ pub async fn let_leases_expire() {
 pub async fn dispatched(store: &Store, max_attempts: Option<u32>) -> TaskId {
     let task = NewTask {
         dispatch: Some(DispatchRequest {
+            start: None,
             tool: ToolName::parse("echo").expect("tool"),
             max_attempts,
         }),

@@ -60,6 +60,8 @@ pub struct DispatchRequest {
     pub tool: ToolName,
     /// `None`: the store's default.
     pub max_attempts: Option<u32>,
+    /// When it starts (`None`: at once).
+    pub start: Option<super::start::StartTime>,
 }
 
 /// The secret a claim hands its worker; reports carry it as a fence.

@@ -9,7 +9,7 @@ use super::state::{Dispatch, Record, delta, key};
 use super::{MemoryTaskStore, in_session, visible};
 use crate::domain::{
     CursorPosition, Fence, LeaseToken, NewResult, NewTask, PageRequest, ProgressToken, Scope,
-    StatusUpdate, Task, TaskId, TaskPage, TaskResult, TaskStatus,
+    StatusUpdate, Task, TaskId, TaskPage, TaskResult, TaskStatus, starts_at_message,
 };
 use crate::error::StoreError;
 use crate::store::changes::{follow, wait_for_result, watch};
@@ -76,6 +76,7 @@ impl TaskStore for MemoryTaskStore {
                 None => 0,
             };
             let ttl = config.ttl.effective(task.ttl);
+            let starts_at = crate::store::start_of(task.dispatch.as_ref(), now, ttl)?;
             let dispatch = task.dispatch.map(|d| Dispatch {
                 tool: d.tool,
                 max_attempts,
@@ -89,7 +90,7 @@ impl TaskStore for MemoryTaskStore {
                 task: Task {
                     task_id,
                     status: TaskStatus::Working,
-                    status_message: None,
+                    status_message: starts_at.map(starts_at_message),
                     created_at: now,
                     last_updated_at: now,
                     ttl,
@@ -109,7 +110,7 @@ impl TaskStore for MemoryTaskStore {
             };
             if let Some(dispatch) = &record.dispatch {
                 let (generation, tool) = (dispatch.generation, dispatch.tool.clone());
-                state.enqueue(key.clone(), generation, &tool, now);
+                state.enqueue(key.clone(), generation, &tool, starts_at.unwrap_or(now));
             }
             let created = record.task.clone();
             state.tasks.insert(key.clone(), record);

@@ -12,7 +12,7 @@ use super::error::store_error;
 use super::group_commit;
 use super::idempotent::KeyedOutcome;
 use super::rows::TaskRow;
-use crate::domain::{NewTask, ProgressToken, Scope};
+use crate::domain::{NewTask, ProgressToken, Scope, starts_at_message};
 use crate::error::StoreError;
 use crate::store::quota_reached;
 use crate::store::statements::sql;
@@ -32,6 +32,11 @@ impl PgTaskStore {
             .ttl
             .effective(task.ttl)
             .map(|ttl| ttl.as_millis_i64());
+        let starts_at = crate::store::start_of(
+            task.dispatch.as_ref(),
+            chrono::Utc::now(),
+            self.config.ttl.effective(task.ttl),
+        )?;
         let poll = self.config.poll.granted(task.poll_interval);
         let poll_ms = i64::try_from(poll.as_millis()).unwrap_or(i64::MAX);
         let attempts = match &task.dispatch {
@@ -56,6 +61,8 @@ impl PgTaskStore {
             progress_token: ProgressToken::of_request(&task.request)
                 .map(|token| token.as_str().to_owned()),
             idempotency_key: task.idempotency_key.as_ref().map(|k| k.as_str().to_owned()),
+            starts_at,
+            status_message: starts_at.map(starts_at_message),
         };
         let row = if let Some(key) = &task.idempotency_key {
             match self

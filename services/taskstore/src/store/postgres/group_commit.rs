@@ -38,6 +38,11 @@ pub(super) struct NewRow {
     /// The create's idempotency key (never set on a batched create: a keyed
     /// create is looked up first, in its own transaction).
     pub idempotency_key: Option<String>,
+    /// A dispatched task that starts later: when (its job is due then, and
+    /// left to the outbox rather than handed to the relay).
+    pub starts_at: Option<chrono::DateTime<chrono::Utc>>,
+    /// Its first status message (a later start says when).
+    pub status_message: Option<String>,
 }
 
 /// One create waiting for its batch; no row in the reply when a live task
@@ -103,6 +108,13 @@ pub(super) async fn insert_rows<'e>(
     rows: &[NewRow],
 ) -> Result<Created, sqlx::Error> {
     let column = |f: fn(&NewRow) -> Option<String>| rows.iter().map(f).collect::<Vec<_>>();
+    // A job that starts later waits in the outbox until it is due.
+    let later: std::collections::HashSet<(&str, &str)> = rows
+        .iter()
+        .filter(|r| r.starts_at.is_some())
+        .map(|r| (r.tenant.as_str(), r.task_id.as_str()))
+        .collect();
+
     let tenants = column(|r| Some(r.tenant.clone()));
     let ids = column(|r| Some(r.task_id.clone()));
     let sessions = column(|r| r.session.clone());
@@ -112,6 +124,9 @@ pub(super) async fn insert_rows<'e>(
     let traces = column(|r| r.trace_context.clone());
     let tokens = column(|r| r.progress_token.clone());
     let keys = column(|r| r.idempotency_key.clone());
+    let messages = column(|r| r.status_message.clone());
+    let starts: Vec<Option<chrono::DateTime<chrono::Utc>>> =
+        rows.iter().map(|r| r.starts_at).collect();
     let ttls: Vec<Option<i64>> = rows.iter().map(|r| r.ttl_ms).collect();
     let polls: Vec<i64> = rows.iter().map(|r| r.poll_ms).collect();
     let attempts: Vec<Option<i32>> = rows.iter().map(|r| r.max_attempts).collect();
@@ -119,20 +134,23 @@ pub(super) async fn insert_rows<'e>(
         "WITH input AS (",
         " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],",
         "                      $6::bigint[], $7::bigint[], $8::text[], $9::int[], $10::text[],",
-        "                      $11::text[], $13::text[])",
+        "                      $11::text[], $13::text[], $14::text[], $15::timestamptz[])",
         "   AS i(tenant_id, task_id, session_id, request_id_json, request_json, ttl_ms,",
         "        poll_interval_ms, tool, max_attempts, trace_context, progress_token,",
-        "        idempotency_key)),",
+        "        idempotency_key, status_message, starts_at)),",
         " task AS (",
-        " INSERT INTO tasks (tenant_id, task_id, session_id, status, request_id_json, request_json,",
+        " INSERT INTO tasks (tenant_id, task_id, session_id, status, status_message,",
+        "  request_id_json, request_json,",
         "  created_at, last_updated_at, ttl_ms, expires_at, poll_interval_ms,",
         "  tool, max_attempts, dispatch_generation, trace_context, progress_token,",
         "  idempotency_key)",
-        " SELECT tenant_id, task_id, session_id, 'working', request_id_json, request_json,",
+        " SELECT tenant_id, task_id, session_id, 'working', status_message,",
+        "  request_id_json, request_json,",
         "  now(), now(), ttl_ms, now() + ttl_ms * interval '1 millisecond', poll_interval_ms,",
         "  tool, max_attempts, 1, trace_context, progress_token, idempotency_key FROM input",
         " ON CONFLICT (tenant_id, task_id) DO UPDATE SET",
-        "   session_id = EXCLUDED.session_id, status = EXCLUDED.status, status_message = NULL,",
+        "   session_id = EXCLUDED.session_id, status = EXCLUDED.status,",
+        "   status_message = EXCLUDED.status_message,",
         "   request_id_json = EXCLUDED.request_id_json, request_json = EXCLUDED.request_json,",
         "   result_json = NULL, created_at = EXCLUDED.created_at,",
         "   last_updated_at = EXCLUDED.last_updated_at, ttl_ms = EXCLUDED.ttl_ms,",
@@ -152,8 +170,10 @@ pub(super) async fn insert_rows<'e>(
         " WHERE task.reused AND q.tenant_id = task.tenant_id AND q.task_id = task.task_id),",
         " job AS (",
         " INSERT INTO dispatch_outbox (tenant_id, task_id, generation, tool, available_at)",
-        " SELECT tenant_id, task_id, dispatch_generation, tool,",
-        "  now() + $12 * interval '1 millisecond' FROM task WHERE max_attempts IS NOT NULL",
+        " SELECT t.tenant_id, t.task_id, t.dispatch_generation, t.tool,",
+        "  COALESCE(i.starts_at, now() + $12 * interval '1 millisecond')",
+        " FROM task t JOIN input i ON i.tenant_id = t.tenant_id AND i.task_id = t.task_id",
+        " WHERE t.max_attempts IS NOT NULL",
         " RETURNING id AS job_id, tenant_id AS job_tenant, task_id AS job_task,",
         "  generation AS job_generation, tool AS job_tool)",
         " SELECT task.tenant_id, ",
@@ -175,14 +195,17 @@ pub(super) async fn insert_rows<'e>(
     .bind(&tokens)
     .bind(i64::try_from(HANDOFF_GRACE.as_millis()).unwrap_or(i64::MAX))
     .bind(&keys)
+    .bind(&messages)
+    .bind(&starts)
     .fetch_all(executor)
     .await?;
     let committed_at = std::time::Instant::now();
     let mut jobs = Vec::new();
     let mut rows = HashMap::with_capacity(created.len());
     for row in created {
-        if let (Some(outbox_id), Some(generation), Some(tool)) =
-            (row.job_id, row.job_generation, row.job_tool)
+        let starts_later = later.contains(&(row.tenant_id.as_str(), row.task.task_id()));
+        if let (Some(outbox_id), Some(generation), Some(tool), false) =
+            (row.job_id, row.job_generation, row.job_tool, starts_later)
         {
             jobs.push(FreshJob::of_row(
                 outbox_id,
@@ -218,6 +241,8 @@ mod tests {
             trace_context: None,
             progress_token: None,
             idempotency_key: None,
+            starts_at: None,
+            status_message: None,
         };
         PendingCreate {
             request: row,
