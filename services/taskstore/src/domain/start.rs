@@ -86,7 +86,8 @@ mod tests {
         let secs = |s: i64| now + chrono::TimeDelta::seconds(s);
         let hour = Ttl::from_duration(Duration::from_secs(3600)).ok();
         let day = Duration::from_secs(86_400);
-        let table: [(StartTime, Option<Ttl>, Result<DateTime<Utc>, InvalidStart>); 10] = [
+        type Case = (StartTime, Option<Ttl>, Result<DateTime<Utc>, InvalidStart>);
+        let table: [Case; 10] = [
             (StartTime::At(secs(30)), hour, Ok(secs(30))),
             (StartTime::At(secs(-30)), hour, Ok(now)),
             (StartTime::At(secs(-61)), hour, Err(InvalidStart::Past)),
