@@ -5,8 +5,8 @@ use super::exit::{ClientError, Label, report};
 use super::input::{Inputs, tool_arg};
 use crate::config::CreateArgs;
 use crate::domain::{
-    DispatchRequest, FleetPolicy, IdempotencyKey, JsonObject, NewTask, RequestId, TaskId, ToolName,
-    Ttl,
+    DispatchRequest, FleetPolicy, IdempotencyKey, JsonObject, NewTask, RequestId, StartTime,
+    TaskId, ToolName, Ttl,
 };
 use crate::grpc::GrpcTaskStore;
 
@@ -57,9 +57,9 @@ pub(super) fn new_task(flags: CreateArgs) -> Result<NewTask, ClientError> {
                 .and_then(|name| tool_arg(&name))?,
         };
         Some(DispatchRequest {
-            start: None,
             tool,
             max_attempts: flags.max_attempts,
+            start: start_arg(flags.start_at.as_deref(), flags.start_after.as_deref())?,
         })
     } else {
         None
@@ -117,6 +117,26 @@ fn tools_call(
         )));
     }
     Ok(request)
+}
+
+/// `--start-at` or `--start-after`, checked for shape here; the service
+/// checks the bounds.
+fn start_arg(at: Option<&str>, after: Option<&str>) -> Result<Option<StartTime>, ClientError> {
+    if let Some(raw) = at {
+        let at = chrono::DateTime::parse_from_rfc3339(raw).map_err(|_| {
+            ClientError::Usage(format!(
+                "--start-at {raw:?} must be an RFC 3339 time, e.g. 2026-12-01T14:00:00Z"
+            ))
+        })?;
+        return Ok(Some(StartTime::At(at.with_timezone(&chrono::Utc))));
+    }
+    after
+        .map(|raw| {
+            crate::durations::parse_duration(raw)
+                .map(StartTime::After)
+                .map_err(|err| ClientError::Usage(format!("--start-after {err}")))
+        })
+        .transpose()
 }
 
 fn ttl_arg(raw: &str) -> Result<Ttl, ClientError> {
@@ -189,6 +209,8 @@ mod tests {
             dispatch: true,
             max_attempts: None,
             idempotency_key: None,
+            start_at: None,
+            start_after: None,
         }
     }
 

@@ -258,6 +258,19 @@ pub struct CreateArgs {
     /// With --dispatch: how many times the task may be started.
     #[arg(long, requires = "dispatch")]
     pub max_attempts: Option<u32>,
+    /// With --dispatch: start the task at this time (RFC 3339, e.g.
+    /// 2026-12-01T14:00:00Z), not before; until then it waits, `working`.
+    #[arg(
+        long,
+        requires = "dispatch",
+        conflicts_with = "start_after",
+        value_name = "TIME"
+    )]
+    pub start_at: Option<String>,
+    /// With --dispatch: start the task this long after its creation (`90s`,
+    /// `10m`, `2h`), not before.
+    #[arg(long, requires = "dispatch", value_name = "DURATION")]
+    pub start_after: Option<String>,
     /// Makes the create safe to retry: while the task first created with
     /// this key lives (and for the service's idempotency retention), the same
     /// create returns that task instead of making another.

@@ -72,7 +72,10 @@ pub use search::{
     SearchResults, TaskDetails, TaskSearch, WaitingQuestion,
 };
 pub use sessions::{MAX_SESSIONS, SessionSummary, order_sessions, summarise_sessions};
-pub use start::{InvalidStart, MAX_START_DELAY, START_SKEW, StartTime, starts_at_message};
+pub use start::{
+    InvalidStart, MAX_START_DELAY, START_AFTER_META_KEY, START_AT_META_KEY, START_SKEW, StartTime,
+    starts_at_message,
+};
 pub use status::{ResultStatus, TaskStatus, UnknownStatus};
 pub use task::{
     NewResult, NewTask, PageRequest, Scope, StatusUpdate, Task, TaskFilter, TaskPage, TaskResult,

@@ -6,6 +6,9 @@
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::Value;
+
+use super::json::JsonObject;
 
 use super::ttl::Ttl;
 
@@ -15,6 +18,12 @@ pub const MAX_START_DELAY: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 /// How far in the past a start time may lie and still mean "now": a
 /// client's clock, or the time its request spent on the way.
 pub const START_SKEW: Duration = Duration::from_secs(60);
+
+/// The `_meta` entry of an MCP `tools/call` that names its start time (an
+/// RFC 3339 string).
+pub const START_AT_META_KEY: &str = "mcp-taskstore/start-at";
+/// The `_meta` entry that names its delay instead (milliseconds).
+pub const START_AFTER_META_KEY: &str = "mcp-taskstore/start-after-ms";
 
 /// When a dispatched task is asked to start.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -35,6 +44,31 @@ pub enum InvalidStart {
 }
 
 impl StartTime {
+    /// The start an MCP request names in `params._meta`, if any. A value
+    /// that does not read as one is refused, not ignored.
+    pub fn of_mcp_request(request: &JsonObject) -> Result<Option<Self>, String> {
+        let Ok(request) = serde_json::from_str::<Value>(request.as_str()) else {
+            return Ok(None);
+        };
+        let meta = request.pointer("/params/_meta");
+        let entry = |key| meta.and_then(|meta| meta.get(key));
+        match (entry(START_AT_META_KEY), entry(START_AFTER_META_KEY)) {
+            (Some(_), Some(_)) => Err(format!(
+                "_meta names both \"{START_AT_META_KEY}\" and \"{START_AFTER_META_KEY}\""
+            )),
+            (Some(at), None) => at
+                .as_str()
+                .and_then(|at| DateTime::parse_from_rfc3339(at).ok())
+                .map(|at| Some(StartTime::At(at.with_timezone(&Utc))))
+                .ok_or_else(|| format!("_meta[\"{START_AT_META_KEY}\"] must be an RFC 3339 time")),
+            (None, Some(after)) => after
+                .as_u64()
+                .map(|ms| Some(StartTime::After(Duration::from_millis(ms))))
+                .ok_or_else(|| format!("_meta[\"{START_AFTER_META_KEY}\"] must be milliseconds")),
+            (None, None) => Ok(None),
+        }
+    }
+
     /// The time the task starts, for a create at `now` whose task lives
     /// for `ttl` (`None`: forever). A start time a little in the past
     /// ([`START_SKEW`]) starts now.
@@ -117,6 +151,34 @@ mod tests {
         ];
         for (start, ttl, expected) in table {
             assert_eq!(start.resolve(now, ttl), expected, "{start:?} {ttl:?}");
+        }
+    }
+
+    #[test]
+    fn an_mcp_request_names_its_start_in_meta() {
+        let with = |meta: &str| {
+            let request =
+                format!(r#"{{"method":"tools/call","params":{{"name":"echo","_meta":{meta}}}}}"#);
+            StartTime::of_mcp_request(&JsonObject::parse(request).expect("object"))
+        };
+        let at = DateTime::from_timestamp(1_800_000_000, 0).expect("time");
+        assert_eq!(
+            with(r#"{"mcp-taskstore/start-at":"2027-01-15T09:00:00+01:00"}"#),
+            Ok(Some(StartTime::At(at)))
+        );
+        assert_eq!(
+            with(r#"{"mcp-taskstore/start-after-ms":2500}"#),
+            Ok(Some(StartTime::After(Duration::from_millis(2500))))
+        );
+        assert_eq!(with(r#"{"progressToken":1}"#), Ok(None));
+        for bad in [
+            r#"{"mcp-taskstore/start-at":"tomorrow"}"#,
+            r#"{"mcp-taskstore/start-at":5}"#,
+            r#"{"mcp-taskstore/start-after-ms":-1}"#,
+            r#"{"mcp-taskstore/start-after-ms":"5s"}"#,
+            r#"{"mcp-taskstore/start-at":"2027-01-15T09:00:00Z","mcp-taskstore/start-after-ms":1}"#,
+        ] {
+            assert!(with(bad).is_err(), "{bad}");
         }
     }
 

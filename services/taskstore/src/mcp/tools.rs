@@ -20,7 +20,8 @@ use super::streams::{Waiting, spawn_waiting};
 use super::waiting::{Ending, Questions, Tell, result_json, wait_for_end};
 use crate::domain::{
     CallMode, CallModeRefusal, DispatchRequest, IDEMPOTENCY_META_KEY, IdempotencyKey, JsonObject,
-    NewTask, ProgressToken, Revision, ServedTool, TaskId, ToolName, Ttl, TtlRequest, call_mode,
+    NewTask, ProgressToken, Revision, ServedTool, StartTime, TaskId, ToolName, Ttl, TtlRequest,
+    call_mode,
 };
 use crate::edge::WaitingSlot;
 use crate::error::StoreError;
@@ -237,6 +238,7 @@ fn new_task(
     let idempotency_key = IdempotencyKey::of_mcp_request(&request).map_err(|err| {
         RpcError::invalid_params(format!("params._meta[\"{IDEMPOTENCY_META_KEY}\"] {err}"))
     })?;
+    let start = StartTime::of_mcp_request(&request).map_err(RpcError::invalid_params)?;
     Ok(NewTask {
         task_id: None,
         ttl,
@@ -244,9 +246,9 @@ fn new_task(
         request_id,
         request,
         dispatch: Some(DispatchRequest {
-            start: None,
             tool,
             max_attempts: None,
+            start,
         }),
         trace_context: None,
         idempotency_key,

@@ -463,3 +463,49 @@ fn wait_with_output_timeout(
     wait_with_timeout(&mut child, timeout);
     child.wait_with_output().expect("output of an exited child")
 }
+
+/// A task created to start later keeps its start time across a restart:
+/// it runs once its time has come, not before, and not a restart early.
+#[tokio::test]
+async fn a_delayed_task_starts_at_its_time_across_a_restart() {
+    let file = scratch_file("delayed.db");
+    let database = format!("sqlite://{}", file.display());
+    let (mut service, _) = start_dev(&database, &[]);
+    let created = client(
+        &service,
+        &[
+            "create",
+            "--tool",
+            "echo",
+            "--arguments",
+            r#"{"text":"on time"}"#,
+            "--dispatch",
+            "--start-after",
+            "4s",
+            "--json",
+        ],
+    )
+    .json();
+    let id = created["taskId"].as_str().expect("taskId").to_owned();
+    let message = created["statusMessage"].as_str().unwrap_or_default();
+    assert!(message.starts_with("starts at "), "{created}");
+    service.stop(Duration::from_secs(30));
+
+    let (mut service, _) = start_dev(&database, &[]);
+    let waiting = client(&service, &["get", &id, "--json"]).json();
+    assert_eq!(waiting["statusMessage"].as_str(), Some(message));
+    let done = client(&service, &["result", &id, "--wait", "--json"]).json();
+    assert_eq!(done["result"]["content"][0]["text"], "on time");
+    let at = |value: &serde_json::Value| {
+        chrono::DateTime::parse_from_rfc3339(value.as_str().expect("a time")).expect("rfc 3339")
+    };
+    let ran_after = at(&done["task"]["lastUpdatedAt"]) - at(&created["createdAt"]);
+    // Not before its time; the bound after it is generous: the relay looks
+    // every second, and this machine may be busy with other tests.
+    assert!(
+        ran_after >= chrono::TimeDelta::seconds(4) && ran_after < chrono::TimeDelta::seconds(10),
+        "ran {ran_after} after its creation"
+    );
+    service.stop(Duration::from_secs(30));
+    let _ = std::fs::remove_file(&file);
+}

@@ -136,7 +136,10 @@ fn valid_requests() -> Vec<(&'static str, bool, Vec<u8>)> {
         request_json: r#"{"method":"tools/call","params":{"name":"echo"}}"#.into(),
         dispatch: Some(pb::Dispatch {
             start_at: None,
-            start_after: None,
+            start_after: Some(prost_types::Duration {
+                seconds: 5,
+                nanos: 0,
+            }),
             tool: Some("echo".into()),
             max_attempts: Some(2),
         }),

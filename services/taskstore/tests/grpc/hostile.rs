@@ -40,6 +40,64 @@ async fn hostile_creates_are_invalid_argument_and_change_nothing() {
             },
         ),
         (
+            "start time and delay together",
+            pb::CreateTaskRequest {
+                dispatch: Some(pb::Dispatch {
+                    tool: Some("echo".into()),
+                    max_attempts: None,
+                    start_at: Some(prost_types::Timestamp {
+                        seconds: 4_000_000_000,
+                        nanos: 0,
+                    }),
+                    start_after: duration(5, 0),
+                }),
+                ..create_request()
+            },
+        ),
+        (
+            "start time long past",
+            pb::CreateTaskRequest {
+                dispatch: Some(pb::Dispatch {
+                    tool: Some("echo".into()),
+                    max_attempts: None,
+                    start_at: Some(prost_types::Timestamp {
+                        seconds: 0,
+                        nanos: 0,
+                    }),
+                    start_after: None,
+                }),
+                ..create_request()
+            },
+        ),
+        (
+            "start time with invalid nanos",
+            pb::CreateTaskRequest {
+                dispatch: Some(pb::Dispatch {
+                    tool: Some("echo".into()),
+                    max_attempts: None,
+                    start_at: Some(prost_types::Timestamp {
+                        seconds: 4_000_000_000,
+                        nanos: -1,
+                    }),
+                    start_after: None,
+                }),
+                ..create_request()
+            },
+        ),
+        (
+            "start years ahead",
+            pb::CreateTaskRequest {
+                no_expiry: true,
+                dispatch: Some(pb::Dispatch {
+                    tool: Some("echo".into()),
+                    max_attempts: None,
+                    start_at: None,
+                    start_after: duration(20 * 365 * 86_400, 0),
+                }),
+                ..create_request()
+            },
+        ),
+        (
             "empty idempotency key",
             pb::CreateTaskRequest {
                 idempotency_key: Some(String::new()),

@@ -16,3 +16,4 @@ mod notifications;
 mod questions;
 mod replicas;
 mod slow_clients;
+mod start_times;
