@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncIterator
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import anyio
 import pytest
@@ -257,3 +257,24 @@ async def test_a_retried_create_with_an_idempotency_key_returns_the_first_task(
         await client.create_task(request_json=echo_call("x"), request_id=4, session_id=session, idempotency_key="")
     page = await client.list_tasks(session_id=session)
     assert [task.task_id for task in page.tasks] == [first.task_id]
+
+
+async def test_a_dispatched_task_starts_no_sooner_than_asked(client: TaskStoreClient, session: str) -> None:
+    asked = anyio.current_time()
+    task = await client.create_task(
+        request_json=echo_call("later"),
+        request_id=1,
+        session_id=session,
+        dispatch=Dispatch(start_after=timedelta(milliseconds=1500)),
+    )
+    assert (task.status_message or "").startswith("starts at ")
+    done = await client.get_task_result(task.task_id, session_id=session, wait=True, timeout=30)
+    assert done.task.status is TaskStatus.COMPLETED
+    assert anyio.current_time() - asked >= 1.5
+    with pytest.raises(InvalidArgumentError):
+        await client.create_task(
+            request_json=echo_call("x"),
+            request_id=2,
+            session_id=session,
+            dispatch=Dispatch(start_at=datetime(2000, 1, 1, tzinfo=timezone.utc)),
+        )

@@ -8,7 +8,13 @@ import anyio
 import pytest
 from mcp.types import TaskMetadata
 
-from mcp_taskstore import IDEMPOTENCY_META_KEY, GrpcTaskStore, idempotency_key_of
+from mcp_taskstore import (
+    IDEMPOTENCY_META_KEY,
+    START_AFTER_META_KEY,
+    START_AT_META_KEY,
+    GrpcTaskStore,
+    idempotency_key_of,
+)
 
 import services
 
@@ -62,4 +68,21 @@ async def test_the_idempotency_key_in_meta_makes_a_retried_call_one_task(service
     with pytest.raises(ValueError, match="must be a string"):
         await store.create_dispatched_task(TaskMetadata(ttl=60_000), bad)
     assert idempotency_key_of({"params": {"name": "echo"}}) is None
+    await store.close()
+
+
+async def test_a_start_in_meta_makes_a_dispatched_call_wait(service: services.Service) -> None:
+    store = GrpcTaskStore(service.endpoint, session_id=f"s-{uuid.uuid4().hex}")
+    call = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "echo", "arguments": {}, "_meta": {START_AFTER_META_KEY: 60_000}},
+    }
+    task = await store.create_dispatched_task(TaskMetadata(ttl=120_000), call)
+    assert (task.statusMessage or "").startswith("starts at ")
+    await store.client.cancel_task(task.taskId, session_id=store.session_id)
+    late = {**call, "params": {**call["params"], "_meta": {START_AT_META_KEY: "soon"}}}  # type: ignore[dict-item]
+    with pytest.raises(ValueError, match="RFC 3339"):
+        await store.create_dispatched_task(TaskMetadata(ttl=120_000), late)
     await store.close()

@@ -71,8 +71,11 @@ export interface CreateTaskParams {
   requestId: RequestId;
   /** The JSON-RPC request that made the task (e.g. a `tools/call`), as an object. */
   request: object;
-  /** Run the task on a worker of the fleet instead of reporting progress yourself. */
-  dispatch?: { tool?: string; maxAttempts?: number };
+  /**
+   * Run the task on a worker of the fleet instead of reporting progress yourself. `startAt` (not before
+   * this time) or `startAfterMs` (this long after its creation) makes it wait, `working`, until then.
+   */
+  dispatch?: { tool?: string; maxAttempts?: number; startAt?: Date; startAfterMs?: number };
   /**
    * Makes the create safe to retry (1-255 bytes, unique per tenant): while the task first created with
    * this key lives (and for the service's idempotency retention), the same create returns that task;
@@ -83,6 +86,29 @@ export interface CreateTaskParams {
 
 /** The `_meta` entry of a `tools/call` that carries its idempotency key, as `/mcp` reads it too. */
 export const IDEMPOTENCY_META_KEY = 'mcp-taskstore/idempotency-key';
+
+/** The `_meta` entries of a `tools/call` that name when its dispatched task starts, as `/mcp` reads them. */
+export const START_AT_META_KEY = 'mcp-taskstore/start-at';
+export const START_AFTER_META_KEY = 'mcp-taskstore/start-after-ms';
+
+/** The start a request's `params._meta` names, if any; one that does not read as a start is refused. */
+export function startOf(meta: unknown): { startAt?: Date; startAfterMs?: number } {
+  if (!meta || typeof meta !== 'object') return {};
+  const entries = meta as Record<string, unknown>;
+  const at = entries[START_AT_META_KEY];
+  const after = entries[START_AFTER_META_KEY];
+  if (at !== undefined && after !== undefined) throw new TypeError(`_meta names both "${START_AT_META_KEY}" and "${START_AFTER_META_KEY}"`);
+  if (at !== undefined) {
+    const startAt = typeof at === 'string' ? new Date(at) : undefined;
+    if (!startAt || Number.isNaN(startAt.getTime())) throw new TypeError(`_meta["${START_AT_META_KEY}"] must be an RFC 3339 time`);
+    return { startAt };
+  }
+  if (after !== undefined) {
+    if (typeof after !== 'number' || !Number.isSafeInteger(after) || after < 0) throw new TypeError(`_meta["${START_AFTER_META_KEY}"] must be milliseconds`);
+    return { startAfterMs: after };
+  }
+  return {};
+}
 
 /** The idempotency key in a request's `params._meta`, if any; a key that is not a string is refused. */
 export function idempotencyKeyOf(meta: unknown): string | undefined {
@@ -199,7 +225,12 @@ export class TaskStoreClient {
     if (params.ttl === null) req.noExpiry = true;
     else if (params.ttl !== undefined) req.ttl = msToDuration(params.ttl);
     if (params.pollInterval !== undefined) req.pollInterval = msToDuration(params.pollInterval);
-    if (params.dispatch) req.dispatch = { ...params.dispatch };
+    if (params.dispatch) {
+      const { startAt, startAfterMs, ...dispatch } = params.dispatch;
+      req.dispatch = { ...dispatch };
+      if (startAt !== undefined) req.dispatch.startAt = msToDuration(startAt.getTime());
+      if (startAfterMs !== undefined) req.dispatch.startAfter = msToDuration(startAfterMs);
+    }
     if (params.idempotencyKey !== undefined) req.idempotencyKey = params.idempotencyKey;
     return taskFromWire(await this.unary<WireTask>('createTask', 'CreateTask', req, opts));
   }

@@ -10,7 +10,7 @@
 import type { McpServer, RegisteredTool } from '@modelcontextprotocol/sdk/server/mcp.js';
 import type { CallToolResult, Result } from '@modelcontextprotocol/sdk/types.js';
 import { status as Status } from '@grpc/grpc-js';
-import { idempotencyKeyOf } from './client.js';
+import { idempotencyKeyOf, startOf } from './client.js';
 import { TaskStoreError } from './errors.js';
 import { keepOriginal, registeredTools } from './mcp-tools.js';
 import { GrpcTaskStore } from './task-store.js';
@@ -107,7 +107,7 @@ async function runOnFleet(
     request: { jsonrpc: '2.0', id: extra.requestId, method: 'tools/call', params: { name, arguments: args ?? {} } },
     ...(options.ttl !== undefined && { ttl: options.ttl }),
     ...(options.pollInterval !== undefined && { pollInterval: options.pollInterval }),
-    dispatch,
+    dispatch: { ...dispatch, ...startOf(extra._meta) },
     ...idempotent(extra),
   });
   const cancel = () => void store.client.cancelTask(task.taskId, session).catch(() => {});

@@ -4,7 +4,10 @@ export { TaskStatusNotifier, type FollowOptions, type TaskStatusNotifierOptions 
 export {
   TaskStoreClient,
   IDEMPOTENCY_META_KEY,
+  START_AFTER_META_KEY,
+  START_AT_META_KEY,
   idempotencyKeyOf,
+  startOf,
   type AnsweredInputRequests,
   type HoldTaskResult,
   type CallOptions,

@@ -4,7 +4,7 @@
 // README.md ("How the SDK contract maps onto the service").
 import type { TaskStore } from '@modelcontextprotocol/sdk/experimental/tasks';
 import type { Request, RequestId, Result, Task } from '@modelcontextprotocol/sdk/types.js';
-import { TaskStoreClient, idempotencyKeyOf, type ClientOptions, type CreateTaskParams } from './client.js';
+import { TaskStoreClient, idempotencyKeyOf, startOf, type ClientOptions, type CreateTaskParams } from './client.js';
 import type { StoredTask, TaskStatus } from './convert.js';
 import { isFailedPrecondition, isNotFound } from './errors.js';
 import { defaultHolder, Holds } from './holds.js';
@@ -98,7 +98,9 @@ export class GrpcTaskStore implements TaskStore {
     // A tool handler may ask for the fleet to run the task:
     // `extra.taskStore.createTask({ ttl, context: { dispatch: { tool: 'echo' } } })`.
     const dispatch = taskParams.context?.['dispatch'];
-    if (dispatch && typeof dispatch === 'object') params.dispatch = dispatch as NonNullable<CreateTaskParams['dispatch']>;
+    if (dispatch && typeof dispatch === 'object') {
+      params.dispatch = { ...startOf(request.params?._meta), ...(dispatch as NonNullable<CreateTaskParams['dispatch']>) };
+    }
     // A client's retry of the call names the same key: the service answers with the first call's task.
     const idempotencyKey = idempotencyKeyOf(request.params?._meta);
     if (idempotencyKey !== undefined) params.idempotencyKey = idempotencyKey;

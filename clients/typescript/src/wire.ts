@@ -33,6 +33,8 @@ export interface WireTask {
 export interface WireDispatch {
   tool?: string;
   maxAttempts?: number;
+  startAt?: WireTimestamp;
+  startAfter?: WireDuration;
 }
 
 export interface WireCreateTaskRequest {

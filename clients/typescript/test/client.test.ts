@@ -63,6 +63,26 @@ for (const backend of backends()) {
       }
     });
 
+    it('starts a dispatched task no sooner than asked, from its parameters or the call\'s _meta', async () => {
+      const asked = Date.now();
+      const task = await client.createTask({ requestId: 1, request: call('echo', { text: 'later' }), dispatch: { startAfterMs: 1500 } });
+      assert.match(task.statusMessage ?? '', /^starts at /);
+      const { status } = await client.getTaskResult(task.taskId, { wait: true, timeoutMs: 30_000 });
+      assert.equal(status, 'completed');
+      assert.ok(Date.now() - asked >= 1500, 'ran early');
+      const store = new GrpcTaskStore({ endpoint: service.endpoint });
+      try {
+        const at = new Date(Date.now() + 60_000).toISOString();
+        const request = { method: 'tools/call', params: { name: 'echo', arguments: {}, _meta: { 'mcp-taskstore/start-at': at } } };
+        const waiting = await store.createTask({ ttl: 120_000, context: { dispatch: { tool: 'echo' } } }, 2, request);
+        assert.equal((await client.getTask(waiting.taskId)).statusMessage, `starts at ${at}`);
+        await client.cancelTask(waiting.taskId);
+        await assert.rejects(client.createTask({ requestId: 3, request: call('echo', {}), dispatch: { startAt: new Date(0) } }), (e) => codeOf(e) === 'INVALID_ARGUMENT');
+      } finally {
+        store.close();
+      }
+    });
+
     it('grants the poll interval asked for, within the service minimum', async () => {
       const asked = await client.createTask({ requestId: 1, request: call('x', {}), pollInterval: 2500 });
       assert.equal(asked.pollInterval, 2500);

@@ -14,7 +14,12 @@ from mcp_taskstore.errors import (
     UnauthenticatedError,
     UnavailableError,
 )
-from mcp_taskstore.idempotency import IDEMPOTENCY_META_KEY, idempotency_key_of
+from mcp_taskstore.call_meta import (
+    IDEMPOTENCY_META_KEY,
+    START_AFTER_META_KEY,
+    START_AT_META_KEY,
+    idempotency_key_of,
+)
 from mcp_taskstore.models import (
     AnsweredInputRequests,
     Dispatch,
@@ -32,6 +37,8 @@ from mcp_taskstore.store import GrpcTaskStore
 
 __all__ = [
     "IDEMPOTENCY_META_KEY",
+    "START_AFTER_META_KEY",
+    "START_AT_META_KEY",
     "AlreadyExistsError",
     "AnsweredInputRequests",
     "ClientOptions",

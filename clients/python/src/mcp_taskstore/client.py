@@ -144,6 +144,10 @@ class TaskStoreClient:
             request.poll_interval.CopyFrom(convert.duration(poll_interval))
         if dispatch is not None:
             request.dispatch.CopyFrom(pb.Dispatch(tool=dispatch.tool, max_attempts=dispatch.max_attempts))
+            if dispatch.start_at is not None:
+                request.dispatch.start_at.FromDatetime(dispatch.start_at)
+            if dispatch.start_after is not None:
+                request.dispatch.start_after.CopyFrom(convert.duration(dispatch.start_after))
         return convert.task_from_proto(await self._unary("CreateTask", request, timeout))
 
     async def get_task(self, task_id: str, *, session_id: str | None = None, timeout: Timeout = DEFAULT) -> TaskInfo:

@@ -35,7 +35,7 @@ from mcp.server.session import ServerSession
 from mcp_taskstore.channel import ClientOptions
 from mcp_taskstore.errors import DeadlineExceededError, TaskStoreError, UnavailableError
 from mcp_taskstore.holding import tool_call_json
-from mcp_taskstore.idempotency import idempotency_key_of
+from mcp_taskstore.call_meta import idempotency_key_of, with_start_of
 from mcp_taskstore.mcp_convert import result_from_json
 from mcp_taskstore.models import Dispatch, TaskStatus, TlsConfig
 from mcp_taskstore.question_relay import questions_relayed
@@ -120,7 +120,7 @@ async def _run_on_fleet(
         request_id=call["id"],
         session_id=store.session_id,
         ttl=timedelta(milliseconds=ttl_ms),
-        dispatch=Dispatch(tool=tool, max_attempts=max_attempts),
+        dispatch=with_start_of(Dispatch(tool=tool, max_attempts=max_attempts), call),
         # A retried call waits for the first call's task.
         idempotency_key=idempotency_key_of(call),
     )

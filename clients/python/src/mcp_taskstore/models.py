@@ -144,10 +144,17 @@ class Hold:
 
 @dataclass(frozen=True)
 class Dispatch:
-    """Run the task on a worker. ``tool`` unset: the request's ``params.name``."""
+    """Run the task on a worker. ``tool`` unset: the request's ``params.name``.
+
+    ``start_at`` (not before this time, timezone-aware) or ``start_after``
+    (this long after its creation) makes the task wait, ``working``, until
+    then.
+    """
 
     tool: str | None = None
     max_attempts: int | None = None
+    start_at: datetime | None = None
+    start_after: timedelta | None = None
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from mcp_taskstore.errors import (
     InvalidArgumentError,
     NotFoundError,
 )
-from mcp_taskstore.idempotency import idempotency_key_of
+from mcp_taskstore.call_meta import idempotency_key_of, with_start_of
 from mcp_taskstore.holding import CURRENT_CALL, JUST_CREATED, Holds, default_holder, tool_call_json
 from mcp_taskstore.mcp_convert import failure_reason, result_from_json, result_to_json, to_mcp_task
 from mcp_taskstore.models import Dispatch, TaskInfo, TaskStatus, TlsConfig
@@ -129,7 +129,8 @@ class GrpcTaskStore(TaskStore):
         ``request`` is the JSON-RPC request the worker executes, normally the
         ``tools/call`` as the client sent it. Not part of the SDK's interface.
         """
-        return await self._create(metadata, task_id, request=request, dispatch=Dispatch(tool, max_attempts))
+        dispatch = with_start_of(Dispatch(tool, max_attempts), request)
+        return await self._create(metadata, task_id, request=request, dispatch=dispatch)
 
     async def _create(
         self, metadata: TaskMetadata, task_id: str | None, *, request: Mapping[str, Any], dispatch: Dispatch | None
