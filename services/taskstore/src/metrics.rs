@@ -33,6 +33,8 @@ pub fn export_at_zero() {
             .increment(0);
     }
     counter!("taskstore_jobs_held_total").increment(0);
+    counter!("taskstore_idempotent_replays_total").increment(0);
+    counter!("taskstore_tasks_scheduled_total").increment(0);
     gauge!("taskstore_queue_blocked").set(0.0);
 }
 
@@ -76,6 +78,17 @@ pub fn mcp_request_ended(
 pub fn task_created(dispatched: bool) {
     counter!("taskstore_tasks_created_total", "dispatched" => if dispatched { "true" } else { "false" })
         .increment(1);
+}
+
+/// A create carrying an idempotency key was answered with the task the
+/// key already named (a client's retry), creating nothing.
+pub fn idempotent_replay() {
+    counter!("taskstore_idempotent_replays_total").increment(1);
+}
+
+/// A dispatched task was created to start later (`Dispatch.start_*`).
+pub fn task_scheduled() {
+    counter!("taskstore_tasks_scheduled_total").increment(1);
 }
 
 /// A task reached a terminal status (once per task, where it happened).

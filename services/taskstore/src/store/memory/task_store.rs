@@ -38,7 +38,7 @@ impl TaskStore for MemoryTaskStore {
                     config.idempotency_retention,
                 )?
             {
-                // A key freed above is written with the new task below.
+                crate::metrics::idempotent_replay();
                 return Ok(existing);
             }
             let now = state.now();

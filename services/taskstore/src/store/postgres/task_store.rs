@@ -25,6 +25,7 @@ impl TaskStore for PgTaskStore {
         let (row, created) = self.insert(scope, task).await?;
         let task = row.into_task()?;
         if !created {
+            crate::metrics::idempotent_replay();
             return Ok(task);
         }
         // A dispatched task's job is now with this replica's relay, which
