@@ -66,9 +66,15 @@ impl PgTaskStore {
                     retention: self.config.idempotency_retention,
                 },
             );
+            // Nothing was written: ending the transaction at once lets the
+            // creates queued on the key's lock go on.
             match decision {
-                Replay::Existing => return Ok(Some(KeyedOutcome::Replayed(existing.task))),
+                Replay::Existing => {
+                    super::commit(tx).await?;
+                    return Ok(Some(KeyedOutcome::Replayed(existing.task)));
+                }
                 Replay::InUse => {
+                    super::commit(tx).await?;
                     return Err(StoreError::FailedPrecondition(Refusal::IdempotencyKeyInUse));
                 }
                 Replay::Expired => {}
