@@ -16,4 +16,5 @@ mod migrations;
 mod operator;
 mod pipes;
 mod questions;
+mod start_times;
 mod vacuum;
