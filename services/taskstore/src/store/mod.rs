@@ -316,11 +316,7 @@ pub(crate) fn start_of(
     let at = start
         .resolve(now, ttl)
         .map_err(|err| StoreError::invalid("dispatch start time", err))?;
-    let later = (at > now).then_some(at);
-    if later.is_some() {
-        crate::metrics::task_scheduled();
-    }
-    Ok(later)
+    Ok((at > now).then_some(at))
 }
 
 /// A fresh lease token for a claim.

@@ -189,7 +189,9 @@ pub async fn a_key_is_freed_by_its_retention_and_by_its_tasks_end(backend: &dyn 
     assert_ne!(after.task_id, short.task_id);
 }
 
-pub async fn a_retry_is_answered_even_at_the_quota(backend: &dyn Backend) {
+/// A retry creates nothing, so what would refuse a create does not refuse
+/// it: a quota reached, or a start time that has passed since.
+pub async fn a_retry_is_answered_whatever_would_refuse_a_create(backend: &dyn Backend) {
     let store = backend
         .store(StoreConfig {
             quotas: Quotas {
@@ -212,4 +214,32 @@ pub async fn a_retry_is_answered_even_at_the_quota(backend: &dyn Backend) {
         store.create_task(&all(), keyed("k2", new_task())).await,
         StoreError::ResourceExhausted(_)
     );
+    store
+        .delete_task(&all(), &task.task_id)
+        .await
+        .expect("delete");
+
+    let starting = |at: chrono::DateTime<chrono::Utc>| NewTask {
+        dispatch: Some(taskstore::domain::DispatchRequest {
+            tool: taskstore::domain::ToolName::parse("echo").expect("tool"),
+            max_attempts: None,
+            start: Some(taskstore::domain::StartTime::At(at)),
+        }),
+        ..keyed("later", new_task())
+    };
+    let scheduled = store
+        .create_task(
+            &all(),
+            starting(chrono::Utc::now() + chrono::TimeDelta::hours(1)),
+        )
+        .await
+        .expect("create");
+    let retried = store
+        .create_task(
+            &all(),
+            starting(chrono::Utc::now() - chrono::TimeDelta::hours(1)),
+        )
+        .await
+        .expect("a retry whose start has passed");
+    assert_eq!(retried.task_id, scheduled.task_id);
 }

@@ -52,7 +52,7 @@ macro_rules! conformance_suite {
             idempotency::concurrent_creates_with_one_key_make_one_task,
             idempotency::a_key_never_hands_over_another_calls_task,
             idempotency::a_key_is_freed_by_its_retention_and_by_its_tasks_end,
-            idempotency::a_retry_is_answered_even_at_the_quota,
+            idempotency::a_retry_is_answered_whatever_would_refuse_a_create,
             deletion::deletes_a_task_whatever_its_status,
             deletion::deletes_only_what_the_caller_sees,
             deletion::a_watcher_learns_that_its_task_was_deleted,

@@ -116,6 +116,9 @@ impl TaskStore for MemoryTaskStore {
             state.tasks.insert(key.clone(), record);
             state.touch(&key);
             self.commit(&mut state).await?;
+            if starts_at.is_some() {
+                crate::metrics::task_scheduled();
+            }
             created
         };
         if max_attempts > 0 {

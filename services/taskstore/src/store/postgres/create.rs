@@ -32,11 +32,13 @@ impl PgTaskStore {
             .ttl
             .effective(task.ttl)
             .map(|ttl| ttl.as_millis_i64());
+        // Checked after a keyed create's lookup: a client's retry gets its
+        // task even when the start it asked for has passed meanwhile.
         let starts_at = crate::store::start_of(
             task.dispatch.as_ref(),
             chrono::Utc::now(),
             self.config.ttl.effective(task.ttl),
-        )?;
+        );
         let poll = self.config.poll.granted(task.poll_interval);
         let poll_ms = i64::try_from(poll.as_millis()).unwrap_or(i64::MAX);
         let attempts = match &task.dispatch {
@@ -61,9 +63,21 @@ impl PgTaskStore {
             progress_token: ProgressToken::of_request(&task.request)
                 .map(|token| token.as_str().to_owned()),
             idempotency_key: task.idempotency_key.as_ref().map(|k| k.as_str().to_owned()),
+            starts_at: None,
+            status_message: None,
+        };
+        let new_row = starts_at.map(|starts_at| group_commit::NewRow {
             starts_at,
             status_message: starts_at.map(starts_at_message),
-        };
+            ..new_row
+        });
+        let scheduled = matches!(
+            new_row,
+            Ok(group_commit::NewRow {
+                starts_at: Some(_),
+                ..
+            })
+        );
         let row = if let Some(key) = &task.idempotency_key {
             match self
                 .insert_keyed(scope, key, &task.request, new_row)
@@ -74,6 +88,7 @@ impl PgTaskStore {
                 None => None,
             }
         } else if let Some(lock_key) = self.quota_lock_key(scope) {
+            let new_row = new_row?;
             // Creates under a quota are serialized (count, then insert), so
             // they cannot share a batch.
             let mut tx = self.begin().await?;
@@ -85,10 +100,13 @@ impl PgTaskStore {
             self.fresh.push(created.jobs);
             created.rows.into_values().next()
         } else {
-            super::batch_writer::submit(&self.creates, new_row).await?
+            super::batch_writer::submit(&self.creates, new_row?).await?
         };
-        row.map(|row| (row, true))
-            .ok_or_else(|| StoreError::AlreadyExists(task_id.to_string()))
+        let row = row.ok_or_else(|| StoreError::AlreadyExists(task_id.to_string()))?;
+        if scheduled {
+            crate::metrics::task_scheduled();
+        }
+        Ok((row, true))
     }
 
     /// The advisory lock that serializes creates which count against the

@@ -34,13 +34,15 @@ struct KeyedRow {
 }
 
 impl PgTaskStore {
-    /// Creates `row` unless `key` already names a task of the tenant.
+    /// Creates `row` unless `key` already names a task of the tenant. The
+    /// row may be an error (a start time it may not have): a retry is
+    /// answered with its task all the same; only a create is refused.
     pub(super) async fn insert_keyed(
         &self,
         scope: &Scope,
         key: &IdempotencyKey,
         request: &JsonObject,
-        row: NewRow,
+        row: Result<NewRow, StoreError>,
     ) -> Result<Option<KeyedOutcome>, StoreError> {
         let mut tx = self.begin().await?;
         lock_key(&mut tx, scope, key).await?;
@@ -80,6 +82,7 @@ impl PgTaskStore {
                 Replay::Expired => {}
             }
         }
+        let row = row?;
         // The key is free: whatever still holds it (a task past the key's
         // retention, or an expired task not yet swept away) lets go of it.
         sqlx::query(sql!(
