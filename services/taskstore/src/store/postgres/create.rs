@@ -87,18 +87,11 @@ impl PgTaskStore {
                 Some(KeyedOutcome::Created(row)) => Some(row),
                 None => None,
             }
-        } else if let Some(lock_key) = self.quota_lock_key(scope) {
-            let new_row = new_row?;
+        } else if self.quota_lock_key(scope).is_some() {
             // Creates under a quota are serialized (count, then insert), so
             // they cannot share a batch.
-            let mut tx = self.begin().await?;
-            self.enforce_quotas(&mut tx, scope, lock_key).await?;
-            let created = group_commit::insert_rows(&mut *tx, std::slice::from_ref(&new_row))
-                .await
-                .map_err(store_error)?;
-            super::commit(tx).await?;
-            self.fresh.push(created.jobs);
-            created.rows.into_values().next()
+            let tx = self.begin().await?;
+            self.insert_alone(tx, scope, new_row?).await?
         } else {
             super::batch_writer::submit(&self.creates, new_row?).await?
         };
@@ -109,11 +102,31 @@ impl PgTaskStore {
         Ok((row, true))
     }
 
+    /// Inserts `row` in `tx`, counted against the tenant's quotas when it
+    /// has any, and commits; the job goes to this replica's relay. `None`:
+    /// a live task has its id.
+    pub(super) async fn insert_alone(
+        &self,
+        mut tx: sqlx::Transaction<'static, Postgres>,
+        scope: &Scope,
+        row: group_commit::NewRow,
+    ) -> Result<Option<TaskRow>, StoreError> {
+        if let Some(lock_key) = self.quota_lock_key(scope) {
+            self.enforce_quotas(&mut tx, scope, lock_key).await?;
+        }
+        let created = group_commit::insert_rows(&mut *tx, std::slice::from_ref(&row))
+            .await
+            .map_err(store_error)?;
+        super::commit(tx).await?;
+        self.fresh.push(created.jobs);
+        Ok(created.rows.into_values().next())
+    }
+
     /// The advisory lock that serializes creates which count against the
     /// same quota, so the count and the insert cannot interleave with another
     /// create's (no check-then-insert race). The tenant lock covers both
     /// quotas; with only a session quota, sessions do not wait for each other.
-    pub(super) fn quota_lock_key(&self, scope: &Scope) -> Option<String> {
+    fn quota_lock_key(&self, scope: &Scope) -> Option<String> {
         let quotas = self.config.quotas_for(&scope.tenant);
         if quotas.max_tasks.is_some() {
             Some(format!("taskstore/quota/{}", scope.tenant.as_str()))
@@ -129,7 +142,7 @@ impl PgTaskStore {
         }
     }
 
-    pub(super) async fn enforce_quotas(
+    async fn enforce_quotas(
         &self,
         tx: &mut sqlx::Transaction<'_, Postgres>,
         scope: &Scope,

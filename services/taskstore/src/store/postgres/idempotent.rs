@@ -9,7 +9,7 @@ use sqlx::{Postgres, Transaction};
 
 use super::PgTaskStore;
 use super::error::store_error;
-use super::group_commit::{self, NewRow};
+use super::group_commit::NewRow;
 use super::rows::{TaskRow, task_columns};
 use crate::domain::{
     IdempotencyKey, JsonObject, KeyedCreate, KeyedTask, Replay, Scope, SessionId, replay,
@@ -93,15 +93,10 @@ impl PgTaskStore {
         .execute(&mut *tx)
         .await
         .map_err(store_error)?;
-        if let Some(lock_key) = self.quota_lock_key(scope) {
-            self.enforce_quotas(&mut tx, scope, lock_key).await?;
-        }
-        let created = group_commit::insert_rows(&mut *tx, std::slice::from_ref(&row))
-            .await
-            .map_err(store_error)?;
-        super::commit(tx).await?;
-        self.fresh.push(created.jobs);
-        Ok(created.rows.into_values().next().map(KeyedOutcome::Created))
+        Ok(self
+            .insert_alone(tx, scope, row)
+            .await?
+            .map(KeyedOutcome::Created))
     }
 
     /// The live task of the tenant that holds `key`, with its request.
