@@ -1,12 +1,11 @@
 //! Requests from the wire to domain types: every field is hostile until it
 //! is parsed here. A refused field is INVALID_ARGUMENT naming the field.
 
-use crate::domain::StartTime;
 use crate::domain::questions::MAX_QUESTIONS;
 use crate::domain::{
     Answers, DispatchRequest, Holder, IdempotencyKey, InputKey, InputRequest, JsonObject,
     LeaseToken, MAX_HOLDER_BYTES, MAX_POLL_INTERVAL, NewResult, NewTask, PageRequest, RequestId,
-    ResultStatus, Scope, SessionId, StatusUpdate, TaskFilter, TaskId, TaskStatus, TaskSupport,
+    ResultStatus, Scope, SessionId, StartTime, StatusUpdate, TaskFilter, TaskId, TaskStatus, TaskSupport,
     TenantId, ToolDescription, ToolName, TraceContext, Ttl, TtlRequest, WorkerHeartbeat,
 };
 use crate::error::StoreError;
