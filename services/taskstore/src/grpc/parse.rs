@@ -5,8 +5,9 @@ use crate::domain::questions::MAX_QUESTIONS;
 use crate::domain::{
     Answers, DispatchRequest, Holder, IdempotencyKey, InputKey, InputRequest, JsonObject,
     LeaseToken, MAX_HOLDER_BYTES, MAX_POLL_INTERVAL, NewResult, NewTask, PageRequest, RequestId,
-    ResultStatus, Scope, SessionId, StartTime, StatusUpdate, TaskFilter, TaskId, TaskStatus, TaskSupport,
-    TenantId, ToolDescription, ToolName, TraceContext, Ttl, TtlRequest, WorkerHeartbeat,
+    ResultStatus, Scope, SessionId, StartTime, StatusUpdate, TaskFilter, TaskId, TaskStatus,
+    TaskSupport, TenantId, ToolDescription, ToolName, TraceContext, Ttl, TtlRequest,
+    WorkerHeartbeat,
 };
 use crate::error::StoreError;
 
