@@ -5,11 +5,14 @@
 #
 #   benches/ab-graphile.sh [rounds] [seconds] [clients]   (defaults: 6, 10 s, 8)
 #   QUEUE_TYPE=classic benches/ab-graphile.sh ...         (ours on classic queues)
+#   GRAPHILE_LOCAL_QUEUE=0 benches/ab-graphile.sh ...      (theirs without a local queue)
 #
 # Ours: this tree's release build, `serve` on a database of its own
 # (taskstore_bench_g, emptied and vacuumed before each round), two
 # `taskworker --concurrency 32`. Theirs: benches/graphile/bench.mjs, two
-# workers of 32, on a database made anew each round. Rounds alternate the
+# workers of 32 with a local queue of 33 (graphile-worker's advice for
+# throughput; issue 40 asks for the baseline set up so), on a database made
+# anew each round. Rounds alternate the
 # order (ours first, then theirs first, …). Prints a line per run, then the
 # medians, the ratio of the medians and the paired ratios' range, and CPU
 # per task (every process on the machine) for both.
