@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::ids::SessionId;
 use super::json::JsonObject;
@@ -44,17 +44,14 @@ impl IdempotencyKey {
         }
     }
 
-    /// The key an MCP request carries in `params._meta`, if any. A value
-    /// that is not a well-formed key is refused, not ignored: a client that
-    /// asked for idempotency must not silently get a second task.
-    pub fn of_mcp_request(request: &JsonObject) -> Result<Option<Self>, InvalidIdempotencyKey> {
-        let Ok(request) = serde_json::from_str::<Value>(request.as_str()) else {
-            return Ok(None);
-        };
-        match request
-            .pointer("/params/_meta")
-            .and_then(|meta| meta.get(IDEMPOTENCY_META_KEY))
-        {
+    /// The key an MCP request carries in its `params._meta`
+    /// ([`JsonObject::params_meta`]), if any. A value that is not a
+    /// well-formed key is refused, not ignored: a client that asked for
+    /// idempotency must not silently get a second task.
+    pub fn of_meta(
+        meta: Option<&Map<String, Value>>,
+    ) -> Result<Option<Self>, InvalidIdempotencyKey> {
+        match meta.and_then(|meta| meta.get(IDEMPOTENCY_META_KEY)) {
             None => Ok(None),
             Some(Value::String(raw)) => Self::parse(raw).map(Some),
             Some(_) => Err(InvalidIdempotencyKey),
@@ -176,23 +173,27 @@ mod tests {
             call(&format!(
                 r#"{{"method":"tools/call","params":{{"name":"echo","_meta":{meta}}}}}"#
             ))
+            .params_meta()
         };
         assert_eq!(
-            IdempotencyKey::of_mcp_request(&with(r#"{"mcp-taskstore/idempotency-key":"k1"}"#)),
+            IdempotencyKey::of_meta(with(r#"{"mcp-taskstore/idempotency-key":"k1"}"#).as_ref()),
             Ok(Some(IdempotencyKey("k1".into())))
         );
         assert_eq!(
-            IdempotencyKey::of_mcp_request(&with(r#"{"progressToken":3}"#)),
+            IdempotencyKey::of_meta(with(r#"{"progressToken":3}"#).as_ref()),
             Ok(None)
         );
-        assert_eq!(IdempotencyKey::of_mcp_request(&call(ECHO_HI)), Ok(None));
+        assert_eq!(
+            IdempotencyKey::of_meta(call(ECHO_HI).params_meta().as_ref()),
+            Ok(None)
+        );
         for bad in [
             r#"{"mcp-taskstore/idempotency-key":7}"#,
             r#"{"mcp-taskstore/idempotency-key":""}"#,
             r#"{"mcp-taskstore/idempotency-key":null}"#,
         ] {
             assert_eq!(
-                IdempotencyKey::of_mcp_request(&with(bad)),
+                IdempotencyKey::of_meta(with(bad).as_ref()),
                 Err(InvalidIdempotencyKey),
                 "{bad}"
             );

@@ -60,6 +60,27 @@ impl JsonObject {
         }
         call.params?.name.map(std::borrow::Cow::into_owned)
     }
+
+    /// `params._meta` of a JSON-RPC request, when it is an object: where a
+    /// request's progress token, idempotency key and start time are read.
+    /// Only that member is built into a tree; the rest (up to 1 MiB of
+    /// arguments) is skipped.
+    pub fn params_meta(&self) -> Option<serde_json::Map<String, Value>> {
+        #[derive(serde::Deserialize)]
+        struct Request {
+            params: Option<Params>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Params {
+            #[serde(rename = "_meta")]
+            meta: Option<Value>,
+        }
+        let request: Request = serde_json::from_str(&self.0).ok()?;
+        match request.params?.meta? {
+            Value::Object(meta) => Some(meta),
+            _ => None,
+        }
+    }
 }
 
 impl JsonObject {

@@ -20,8 +20,7 @@ impl ProgressToken {
     /// The token of a JSON-RPC request (`params._meta.progressToken`), if
     /// it has a usable one.
     pub fn of_request(request: &JsonObject) -> Option<Self> {
-        let request: Value = serde_json::from_str(request.as_str()).ok()?;
-        Self::from_value(request.pointer("/params/_meta/progressToken")?)
+        Self::from_value(request.params_meta()?.get("progressToken")?)
     }
 
     /// A token as stored (JSON text), if it still reads as one.

@@ -6,9 +6,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use serde_json::Value;
-
-use super::json::JsonObject;
+use serde_json::{Map, Value};
 
 use super::ttl::Ttl;
 
@@ -44,13 +42,10 @@ pub enum InvalidStart {
 }
 
 impl StartTime {
-    /// The start an MCP request names in `params._meta`, if any. A value
-    /// that does not read as one is refused, not ignored.
-    pub fn of_mcp_request(request: &JsonObject) -> Result<Option<Self>, String> {
-        let Ok(request) = serde_json::from_str::<Value>(request.as_str()) else {
-            return Ok(None);
-        };
-        let meta = request.pointer("/params/_meta");
+    /// The start an MCP request names in its `params._meta`
+    /// ([`super::JsonObject::params_meta`]), if any. A value that does not read as
+    /// one is refused, not ignored.
+    pub fn of_meta(meta: Option<&Map<String, Value>>) -> Result<Option<Self>, String> {
         let entry = |key| meta.and_then(|meta| meta.get(key));
         match (entry(START_AT_META_KEY), entry(START_AFTER_META_KEY)) {
             (Some(_), Some(_)) => Err(format!(
@@ -159,7 +154,12 @@ mod tests {
         let with = |meta: &str| {
             let request =
                 format!(r#"{{"method":"tools/call","params":{{"name":"echo","_meta":{meta}}}}}"#);
-            StartTime::of_mcp_request(&JsonObject::parse(request).expect("object"))
+            StartTime::of_meta(
+                crate::domain::JsonObject::parse(request)
+                    .expect("object")
+                    .params_meta()
+                    .as_ref(),
+            )
         };
         let at = DateTime::from_timestamp(1_800_000_000, 0).expect("time");
         assert_eq!(

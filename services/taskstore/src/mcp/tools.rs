@@ -235,10 +235,12 @@ fn new_task(
         .ok_or_else(|| RpcError::new(code::INVALID_REQUEST, "tools/call must be a request"))?;
     let request_id = crate::domain::RequestId::parse(id.as_json().to_string())
         .map_err(|err| RpcError::invalid_params(format!("id {err}")))?;
-    let idempotency_key = IdempotencyKey::of_mcp_request(&request).map_err(|err| {
+    // Read once for both: the request may be up to a megabyte of text.
+    let meta = request.params_meta();
+    let idempotency_key = IdempotencyKey::of_meta(meta.as_ref()).map_err(|err| {
         RpcError::invalid_params(format!("params._meta[\"{IDEMPOTENCY_META_KEY}\"] {err}"))
     })?;
-    let start = StartTime::of_mcp_request(&request).map_err(RpcError::invalid_params)?;
+    let start = StartTime::of_meta(meta.as_ref()).map_err(RpcError::invalid_params)?;
     Ok(NewTask {
         task_id: None,
         ttl,

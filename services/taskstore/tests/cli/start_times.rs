@@ -4,25 +4,12 @@
 
 use std::time::Duration;
 
+use crate::commands::create_echo;
 use crate::harness::{Service, client, fresh_database_url, scratch_file, start_dev, start_serve};
 
 fn delayed_task_runs_at_its_time_across_a_restart(start: impl Fn() -> Service) {
     let mut service = start();
-    let created = client(
-        &service,
-        &[
-            "create",
-            "--tool",
-            "echo",
-            "--arguments",
-            r#"{"text":"on time"}"#,
-            "--dispatch",
-            "--start-after",
-            "4s",
-            "--json",
-        ],
-    )
-    .json();
+    let created = create_echo(&service, &["--dispatch", "--start-after", "4s", "--json"]).json();
     let id = created["taskId"].as_str().expect("taskId").to_owned();
     let message = created["statusMessage"].as_str().unwrap_or_default();
     assert!(message.starts_with("starts at "), "{created}");
@@ -32,7 +19,7 @@ fn delayed_task_runs_at_its_time_across_a_restart(start: impl Fn() -> Service) {
     let waiting = client(&service, &["get", &id, "--json"]).json();
     assert_eq!(waiting["statusMessage"].as_str(), Some(message));
     let done = client(&service, &["result", &id, "--wait", "--json"]).json();
-    assert_eq!(done["result"]["content"][0]["text"], "on time");
+    assert_eq!(done["result"]["content"][0]["text"], "hi");
     let at = |value: &serde_json::Value| {
         chrono::DateTime::parse_from_rfc3339(value.as_str().expect("a time")).expect("rfc 3339")
     };

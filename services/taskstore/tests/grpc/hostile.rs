@@ -10,6 +10,17 @@ use crate::{SMALL_LIMITS, code, create_request, server, task_count};
 async fn hostile_creates_are_invalid_argument_and_change_nothing() {
     let (mut client, _, _) = server(SMALL_LIMITS).await;
     let duration = |seconds, nanos| Some(prost_types::Duration { seconds, nanos });
+    let at = |seconds, nanos| Some(prost_types::Timestamp { seconds, nanos });
+    // A create dispatched to `echo` that asks to start so.
+    let starting = |start_at, start_after| pb::CreateTaskRequest {
+        dispatch: Some(pb::Dispatch {
+            tool: Some("echo".into()),
+            max_attempts: None,
+            start_at,
+            start_after,
+        }),
+        ..create_request()
+    };
     let cases: Vec<(&str, pb::CreateTaskRequest)> = vec![
         (
             "empty id",
@@ -41,60 +52,18 @@ async fn hostile_creates_are_invalid_argument_and_change_nothing() {
         ),
         (
             "start time and delay together",
-            pb::CreateTaskRequest {
-                dispatch: Some(pb::Dispatch {
-                    tool: Some("echo".into()),
-                    max_attempts: None,
-                    start_at: Some(prost_types::Timestamp {
-                        seconds: 4_000_000_000,
-                        nanos: 0,
-                    }),
-                    start_after: duration(5, 0),
-                }),
-                ..create_request()
-            },
+            starting(at(4_000_000_000, 0), duration(5, 0)),
         ),
-        (
-            "start time long past",
-            pb::CreateTaskRequest {
-                dispatch: Some(pb::Dispatch {
-                    tool: Some("echo".into()),
-                    max_attempts: None,
-                    start_at: Some(prost_types::Timestamp {
-                        seconds: 0,
-                        nanos: 0,
-                    }),
-                    start_after: None,
-                }),
-                ..create_request()
-            },
-        ),
+        ("start time long past", starting(at(0, 0), None)),
         (
             "start time with invalid nanos",
-            pb::CreateTaskRequest {
-                dispatch: Some(pb::Dispatch {
-                    tool: Some("echo".into()),
-                    max_attempts: None,
-                    start_at: Some(prost_types::Timestamp {
-                        seconds: 4_000_000_000,
-                        nanos: -1,
-                    }),
-                    start_after: None,
-                }),
-                ..create_request()
-            },
+            starting(at(4_000_000_000, -1), None),
         ),
         (
             "start years ahead",
             pb::CreateTaskRequest {
                 no_expiry: true,
-                dispatch: Some(pb::Dispatch {
-                    tool: Some("echo".into()),
-                    max_attempts: None,
-                    start_at: None,
-                    start_after: duration(20 * 365 * 86_400, 0),
-                }),
-                ..create_request()
+                ..starting(None, duration(20 * 365 * 86_400, 0))
             },
         ),
         (

@@ -4,11 +4,12 @@
 use std::time::Duration;
 
 use taskstore::StoreError;
-use taskstore::domain::{IdempotencyKey, JsonObject, NewTask, Scope, TenantId};
+use taskstore::domain::{IdempotencyKey, JsonObject, NewTask, Scope, StartTime, TenantId};
 use taskstore::error::Refusal;
 use taskstore::store::{Quotas, StoreConfig};
 use tokio::task::JoinSet;
 
+use super::start_times::starting;
 use super::*;
 use crate::assert_err;
 use crate::common::Backend;
@@ -219,14 +220,7 @@ pub async fn a_retry_is_answered_whatever_would_refuse_a_create(backend: &dyn Ba
         .await
         .expect("delete");
 
-    let starting = |at: chrono::DateTime<chrono::Utc>| NewTask {
-        dispatch: Some(taskstore::domain::DispatchRequest {
-            tool: taskstore::domain::ToolName::parse("echo").expect("tool"),
-            max_attempts: None,
-            start: Some(taskstore::domain::StartTime::At(at)),
-        }),
-        ..keyed("later", new_task())
-    };
+    let starting = |at| keyed("later", starting(StartTime::At(at)));
     let scheduled = store
         .create_task(
             &all(),

@@ -13,7 +13,8 @@ use crate::common::recorder::Recorder;
 use crate::common::{Backend, Stores};
 use taskstore::store::StoreConfig;
 
-fn starting(start: StartTime) -> NewTask {
+/// [`new_task`] dispatched to `echo`, to start at `start`.
+pub fn starting(start: StartTime) -> NewTask {
     NewTask {
         dispatch: Some(DispatchRequest {
             tool: ToolName::parse("echo").expect("tool"),

@@ -27,18 +27,11 @@ impl PgTaskStore {
         task: NewTask,
     ) -> Result<(TaskRow, bool), StoreError> {
         let task_id = crate::store::task_id_or_new(task.task_id.clone())?;
-        let ttl_ms = self
-            .config
-            .ttl
-            .effective(task.ttl)
-            .map(|ttl| ttl.as_millis_i64());
+        let ttl = self.config.ttl.effective(task.ttl);
+        let ttl_ms = ttl.map(|ttl| ttl.as_millis_i64());
         // Checked after a keyed create's lookup: a client's retry gets its
         // task even when the start it asked for has passed meanwhile.
-        let starts_at = crate::store::start_of(
-            task.dispatch.as_ref(),
-            chrono::Utc::now(),
-            self.config.ttl.effective(task.ttl),
-        );
+        let starts_at = crate::store::start_of(task.dispatch.as_ref(), chrono::Utc::now(), ttl);
         let poll = self.config.poll.granted(task.poll_interval);
         let poll_ms = i64::try_from(poll.as_millis()).unwrap_or(i64::MAX);
         let attempts = match &task.dispatch {
@@ -148,13 +141,7 @@ impl PgTaskStore {
         scope: &Scope,
         lock_key: String,
     ) -> Result<(), StoreError> {
-        sqlx::query(sql!(
-            "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"
-        ))
-        .bind(lock_key)
-        .execute(&mut **tx)
-        .await
-        .map_err(store_error)?;
+        lock_until_commit(tx, lock_key).await?;
 
         let quotas = self.config.quotas_for(&scope.tenant);
         if let Some(max) = quotas.max_tasks {
@@ -190,4 +177,21 @@ impl PgTaskStore {
 
 fn count_reaches(count: i64, max: u64) -> bool {
     u64::try_from(count).unwrap_or(0) >= max
+}
+
+/// Takes the transaction-scoped advisory lock named `name` (hashed): the
+/// creates that must not interleave (under one quota, or with one
+/// idempotency key) wait for each other here until the holder commits.
+pub(super) async fn lock_until_commit(
+    tx: &mut sqlx::Transaction<'_, Postgres>,
+    name: String,
+) -> Result<(), StoreError> {
+    sqlx::query(sql!(
+        "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"
+    ))
+    .bind(name)
+    .execute(&mut **tx)
+    .await
+    .map_err(store_error)?;
+    Ok(())
 }

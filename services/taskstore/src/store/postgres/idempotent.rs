@@ -134,12 +134,5 @@ async fn lock_key(
         scope.tenant.as_str(),
         key.as_str()
     );
-    sqlx::query(sql!(
-        "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"
-    ))
-    .bind(lock)
-    .execute(&mut **tx)
-    .await
-    .map_err(store_error)?;
-    Ok(())
+    super::create::lock_until_commit(tx, lock).await
 }
