@@ -64,6 +64,20 @@ pub(crate) fn description(name: &str, info: &crate::ToolInfo) -> pb::ToolDescrip
             crate::TaskSupport::Forbidden => pb::TaskSupport::Forbidden,
         }
         .into(),
+        retry: info.retry.as_ref().map(|retry| pb::RetryPolicy {
+            max_attempts: retry.max_attempts,
+            backoff_base: retry.backoff_base.map(pb_duration),
+            backoff_max: retry.backoff_max.map(pb_duration),
+            retry_errors: Some(retry.retry_errors),
+            retry_lost_workers: Some(retry.retry_lost_workers),
+        }),
+    }
+}
+
+fn pb_duration(d: Duration) -> prost_types::Duration {
+    prost_types::Duration {
+        seconds: i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+        nanos: i32::try_from(d.subsec_nanos()).unwrap_or(0),
     }
 }
 

@@ -49,5 +49,6 @@ pub use delivery::JobDelivery;
 pub use runtime::{Worker, WorkerConfig, WorkerError};
 pub use source::JobSource;
 pub use tool::{
-    TaskSupport, Tool, ToolContext, ToolError, ToolInfo, error_result, is_error, text_result,
+    RetryPolicy, TaskSupport, Tool, ToolContext, ToolError, ToolInfo, error_result, is_error,
+    text_result,
 };

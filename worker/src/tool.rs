@@ -61,6 +61,41 @@ pub struct ToolInfo {
     /// The JSON Schema of the arguments (an object); `None`: any object.
     pub input_schema: Option<Value>,
     pub task_support: TaskSupport,
+    /// How its tasks are retried; `None`: the service's policy.
+    pub retry: Option<RetryPolicy>,
+}
+
+/// A tool's retry policy, sent to the service with its description. What
+/// is left out is the service's; a task keeps the policy its tool had when
+/// it was created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts a task gets when its caller asks for no number (1 to 100;
+    /// 1: never retried).
+    pub max_attempts: Option<u32>,
+    /// The first retry's backoff ceiling (10 ms to 24 h); doubles per
+    /// attempt, with jitter.
+    pub backoff_base: Option<std::time::Duration>,
+    /// The longest backoff.
+    pub backoff_max: Option<std::time::Duration>,
+    /// false: a [`ToolError::Retryable`] fails the task at once.
+    pub retry_errors: bool,
+    /// false: a task whose worker was lost mid-attempt (killed, frozen, cut
+    /// off) fails rather than running again: for tools whose half-done
+    /// work must not be repeated.
+    pub retry_lost_workers: bool,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            max_attempts: None,
+            backoff_base: None,
+            backoff_max: None,
+            retry_errors: true,
+            retry_lost_workers: true,
+        }
+    }
 }
 
 impl ToolInfo {
@@ -70,6 +105,14 @@ impl ToolInfo {
             description: Some(description.into()),
             input_schema: Some(input_schema),
             ..Self::default()
+        }
+    }
+
+    /// With a retry policy of its own.
+    pub fn with_retry(self, retry: RetryPolicy) -> Self {
+        Self {
+            retry: Some(retry),
+            ..self
         }
     }
 }

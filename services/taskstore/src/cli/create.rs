@@ -57,6 +57,8 @@ pub(super) fn new_task(flags: CreateArgs) -> Result<NewTask, ClientError> {
                 .and_then(|name| tool_arg(&name))?,
         };
         Some(DispatchRequest {
+            // The service gives the task its tool's.
+            retry: Default::default(),
             tool,
             max_attempts: flags.max_attempts,
             start: start_arg(flags.start_at.as_deref(), flags.start_after.as_deref())?,

@@ -17,8 +17,8 @@ use super::refused::Refused;
 use super::render::{Nav, see_other, segment};
 use super::viewer::Viewer;
 use crate::domain::{
-    DispatchRequest, InputKey, JsonObject, MAX_SEARCH_PAGE, NewTask, Operation, RequestId, Scope,
-    SearchPage, TaskId, ToolName, TtlRequest,
+    DispatchRequest, InputKey, JsonObject, MAX_SEARCH_PAGE, NewTask, Operation, RequestId,
+    RetryPolicy, Scope, SearchPage, TaskId, ToolName, TtlRequest,
 };
 
 /// Statuses a cancel can still change.
@@ -339,7 +339,8 @@ pub async fn run_tool(
                     )
                 }
             };
-            let id = create(&board, viewer, tool, arguments).await?;
+            let retry = served.description.retry.clone();
+            let id = create(&board, viewer, tool, arguments, retry).await?;
             logged(viewer, "run", id.as_str());
             Ok(see_other(&format!(
                 "{}/tasks/{}",
@@ -368,7 +369,15 @@ pub async fn rerun(
                 .pointer("/params/arguments")
                 .cloned()
                 .unwrap_or_else(|| json!({}));
-            let new_id = create(&board, viewer, tool, arguments).await?;
+            // Its tool's retry policy now (the service's when no worker
+            // serves it).
+            let (tools, _) = board.tools(viewer).await?;
+            let retry = tools
+                .into_iter()
+                .find(|served| served.name == tool)
+                .map(|served| served.description.retry)
+                .unwrap_or_default();
+            let new_id = create(&board, viewer, tool, arguments, retry).await?;
             logged(viewer, "rerun", new_id.as_str());
             Ok(see_other(&format!(
                 "{}/tasks/{}",
@@ -387,6 +396,7 @@ async fn create(
     viewer: &Viewer,
     tool: ToolName,
     arguments: Value,
+    retry: RetryPolicy,
 ) -> Result<TaskId, Refused> {
     board
         .admissions
@@ -418,6 +428,7 @@ async fn create(
             start: None,
             tool,
             max_attempts: None,
+            retry,
         }),
         trace_context: None,
         // A rerun is a new task each time it is asked for.

@@ -37,10 +37,11 @@ pub use cursor::{CursorCodec, CursorPosition, InvalidCursor};
 pub use execution::{
     AttemptEnd, AttemptHistory, AttemptOutcome, AttemptRecord, AttemptState, Claim, ClaimRefusal,
     DispatchChange, DispatchRequest, Effects, ExecutionPolicy, Fence, FenceRefusal, HoldOutcome,
-    HoldRefusal, HoldState, HoldStep, Holder, LeaseChange, LeaseGrant, LeaseToken,
-    MAX_ATTEMPT_RECORDS, MAX_END_MESSAGE_CHARS, MAX_HOLDER_BYTES, NextStep, RUNNING_MESSAGE_FORMAT,
-    ReleaseOutcome, ReleaseReason, Renewal, StopReason, ToolName, after_attempt, decide_hold,
-    error_result, held_by, running_message, waiting_for_worker_message,
+    HoldRefusal, HoldState, HoldStep, Holder, InvalidRetryPolicy, LeaseChange, LeaseGrant,
+    LeaseToken, MAX_ATTEMPT_RECORDS, MAX_END_MESSAGE_CHARS, MAX_HOLDER_BYTES, NextStep,
+    RUNNING_MESSAGE_FORMAT, ReleaseOutcome, ReleaseReason, Renewal, RetryPolicy, StopReason,
+    ToolName, after_attempt, decide_hold, error_result, held_by, running_message,
+    waiting_for_worker_message,
 };
 pub use fleet::{
     FleetPolicy, OutboxBacklog, ServedTool, WorkerHeartbeat, WorkerId, WorkerInfo,

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use super::execution::ToolName;
+use super::execution::{RetryPolicy, ToolName};
 use super::json::{InvalidJson, JsonObject};
 
 /// MCP `execution.taskSupport`: how a tool may be called.
@@ -54,6 +54,8 @@ pub struct ToolDescription {
     /// A JSON Schema object for the arguments.
     pub input_schema: JsonObject,
     pub task_support: TaskSupport,
+    /// How its tasks are retried (the service's policy by default).
+    pub retry: RetryPolicy,
 }
 
 /// Why a worker's description of a tool was refused.
@@ -81,20 +83,34 @@ impl ToolDescription {
             description: None,
             input_schema: JsonObject::open_object_schema(),
             task_support: TaskSupport::Optional,
+            retry: RetryPolicy::default(),
         }
     }
 
+    /// With the retry policy its workers declare (checked by
+    /// `RetryPolicy::parse`).
+    pub fn with_retry(self, retry: RetryPolicy) -> Self {
+        Self { retry, ..self }
+    }
+
     /// A few words of it and a fingerprint of the whole (title, text,
-    /// schema, task support), to tell two descriptions apart at a glance.
+    /// schema, task support, retry policy), to tell two descriptions apart
+    /// at a glance.
     pub fn summary(&self) -> String {
         use sha2::Digest as _;
-        let whole = format!(
+        let mut whole = format!(
             "{:?}\u{0}{:?}\u{0}{}\u{0}{}",
             self.title,
             self.description,
             self.input_schema.as_str(),
             self.task_support.as_str()
         );
+        // Only a declared policy counts, so that descriptions from before
+        // policies keep their fingerprints.
+        if let Some(retry) = self.retry.to_stored() {
+            whole.push('\u{0}');
+            whole.push_str(&retry);
+        }
         let digest = sha2::Sha256::digest(whole.as_bytes());
         let fingerprint: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
         let words: String = self
@@ -159,6 +175,7 @@ impl ToolDescription {
             description: non_empty(description),
             input_schema,
             task_support,
+            retry: RetryPolicy::default(),
         })
     }
 }

@@ -6,8 +6,8 @@ use chrono::{DateTime, Utc};
 
 use crate::domain::{
     Answer, HoldOutcome, InputKey, InputRequest, JsonObject, LeaseToken, ProgressToken, Question,
-    ServedTool, SessionId, StopReason, Task, TaskId, TaskStatus, TaskSupport, ToolDescription,
-    ToolName, Ttl,
+    RetryPolicy, ServedTool, SessionId, StopReason, Task, TaskId, TaskStatus, TaskSupport,
+    ToolDescription, ToolName, Ttl,
 };
 use crate::error::StoreError;
 use crate::store::{ChangedTask, Followed};
@@ -70,7 +70,18 @@ impl From<ToolDescription> for pb::ToolDescription {
                 TaskSupport::Forbidden => pb::TaskSupport::Forbidden,
             }
             .into(),
+            retry: (!d.retry.is_default()).then(|| retry_policy(&d.retry)),
         }
+    }
+}
+
+fn retry_policy(retry: &RetryPolicy) -> pb::RetryPolicy {
+    pb::RetryPolicy {
+        max_attempts: retry.max_attempts,
+        backoff_base: retry.backoff_base.map(duration),
+        backoff_max: retry.backoff_max.map(duration),
+        retry_errors: (!retry.retry_errors).then_some(false),
+        retry_lost_workers: (!retry.retry_lost_workers).then_some(false),
     }
 }
 

@@ -5,8 +5,8 @@ use crate::domain::questions::MAX_QUESTIONS;
 use crate::domain::{
     Answers, DispatchRequest, Holder, IdempotencyKey, InputKey, InputRequest, JsonObject,
     LeaseToken, MAX_HOLDER_BYTES, MAX_POLL_INTERVAL, NewResult, NewTask, PageRequest, RequestId,
-    ResultStatus, Scope, SessionId, StartTime, StatusUpdate, TaskFilter, TaskId, TaskStatus,
-    TaskSupport, TenantId, ToolDescription, ToolName, TraceContext, Ttl, TtlRequest,
+    ResultStatus, RetryPolicy, Scope, SessionId, StartTime, StatusUpdate, TaskFilter, TaskId,
+    TaskStatus, TaskSupport, TenantId, ToolDescription, ToolName, TraceContext, Ttl, TtlRequest,
     WorkerHeartbeat,
 };
 use crate::error::StoreError;
@@ -58,6 +58,7 @@ pub(super) fn tool_descriptions(
                     ));
                 }
             };
+            let retry = retry_policy(d.retry)?;
             ToolDescription::parse(
                 name,
                 &d.title,
@@ -65,9 +66,28 @@ pub(super) fn tool_descriptions(
                 &d.input_schema_json,
                 support,
             )
+            .map(|description| description.with_retry(retry))
             .map_err(|err| StoreError::invalid("descriptions", err))
         })
         .collect()
+}
+
+/// A tool's declared retry policy; unset is the service's.
+fn retry_policy(raw: Option<pb::RetryPolicy>) -> Result<RetryPolicy, StoreError> {
+    let Some(raw) = raw else {
+        return Ok(RetryPolicy::default());
+    };
+    let backoff = |field, d: Option<prost_types::Duration>| {
+        d.map(|d| non_negative_duration(field, d)).transpose()
+    };
+    RetryPolicy::parse(RetryPolicy {
+        max_attempts: raw.max_attempts,
+        backoff_base: backoff("descriptions.retry.backoff_base", raw.backoff_base)?,
+        backoff_max: backoff("descriptions.retry.backoff_max", raw.backoff_max)?,
+        retry_errors: raw.retry_errors.unwrap_or(true),
+        retry_lost_workers: raw.retry_lost_workers.unwrap_or(true),
+    })
+    .map_err(|err| StoreError::invalid("descriptions", err))
 }
 
 /// Parses requests under one set of limits.
@@ -332,6 +352,8 @@ fn dispatch(dispatch: pb::Dispatch, request: &JsonObject) -> Result<DispatchRequ
         (None, None) => None,
     };
     Ok(DispatchRequest {
+        // Its tool's, read from the tools served (`TaskStoreService::prepare_dispatch`).
+        retry: RetryPolicy::default(),
         tool,
         max_attempts: dispatch.max_attempts,
         start,

@@ -135,9 +135,10 @@ impl TaskStoreService {
 impl TaskStoreService {
     /// Refuses a dispatched task whose arguments its tool's declared
     /// `inputSchema` refuses, before the task exists (a tool no worker
-    /// serves now, or that declared no schema, takes any).
-    async fn check_arguments(&self, scope: &Scope, task: &NewTask) -> Result<(), Status> {
-        let Some(dispatch) = &task.dispatch else {
+    /// serves now, or that declared no schema, takes any), and gives it
+    /// the retry policy its tool declares (none served: the service's).
+    async fn prepare_dispatch(&self, scope: &Scope, task: &mut NewTask) -> Result<(), Status> {
+        let Some(dispatch) = &mut task.dispatch else {
             return Ok(());
         };
         let served = self
@@ -152,6 +153,7 @@ impl TaskStoreService {
         let Some(tool) = served else {
             return Ok(());
         };
+        dispatch.retry = tool.description.retry.clone();
         let arguments = serde_json::from_str::<serde_json::Value>(task.request.as_str())
             .ok()
             .and_then(|request| request.pointer("/params/arguments").cloned())
@@ -202,8 +204,8 @@ impl TaskStoreRpc for TaskStoreService {
                 .map(|incoming| incoming.0.clone())
         });
         let edge = self.edge(&request)?;
-        let (scope, new_task) = edge.create(request.into_inner(), trace.as_deref())?;
-        self.check_arguments(&scope, &new_task).await?;
+        let (scope, mut new_task) = edge.create(request.into_inner(), trace.as_deref())?;
+        self.prepare_dispatch(&scope, &mut new_task).await?;
         self.admissions.admit_create(&scope.tenant)?;
         let task = self.store.create_task(&scope, new_task).await?;
         record_task_id(task.task_id.as_str());

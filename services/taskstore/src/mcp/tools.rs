@@ -88,7 +88,7 @@ pub(super) async fn call(
         .check_arguments(&tool.description, &arguments)
         .map_err(RpcError::invalid_params)?;
     let (mode, ttl) = decide_mode(call, params, &tool)?;
-    let new_task = new_task(gateway, call, body, tool_name, ttl)?;
+    let new_task = new_task(gateway, call, body, &tool, ttl)?;
     let progress = ProgressToken::of_request(&new_task.request);
     // A synchronous call holds a waiting slot; taken before the task
     // exists, so that a refused call starts nothing.
@@ -214,7 +214,7 @@ fn new_task(
     gateway: &Gateway,
     call: &Call,
     body: &Bytes,
-    tool: ToolName,
+    tool: &ServedTool,
     ttl: TtlRequest,
 ) -> Result<NewTask, RpcError> {
     let max = gateway.limits.max_json_bytes;
@@ -248,9 +248,10 @@ fn new_task(
         request_id,
         request,
         dispatch: Some(DispatchRequest {
-            tool,
+            tool: tool.name.clone(),
             max_attempts: None,
             start,
+            retry: tool.description.retry.clone(),
         }),
         trace_context: None,
         idempotency_key,

@@ -17,9 +17,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use crate::domain::{
-    Answered, Answers, ExecutionPolicy, HoldOutcome, Holder, LeaseToken, NewResult, NewTask,
-    PageRequest, PollPolicy, Question, Scope, StatusUpdate, Task, TaskId, TaskPage, TaskResult,
-    TaskStatus, TenantId, TtlPolicy,
+    Answered, Answers, DispatchRequest, ExecutionPolicy, HoldOutcome, Holder, LeaseToken,
+    NewResult, NewTask, PageRequest, PollPolicy, Question, Scope, StatusUpdate, Task, TaskId,
+    TaskPage, TaskResult, TaskStatus, TenantId, TtlPolicy,
 };
 use crate::error::StoreError;
 
@@ -274,16 +274,18 @@ impl StoreConfig {
 impl StoreConfig {
     /// The attempts of a new dispatched task: requested ?? default, within
     /// the allowed range.
-    pub(crate) fn dispatch_attempts(&self, requested: Option<u32>) -> Result<u32, StoreError> {
+    /// The attempts a new dispatched task gets (`RetryPolicy::attempts`).
+    pub(crate) fn dispatch_attempts(&self, dispatch: &DispatchRequest) -> Result<u32, StoreError> {
         let policy = &self.execution;
-        let attempts = requested.unwrap_or(policy.default_max_attempts);
-        if attempts == 0 || attempts > policy.max_max_attempts {
-            return Err(StoreError::invalid(
-                "dispatch.max_attempts",
-                format!("must be between 1 and {}", policy.max_max_attempts),
-            ));
-        }
-        Ok(attempts)
+        dispatch
+            .retry
+            .attempts(dispatch.max_attempts, policy)
+            .ok_or_else(|| {
+                StoreError::invalid(
+                    "dispatch.max_attempts",
+                    format!("must be between 1 and {}", policy.max_max_attempts),
+                )
+            })
     }
 }
 

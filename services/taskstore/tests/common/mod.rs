@@ -176,6 +176,9 @@ pub struct Stores {
     pub store: Arc<dyn TaskStore>,
     pub execution: Arc<dyn ExecutionStore>,
     pub dispatch: Arc<dyn DispatchStore>,
+    /// The worker registry, on the store itself (heartbeats come through
+    /// it; the gRPC edge reads the tools served from it).
+    pub operations: Arc<dyn OperationsStore>,
     /// The dashboard's reads, on the store itself (they are not served
     /// over gRPC).
     pub insights: Arc<dyn TaskInsights>,
@@ -188,6 +191,7 @@ fn direct<S: FullStore>(store: S) -> Stores {
         store: store.clone(),
         execution: store.clone(),
         dispatch: store.clone(),
+        operations: store.clone(),
         insights: S::insights_reader(&store),
     }
 }
@@ -203,6 +207,7 @@ async fn over_grpc<S: FullStore>(store: S) -> Stores {
         store: Arc::new(GrpcTaskStore::new(channel.clone())),
         execution: Arc::new(GrpcExecutionStore::new(channel)),
         dispatch: store.clone(),
+        operations: store.clone(),
         insights: S::insights_reader(&store),
     }
 }

@@ -183,6 +183,7 @@ async fn tools_are_listed_while_their_workers_report() {
 
 fn described(tool: &str, schema: &str) -> pb::ToolDescription {
     pb::ToolDescription {
+        retry: Default::default(),
         name: tool.to_owned(),
         title: "A title".to_owned(),
         description: "What it does".to_owned(),

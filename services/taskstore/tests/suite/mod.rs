@@ -21,6 +21,7 @@ pub mod lifecycle;
 pub mod listing;
 pub mod questions;
 pub mod relay;
+pub mod retry_policy;
 pub mod start_times;
 pub mod watching;
 
@@ -107,6 +108,8 @@ macro_rules! conformance_suite {
             relay::a_job_carries_the_trace_its_task_was_created_in,
             start_times::a_task_starts_not_before_its_start_time,
             start_times::start_times_a_task_may_not_have_are_refused,
+            retry_policy::a_tools_retry_policy_sets_attempts_and_backoff,
+            retry_policy::a_tool_may_decline_to_retry_errors_or_lost_workers,
             questions::a_question_waits_for_its_answer_and_is_answered_once,
             questions::a_partial_answer_keeps_the_task_waiting,
             questions::only_the_attempt_holding_the_lease_asks,
@@ -200,6 +203,7 @@ pub async fn let_leases_expire() {
 pub async fn dispatched(store: &Store, max_attempts: Option<u32>) -> TaskId {
     let task = NewTask {
         dispatch: Some(DispatchRequest {
+            retry: Default::default(),
             start: None,
             tool: ToolName::parse("echo").expect("tool"),
             max_attempts,

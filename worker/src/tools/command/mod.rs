@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::tool::{TaskSupport, Tool, ToolInfo};
+use crate::tool::{RetryPolicy, TaskSupport, Tool, ToolInfo};
 
 pub use protocol::{Line, Message, PROTOCOL_VERSION, answer_line};
 
@@ -110,6 +110,47 @@ pub struct CommandSpec {
     /// `optional` (the default), `required` or `forbidden`.
     #[serde(default)]
     pub task_support: TaskSupport,
+    /// How its tasks are retried (all optional; the service's otherwise).
+    #[serde(default)]
+    pub retry: Option<RetrySpec>,
+}
+
+/// A command tool's retry policy, as the tools file writes it.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetrySpec {
+    /// Attempts a task gets when its caller asks for no number.
+    #[serde(default)]
+    pub max_attempts: Option<u32>,
+    /// The first retry's backoff ceiling, e.g. `"2s"`; doubles per attempt.
+    #[serde(default)]
+    pub backoff_base: Option<String>,
+    /// The longest backoff, e.g. `"5m"`.
+    #[serde(default)]
+    pub backoff_max: Option<String>,
+    /// `false`: a retry exit code or a timeout fails the task at once.
+    #[serde(default)]
+    pub retry_errors: Option<bool>,
+    /// `false`: a task whose worker was lost mid-run fails rather than
+    /// running the program again.
+    #[serde(default)]
+    pub retry_lost_workers: Option<bool>,
+}
+
+impl RetrySpec {
+    fn policy(self) -> Result<RetryPolicy, String> {
+        let backoff = |field, raw: Option<String>| {
+            raw.map(|raw| duration(&format!("retry.{field}"), &raw))
+                .transpose()
+        };
+        Ok(RetryPolicy {
+            max_attempts: self.max_attempts,
+            backoff_base: backoff("backoff_base", self.backoff_base)?,
+            backoff_max: backoff("backoff_max", self.backoff_max)?,
+            retry_errors: self.retry_errors.unwrap_or(true),
+            retry_lost_workers: self.retry_lost_workers.unwrap_or(true),
+        })
+    }
 }
 
 fn default_retry_exit_codes() -> Vec<i32> {
@@ -171,6 +212,7 @@ impl CommandTool {
             description: spec.description,
             input_schema: spec.input_schema,
             task_support: spec.task_support,
+            retry: spec.retry.map(RetrySpec::policy).transpose()?,
         };
         let mut command = spec.command.into_iter();
         let program = command.next().ok_or("command must name a program")?;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 #[cfg(test)]
 use super::refusals::{ClaimRefusal, FenceRefusal};
+use super::retry::RetryPolicy;
 use super::{ExecutionPolicy, ReleaseOutcome};
 use crate::domain::TaskStatus;
 
@@ -23,6 +24,8 @@ pub struct AttemptState {
     pub owner: String,
     /// Questions of the task still waiting for an answer.
     pub open_questions: usize,
+    /// What its tool declared when the task was created.
+    pub retry: RetryPolicy,
 }
 
 /// How an attempt ended without a result.
@@ -106,8 +109,11 @@ pub fn after_attempt(
             delay: Duration::ZERO,
             message: format!("requeued: the worker running it ({owner}) shut down"),
         },
+        AttemptEnd::RetryableFailure { error } if !state.retry.retry_errors => NextStep::Fail {
+            message: format!("failed: {error} (its tool retries no errors)"),
+        },
         AttemptEnd::RetryableFailure { error } if more_left => {
-            let delay = policy.backoff(attempt, jitter);
+            let delay = state.retry.backoff(policy, attempt, jitter);
             let after = humantime::format_duration(Duration::from_millis(
                 u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
             ));
@@ -119,6 +125,11 @@ pub fn after_attempt(
         }
         AttemptEnd::RetryableFailure { error } => NextStep::Fail {
             message: format!("failed after {max} attempts: {error}"),
+        },
+        AttemptEnd::LeaseExpired if !state.retry.retry_lost_workers => NextStep::Fail {
+            message: format!(
+                "failed: the worker running it ({owner}) stopped renewing its lease, and its tool does not run a task again after a lost worker"
+            ),
         },
         AttemptEnd::LeaseExpired if more_left => NextStep::Redispatch {
             attempts: attempt,
@@ -163,6 +174,7 @@ mod tests {
             max_attempts,
             owner: "w1".into(),
             open_questions: 0,
+            retry: RetryPolicy::default(),
         }
     }
 
@@ -283,6 +295,60 @@ mod tests {
     }
 
     #[test]
+    fn the_tools_retry_policy_decides_which_failures_run_again_and_when() {
+        use TaskStatus::Working;
+        let with = |retry: RetryPolicy| AttemptState {
+            retry,
+            ..state(Working, 1, 3)
+        };
+        let no_errors = with(RetryPolicy {
+            retry_errors: false,
+            ..RetryPolicy::default()
+        });
+        assert_eq!(
+            after_attempt(&no_errors, &retryable(), &policy(), 0.5),
+            NextStep::Fail {
+                message: "failed: timeout (its tool retries no errors)".into()
+            }
+        );
+        // A lost worker is still run again: only errors were declined.
+        assert!(matches!(
+            after_attempt(&no_errors, &AttemptEnd::LeaseExpired, &policy(), 0.5),
+            NextStep::Redispatch { attempts: 1, .. }
+        ));
+        let not_after_a_crash = with(RetryPolicy {
+            retry_lost_workers: false,
+            ..RetryPolicy::default()
+        });
+        assert_eq!(
+            after_attempt(&not_after_a_crash, &AttemptEnd::LeaseExpired, &policy(), 0.5),
+            NextStep::Fail {
+                message: "failed: the worker running it (w1) stopped renewing its lease, and its tool does not run a task again after a lost worker".into()
+            }
+        );
+        // Neither a shutdown nor a park is a failure: the attempt is given
+        // back whatever the policy.
+        for end in [AttemptEnd::Shutdown, AttemptEnd::Parked] {
+            assert!(matches!(
+                after_attempt(&not_after_a_crash, &end, &policy(), 0.5),
+                NextStep::Redispatch { attempts: 0, .. }
+            ));
+        }
+        let quick = with(RetryPolicy {
+            backoff_base: Some(Duration::from_millis(40)),
+            ..RetryPolicy::default()
+        });
+        assert_eq!(
+            after_attempt(&quick, &retryable(), &policy(), 0.0),
+            NextStep::Redispatch {
+                attempts: 1,
+                delay: Duration::from_millis(20),
+                message: "attempt 1 of 3 failed: timeout; retrying in 20ms".into()
+            }
+        );
+    }
+
+    #[test]
     fn refusals_name_their_reason() {
         use TaskStatus::{Cancelled, Working};
         assert_eq!(
@@ -389,6 +455,7 @@ mod tests {
                     Event::Claim => {}
                     Event::End(end) if task.running || task.status.is_terminal() => {
                         let state = AttemptState {
+                            retry: Default::default(),
                             status: task.status,
                             attempt: task.attempts,
                             max_attempts: task.max_attempts,

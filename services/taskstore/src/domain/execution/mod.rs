@@ -8,6 +8,7 @@ mod effects;
 mod history;
 mod hold;
 mod refusals;
+mod retry;
 
 pub use decide::{AttemptEnd, AttemptState, NextStep, after_attempt};
 pub use effects::{DispatchChange, Effects, LeaseChange, LeaseGrant};
@@ -21,6 +22,7 @@ pub use refusals::{
     ClaimRefusal, Fence, FenceRefusal, RUNNING_MESSAGE_FORMAT, error_result, running_message,
     waiting_for_worker_message,
 };
+pub use retry::{InvalidRetryPolicy, RetryPolicy};
 
 use std::fmt;
 use std::time::Duration;
@@ -58,8 +60,11 @@ impl fmt::Display for ToolName {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DispatchRequest {
     pub tool: ToolName,
-    /// `None`: the store's default.
+    /// `None`: its tool's, else the store's default.
     pub max_attempts: Option<u32>,
+    /// Its tool's retry policy as its workers declare it (the edge reads
+    /// it from the tools served now).
+    pub retry: RetryPolicy,
     /// When it starts (`None`: at once).
     pub start: Option<super::start::StartTime>,
 }

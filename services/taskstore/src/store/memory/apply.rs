@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 
 use super::state::{Dispatch, Key, Lease, State, delta};
-use crate::domain::{DispatchChange, Effects, LeaseChange};
+use crate::domain::{DispatchChange, Effects, LeaseChange, RetryPolicy};
 
 /// Applies `effects` to the task under `key` at `now`; false when there is
 /// nothing to apply (no such task, or no change).
@@ -31,6 +31,7 @@ pub(super) fn apply(state: &mut State, key: &Key, effects: &Effects, now: DateTi
                 generation: 1,
                 lease: None,
                 parked: false,
+                retry: RetryPolicy::default(),
             });
         }
         record.attempts.started(grant.attempt, &grant.owner, now);

@@ -44,6 +44,7 @@ impl MemoryTaskStore {
                 .as_ref()
                 .map_or_else(|| "a worker".to_owned(), |l| l.owner.clone()),
             open_questions: record.open_requests().len(),
+            retry: dispatch.retry.clone(),
         };
         let policy = &self.config().execution;
         let next = after_attempt(&attempt, end, policy, ExecutionPolicy::jitter());

@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 use super::state::{Dispatch, Job, Key, Lease, Record, State};
 use crate::domain::{
     Answer, AttemptHistory, IdempotencyKey, InputKey, InputRequest, JsonObject, LeaseToken,
-    ProgressToken, Question, RequestId, SessionId, Task, TaskId, TaskStatus, ToolName, Ttl,
-    tool_of,
+    ProgressToken, Question, RequestId, RetryPolicy, SessionId, Task, TaskId, TaskStatus, ToolName,
+    Ttl, tool_of,
 };
 use crate::error::StoreError;
 
@@ -88,6 +88,10 @@ pub struct StoredDispatch {
     pub lease: Option<StoredLease>,
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub parked: bool,
+    /// Its tool's retry policy (`RetryPolicy::to_stored`); absent: the
+    /// service's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -144,6 +148,7 @@ impl From<&Record> for StoredRecord {
                 max_attempts: d.max_attempts,
                 attempt: d.attempt,
                 generation: d.generation,
+                retry: d.retry.to_stored(),
                 lease: d.lease.as_ref().map(|l| StoredLease {
                     token: l.token.as_str().to_owned(),
                     owner: l.owner.clone(),
@@ -212,6 +217,7 @@ impl TryFrom<StoredRecord> for (Key, Record) {
                     max_attempts: d.max_attempts,
                     attempt: d.attempt,
                     generation: d.generation,
+                    retry: RetryPolicy::of_stored(d.retry.as_deref()),
                     lease: d
                         .lease
                         .map(|l| -> Result<Lease, StoreError> {

@@ -8,7 +8,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 
 use crate::domain::{
     AttemptHistory, AttemptOutcome, IdempotencyKey, InputRequest, JsonObject, LeaseToken,
-    ProgressToken, Question, RequestId, Task, TaskId, TaskStatus, ToolName,
+    ProgressToken, Question, RequestId, RetryPolicy, Task, TaskId, TaskStatus, ToolName,
 };
 
 /// (tenant, task id).
@@ -32,6 +32,8 @@ pub(super) struct Dispatch {
     pub lease: Option<Lease>,
     /// Parked: waiting for answers with no attempt and no job.
     pub parked: bool,
+    /// Its tool's retry policy when it was created.
+    pub retry: RetryPolicy,
 }
 
 /// One stored task.

@@ -22,7 +22,7 @@ impl TaskStore for MemoryTaskStore {
         let tool = task.tool();
         let config = self.config();
         let max_attempts = match &task.dispatch {
-            Some(dispatch) => config.dispatch_attempts(dispatch.max_attempts)?,
+            Some(dispatch) => config.dispatch_attempts(dispatch)?,
             None => 0,
         };
         let key = key(scope.tenant.as_str(), &task_id);
@@ -84,6 +84,7 @@ impl TaskStore for MemoryTaskStore {
                 generation: previous_generation + 1,
                 lease: None,
                 parked: false,
+                retry: d.retry,
             });
             let record = Record {
                 progress_token: ProgressToken::of_request(&task.request),

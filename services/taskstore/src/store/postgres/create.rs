@@ -36,7 +36,7 @@ impl PgTaskStore {
         let poll_ms = i64::try_from(poll.as_millis()).unwrap_or(i64::MAX);
         let attempts = match &task.dispatch {
             Some(dispatch) => {
-                let attempts = self.config.dispatch_attempts(dispatch.max_attempts)?;
+                let attempts = self.config.dispatch_attempts(dispatch)?;
                 Some(i32::try_from(attempts).unwrap_or(i32::MAX))
             }
             None => None,
@@ -58,6 +58,10 @@ impl PgTaskStore {
             idempotency_key: task.idempotency_key.as_ref().map(|k| k.as_str().to_owned()),
             starts_at: None,
             status_message: None,
+            retry_policy: task
+                .dispatch
+                .as_ref()
+                .and_then(|dispatch| dispatch.retry.to_stored()),
         };
         let new_row = starts_at.map(|starts_at| group_commit::NewRow {
             starts_at,

@@ -20,7 +20,7 @@ use crate::domain::questions::{self, AskStep, open_requests, waiting_effects};
 use crate::domain::{
     AttemptEnd, AttemptState, Claim, ClaimRefusal, Effects, ExecutionPolicy, InputKey,
     InputRequest, JsonObject, LeaseToken, NextStep, ReleaseOutcome, ReleaseReason, Renewal,
-    StopReason, TaskId, TaskStatus, TenantId, ToolName, after_attempt,
+    RetryPolicy, StopReason, TaskId, TaskStatus, TenantId, ToolName, after_attempt,
 };
 use crate::error::StoreError;
 use crate::store::execution::ExecutionStore;
@@ -37,13 +37,15 @@ pub(super) struct HeldRow {
     pub(super) lease_owner: Option<String>,
     /// Its questions still waiting for an answer.
     pub(super) open_questions: i64,
+    /// Its tool's retry policy (`RetryPolicy::to_stored`).
+    pub(super) retry_policy: Option<String>,
 }
 
 /// The columns of a [`HeldRow`], read from `tasks`.
 macro_rules! held_columns {
     () => {
         concat!(
-            "tenant_id, task_id, status, attempt, max_attempts, lease_owner,",
+            "tenant_id, task_id, status, attempt, max_attempts, lease_owner, retry_policy,",
             " (SELECT count(*) FROM task_input_requests q WHERE q.tenant_id = tasks.tenant_id",
             "  AND q.task_id = tasks.task_id AND q.answer_json IS NULL) AS open_questions"
         )
@@ -108,6 +110,7 @@ impl PgTaskStore {
                 .clone()
                 .unwrap_or_else(|| "a worker".to_owned()),
             open_questions: usize::try_from(held.open_questions).unwrap_or(usize::MAX),
+            retry: RetryPolicy::of_stored(held.retry_policy.as_deref()),
         };
         let policy = &self.config.execution;
         let next = after_attempt(&state, end, policy, ExecutionPolicy::jitter());

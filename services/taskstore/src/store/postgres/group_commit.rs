@@ -43,6 +43,9 @@ pub(super) struct NewRow {
     pub starts_at: Option<chrono::DateTime<chrono::Utc>>,
     /// Its first status message (a later start says when).
     pub status_message: Option<String>,
+    /// Its tool's retry policy (`RetryPolicy::to_stored`; `None`: the
+    /// service's).
+    pub retry_policy: Option<String>,
 }
 
 /// One create waiting for its batch; no row in the reply when a live task
@@ -125,6 +128,7 @@ pub(super) async fn insert_rows<'e>(
     let tokens = column(|r| r.progress_token.clone());
     let keys = column(|r| r.idempotency_key.clone());
     let messages = column(|r| r.status_message.clone());
+    let retries = column(|r| r.retry_policy.clone());
     let starts: Vec<Option<chrono::DateTime<chrono::Utc>>> =
         rows.iter().map(|r| r.starts_at).collect();
     let ttls: Vec<Option<i64>> = rows.iter().map(|r| r.ttl_ms).collect();
@@ -134,20 +138,22 @@ pub(super) async fn insert_rows<'e>(
         "WITH input AS (",
         " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],",
         "                      $6::bigint[], $7::bigint[], $8::text[], $9::int[], $10::text[],",
-        "                      $11::text[], $13::text[], $14::text[], $15::timestamptz[])",
+        "                      $11::text[], $13::text[], $14::text[], $15::timestamptz[],",
+        "                      $16::text[])",
         "   AS i(tenant_id, task_id, session_id, request_id_json, request_json, ttl_ms,",
         "        poll_interval_ms, tool, max_attempts, trace_context, progress_token,",
-        "        idempotency_key, status_message, starts_at)),",
+        "        idempotency_key, status_message, starts_at, retry_policy)),",
         " task AS (",
         " INSERT INTO tasks (tenant_id, task_id, session_id, status, status_message,",
         "  request_id_json, request_json,",
         "  created_at, last_updated_at, ttl_ms, expires_at, poll_interval_ms,",
         "  tool, max_attempts, dispatch_generation, trace_context, progress_token,",
-        "  idempotency_key)",
+        "  idempotency_key, retry_policy)",
         " SELECT tenant_id, task_id, session_id, 'working', status_message,",
         "  request_id_json, request_json,",
         "  now(), now(), ttl_ms, now() + ttl_ms * interval '1 millisecond', poll_interval_ms,",
-        "  tool, max_attempts, 1, trace_context, progress_token, idempotency_key FROM input",
+        "  tool, max_attempts, 1, trace_context, progress_token, idempotency_key, retry_policy",
+        " FROM input",
         " ON CONFLICT (tenant_id, task_id) DO UPDATE SET",
         "   session_id = EXCLUDED.session_id, status = EXCLUDED.status,",
         "   status_message = EXCLUDED.status_message,",
@@ -157,7 +163,7 @@ pub(super) async fn insert_rows<'e>(
         "   expires_at = EXCLUDED.expires_at, poll_interval_ms = EXCLUDED.poll_interval_ms,",
         "   tool = EXCLUDED.tool, max_attempts = EXCLUDED.max_attempts, attempt = 0,",
         "   trace_context = EXCLUDED.trace_context, progress_token = EXCLUDED.progress_token,",
-        "   idempotency_key = EXCLUDED.idempotency_key,",
+        "   idempotency_key = EXCLUDED.idempotency_key, retry_policy = EXCLUDED.retry_policy,",
         "   dispatch_generation = tasks.dispatch_generation + 1,",
         "   lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, parked_at = NULL,",
         "   attempt_history = NULL",
@@ -197,6 +203,7 @@ pub(super) async fn insert_rows<'e>(
     .bind(&keys)
     .bind(&messages)
     .bind(&starts)
+    .bind(&retries)
     .fetch_all(executor)
     .await?;
     let committed_at = std::time::Instant::now();
@@ -243,6 +250,7 @@ mod tests {
             idempotency_key: None,
             starts_at: None,
             status_message: None,
+            retry_policy: None,
         };
         PendingCreate {
             request: row,

@@ -10,8 +10,8 @@ use super::PgTaskStore;
 use super::error::store_error;
 use super::rows::millis;
 use crate::domain::{
-    OutboxBacklog, Reach, TaskStatus, TaskSupport, ToolDescription, ToolName, WorkerHeartbeat,
-    WorkerId, WorkerInfo,
+    OutboxBacklog, Reach, RetryPolicy, TaskStatus, TaskSupport, ToolDescription, ToolName,
+    WorkerHeartbeat, WorkerId, WorkerInfo,
 };
 use crate::error::StoreError;
 use crate::store::operations::OperationsStore;
@@ -55,6 +55,10 @@ struct StoredDescription {
     description: String,
     input_schema: serde_json::Value,
     task_support: String,
+    /// Its declared retry policy; absent: the service's. Kept as a value
+    /// so that one this build cannot read spoils only itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    retry: Option<serde_json::Value>,
 }
 
 impl StoredDescription {
@@ -66,6 +70,10 @@ impl StoredDescription {
             input_schema: serde_json::from_str(d.input_schema.as_str())
                 .map_err(|err| StoreError::Internal(format!("a checked schema: {err}")))?,
             task_support: d.task_support.as_str().to_owned(),
+            retry: (!d.retry.is_default())
+                .then(|| serde_json::to_value(&d.retry))
+                .transpose()
+                .map_err(|err| StoreError::Internal(format!("a retry policy: {err}")))?,
         })
     }
 
@@ -73,8 +81,14 @@ impl StoredDescription {
         let name = ToolName::parse(&self.name).ok()?;
         let support = TaskSupport::parse(&self.task_support)?;
         let schema = self.input_schema.to_string();
+        // A policy this build cannot read (a newer one's) is the service's.
+        let retry = self
+            .retry
+            .and_then(|retry| serde_json::from_value(retry).ok())
+            .and_then(|retry| RetryPolicy::parse(retry).ok())
+            .unwrap_or_default();
         match ToolDescription::parse(name, &self.title, &self.description, &schema, support) {
-            Ok(description) => Some(description),
+            Ok(description) => Some(description.with_retry(retry)),
             Err(err) => {
                 // Checked when reported; jsonb may write numbers out longer.
                 tracing::warn!(tool = %self.name, error = %err, "a stored tool description no longer passes its checks; listed as undescribed");
