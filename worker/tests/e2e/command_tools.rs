@@ -1,6 +1,7 @@
 //! Command tools as their guide (docs/command-tools.md) describes them: the
 //! line protocol's progress messages, `env` and `cwd`, paths beside the
-//! tools file, a retry exit status, a timeout, and failures that say why.
+//! tools file, a retry exit status, a timeout, a tool's own retry policy,
+//! and failures that say why.
 
 use std::time::Duration;
 
@@ -52,6 +53,10 @@ async fn command_tools_speak_the_line_protocol_and_say_why_they_fail() {
             // A relative program path: beside the tools file, wherever
             // the worker runs.
             "beside": {"command": ["./tool.sh"]},
+            // Retry policies of their own, sent with their descriptions.
+            "patient": {"command": command, "retry": {
+                "max_attempts": 4, "backoff_base": "50ms", "backoff_max": "100ms"}},
+            "strict": {"command": command, "retry": {"retry_errors": false}},
         }})
         .to_string(),
     )
@@ -59,7 +64,7 @@ async fn command_tools_speak_the_line_protocol_and_say_why_they_fail() {
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755))
         .expect("chmod");
     let _worker = env.start_worker("worker-protocol", "none", Some(&tools), &[]);
-    for tool in ["scripted", "bounded", "beside"] {
+    for tool in ["scripted", "bounded", "beside", "patient", "strict"] {
         env.wait_for_consumers(tool, 1).await;
     }
     let mut client = env.client().await;
@@ -99,6 +104,22 @@ async fn command_tools_speak_the_line_protocol_and_say_why_they_fail() {
     let retried = result(&mut client, &id, wait).await;
     assert_eq!(retried.status(), pb::TaskStatus::Completed);
     assert_eq!(text_of(&retried.result_json), "done on attempt 2 of 3");
+
+    // A task that asks for no number gets its tool's attempts.
+    let id = dispatch(&mut client, "patient", json!({"mode": "flaky"}), None).await;
+    let retried = result(&mut client, &id, wait).await;
+    assert_eq!(text_of(&retried.result_json), "done on attempt 2 of 4");
+    let id = dispatch(&mut client, "strict", json!({"mode": "flaky"}), None).await;
+    let refused = result(&mut client, &id, wait).await;
+    assert_eq!(refused.status(), pb::TaskStatus::Failed);
+    let message = get(&mut client, &id)
+        .await
+        .status_message
+        .unwrap_or_default();
+    assert!(
+        message.contains("busy, later") && message.ends_with("(its tool retries no errors)"),
+        "{message}"
+    );
 
     let id = dispatch(&mut client, "bounded", json!({"mode": "slow"}), Some(1)).await;
     let slow = result(&mut client, &id, wait).await;
@@ -152,5 +173,6 @@ async fn command_tools_speak_the_line_protocol_and_say_why_they_fail() {
         beside.result_json
     );
     let _ = std::fs::remove_dir_all(&dir);
-    env.cleanup(&["scripted", "bounded", "beside"]).await;
+    env.cleanup(&["scripted", "bounded", "beside", "patient", "strict"])
+        .await;
 }

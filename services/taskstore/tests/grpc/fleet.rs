@@ -21,15 +21,6 @@ async fn tools_are_listed_while_their_workers_report() {
     let channel = common::grpc_channel(addr).await;
     let mut client = TaskStoreClient::new(channel.clone());
     let mut execution = TaskExecutionClient::new(channel);
-    let report = |worker: &str, tools: &[&str], busy: u32, stopping: bool| pb::HeartbeatRequest {
-        consuming: None,
-        worker_id: worker.into(),
-        tools: tools.iter().map(|t| t.to_string()).collect(),
-        slots: 4,
-        busy,
-        stopping,
-        descriptions: Vec::new(),
-    };
     let listed = |client: &mut TaskStoreClient<Channel>| {
         let mut client = client.clone();
         async move {
@@ -132,6 +123,30 @@ async fn tools_are_listed_while_their_workers_report() {
             },
             "descriptions.task_support",
         ),
+        (
+            declaring(retry(Some(0), None, None)),
+            "descriptions retry.max_attempts",
+        ),
+        (
+            declaring(retry(Some(101), None, None)),
+            "descriptions retry.max_attempts",
+        ),
+        (
+            declaring(retry(None, Some((0, 1_000_000)), None)),
+            "descriptions retry.backoff_base",
+        ),
+        (
+            declaring(retry(None, Some((-1, 0)), None)),
+            "descriptions.retry.backoff_base",
+        ),
+        (
+            declaring(retry(None, None, Some((100_000, 0)))),
+            "descriptions retry.backoff_max",
+        ),
+        (
+            declaring(retry(None, Some((2, 0)), Some((1, 0)))),
+            "descriptions retry.backoff_max",
+        ),
     ] {
         let refused = execution.heartbeat(bad).await.expect_err("refused");
         assert_eq!(refused.code(), Code::InvalidArgument, "{field}");
@@ -175,10 +190,76 @@ async fn tools_are_listed_while_their_workers_report() {
         described("echo", schema)
     );
     let sleep = tools[1].description.clone().expect("sleep listed");
+    assert_eq!(echo.retry, None, "no policy declared, none listed");
     assert_eq!(
         (sleep.input_schema_json.as_str(), sleep.task_support),
         (r#"{"type":"object"}"#, pb::TaskSupport::Optional as i32)
     );
+
+    // A declared retry policy goes through the registry and comes back as
+    // declared (what is left out stays out).
+    let policy = retry(Some(5), Some((0, 250_000_000)), Some((30, 0)));
+    execution
+        .heartbeat(pb::HeartbeatRequest {
+            descriptions: vec![pb::ToolDescription {
+                retry: Some(policy),
+                ..described("zeta", "")
+            }],
+            ..report("w5", &["zeta"], 0, false)
+        })
+        .await
+        .expect("heartbeat with a retry policy");
+    let tools = client
+        .list_tools(pb::ListToolsRequest {})
+        .await
+        .expect("list tools")
+        .into_inner()
+        .tools;
+    let zeta = tools
+        .iter()
+        .find_map(|tool| tool.description.clone().filter(|d| d.name == "zeta"))
+        .expect("zeta listed");
+    assert_eq!(zeta.retry, Some(policy));
+}
+
+fn report(worker: &str, tools: &[&str], busy: u32, stopping: bool) -> pb::HeartbeatRequest {
+    pb::HeartbeatRequest {
+        consuming: None,
+        worker_id: worker.into(),
+        tools: tools.iter().map(|t| t.to_string()).collect(),
+        slots: 4,
+        busy,
+        stopping,
+        descriptions: Vec::new(),
+    }
+}
+
+/// A retry policy: attempts, backoff base and cap as (seconds, nanos).
+fn retry(
+    max_attempts: Option<u32>,
+    base: Option<(i64, i32)>,
+    max: Option<(i64, i32)>,
+) -> pb::RetryPolicy {
+    let duration = |(seconds, nanos)| prost_types::Duration { seconds, nanos };
+    pb::RetryPolicy {
+        max_attempts,
+        backoff_base: base.map(duration),
+        backoff_max: max.map(duration),
+        retry_errors: None,
+        retry_lost_workers: Some(false),
+    }
+}
+
+/// A report from `w3` describing `echo` with `policy`.
+fn declaring(policy: pb::RetryPolicy) -> pb::HeartbeatRequest {
+    pb::HeartbeatRequest {
+        consuming: None,
+        descriptions: vec![pb::ToolDescription {
+            retry: Some(policy),
+            ..described("echo", "")
+        }],
+        ..report("w3", &["echo"], 0, false)
+    }
 }
 
 fn described(tool: &str, schema: &str) -> pb::ToolDescription {

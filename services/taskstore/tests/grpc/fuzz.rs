@@ -331,7 +331,27 @@ fn valid_requests() -> Vec<(&'static str, bool, Vec<u8>)> {
                 slots: 1,
                 busy: 0,
                 stopping: false,
-                descriptions: Vec::new(),
+                // Mutations reach every field of a declared retry policy.
+                descriptions: vec![pb::ToolDescription {
+                    name: "echo".into(),
+                    title: String::new(),
+                    description: String::new(),
+                    input_schema_json: String::new(),
+                    task_support: 0,
+                    retry: Some(pb::RetryPolicy {
+                        max_attempts: Some(4),
+                        backoff_base: Some(prost_types::Duration {
+                            seconds: 1,
+                            nanos: 0,
+                        }),
+                        backoff_max: Some(prost_types::Duration {
+                            seconds: 60,
+                            nanos: 0,
+                        }),
+                        retry_errors: Some(true),
+                        retry_lost_workers: Some(false),
+                    }),
+                }],
             }
             .encode_to_vec(),
         ),
