@@ -1,5 +1,5 @@
 """Pieces of the worker checked alone: queue arguments keep their AMQP types
-(against the real RabbitMQ), error reasons, durations, trace context."""
+(against the real RabbitMQ), error reasons, durations, trace context, retry policies."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 
 from mcp_taskstore._proto import execution_pb2 as xpb
 from mcp_taskstore.errors import error_info_reason
-from mcp_taskstore.worker import broker
+from mcp_taskstore.worker import RetryPolicy, Tools, broker
 from mcp_taskstore.worker.cli import parse_duration
 from mcp_taskstore.worker.rpc import valid_traceparent
 
@@ -91,3 +91,22 @@ def test_durations_and_trace_context() -> None:
     assert valid_traceparent("00-" + "0" * 32 + "-00f067aa0ba902b7-01") is None
     assert valid_traceparent("garbage") is None
     assert valid_traceparent(None) is None
+
+
+def test_a_declared_retry_policy_goes_with_the_description() -> None:
+    tools = Tools()
+
+    @tools.tool(retry=RetryPolicy(max_attempts=5, backoff_base=0.25, retry_lost_workers=False))
+    async def flaky() -> str:
+        return "ok"
+
+    @tools.tool()
+    async def plain() -> str:
+        return "ok"
+
+    sent = tools["flaky"].description()
+    assert sent.HasField("retry")
+    assert (sent.retry.max_attempts, sent.retry.backoff_base.ToMilliseconds()) == (5, 250)
+    assert not sent.retry.HasField("backoff_max"), "what it leaves out is the service's"
+    assert (sent.retry.retry_errors, sent.retry.retry_lost_workers) == (True, False)
+    assert not tools["plain"].description().HasField("retry")

@@ -209,6 +209,15 @@ export interface WireToolDescription {
   description: string;
   inputSchemaJson: string;
   taskSupport: WireTaskSupport;
+  retry?: WireRetryPolicy | null;
+}
+
+export interface WireRetryPolicy {
+  maxAttempts?: number;
+  backoffBase?: WireDuration;
+  backoffMax?: WireDuration;
+  retryErrors?: boolean;
+  retryLostWorkers?: boolean;
 }
 
 export interface WireHeartbeatRequest {

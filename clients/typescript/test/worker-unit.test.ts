@@ -120,6 +120,12 @@ describe('tools', () => {
     assert.deepEqual(schema.properties['a'], { type: 'number' });
     assert.deepEqual(schema.required, ['a']);
     assert.throws(() => defineTool('bad name', {}, () => ''), /invalid tool name/);
+    assert.equal(d.retry, undefined, 'no policy declared, none sent');
+  });
+
+  it('sends a declared retry policy with the description, leaving out what it leaves out', () => {
+    const tool = defineTool('flaky', { retry: { maxAttempts: 5, backoffBaseMs: 250, retryLostWorkers: false } }, () => '');
+    assert.deepEqual(describeTool(tool).retry, { maxAttempts: 5, backoffBase: { seconds: 0, nanos: 250_000_000 }, retryLostWorkers: false });
   });
 
   it("takes a failed result's first text line, at most 1 KiB, for the status message", () => {
@@ -168,7 +174,8 @@ describe('wire shape of the worker API', () => {
     AskQuestionResponse: ['answerJson'],
     HeartbeatRequest: ['workerId', 'tools', 'slots', 'busy', 'stopping', 'descriptions'],
     HeartbeatResponse: ['interval', 'topology'],
-    ToolDescription: ['name', 'title', 'description', 'inputSchemaJson', 'taskSupport'],
+    ToolDescription: ['name', 'title', 'description', 'inputSchemaJson', 'taskSupport', 'retry'],
+    RetryPolicy: ['maxAttempts', 'backoffBase', 'backoffMax', 'retryErrors', 'retryLostWorkers'],
     QueueTopology: ['exchange', 'toolQueuePrefix', 'queueArguments'],
     QueueArgument: ['name', 'text', 'integer'],
     JobMessage: ['tenantId', 'taskId', 'generation', 'tool'],

@@ -14,7 +14,9 @@ use async_trait::async_trait;
 use serde_json::{Value, json};
 use taskworker::cli::{self, Program};
 use taskworker::tools::builtin::Noop;
-use taskworker::{AskError, Tool, ToolContext, ToolError, ToolInfo, error_result, text_result};
+use taskworker::{
+    AskError, RetryPolicy, Tool, ToolContext, ToolError, ToolInfo, error_result, text_result,
+};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -94,6 +96,13 @@ impl Tool for Retryable {
             "Fails retryably on attempts 1..=`fail_times`, then succeeds.",
             json!({"type": "object", "properties": {"fail_times": {"type": "integer", "minimum": 0}}}),
         )
+        .with_retry(RetryPolicy {
+            max_attempts: Some(4),
+            backoff_base: Some(Duration::from_millis(50)),
+            backoff_max: Some(Duration::from_millis(100)),
+            retry_lost_workers: false,
+            ..RetryPolicy::default()
+        })
     }
 
     async fn call(&self, ctx: ToolContext, arguments: Value) -> Result<Value, ToolError> {

@@ -80,6 +80,50 @@ pub async fn a_retryable_failure_retried(language: Language) {
         message.contains("failed after 2 attempts: failing attempt 2"),
         "{message}"
     );
+
+    // The tool declares its retry policy (4 attempts, 50 to 100 ms apart,
+    // no run after a lost worker): the service lists it as declared, and a
+    // task that asks for no number gets its 4 attempts (the service's own
+    // default is 3).
+    let listed = fleet
+        .client
+        .clone()
+        .list_tools(pb::ListToolsRequest {})
+        .await
+        .expect("list tools")
+        .into_inner()
+        .tools;
+    let retry = listed
+        .iter()
+        .find_map(|tool| {
+            tool.description
+                .as_ref()
+                .filter(|d| d.name == "conf_retryable")
+        })
+        .and_then(|description| description.retry);
+    let ms = |ms: i64| prost_types::Duration {
+        seconds: ms / 1000,
+        nanos: i32::try_from(ms % 1000 * 1_000_000).expect("nanos"),
+    };
+    assert_eq!(
+        retry,
+        Some(pb::RetryPolicy {
+            max_attempts: Some(4),
+            backoff_base: Some(ms(50)),
+            backoff_max: Some(ms(100)),
+            retry_errors: None,
+            retry_lost_workers: Some(false),
+        }),
+        "the declared policy, as listed"
+    );
+    let id = fleet
+        .dispatch("conf_retryable", json!({"fail_times": 3}), None)
+        .await;
+    let done = fleet.result(&id, WAIT).await;
+    assert_eq!(
+        (done.status(), text(&done).as_str()),
+        (pb::TaskStatus::Completed, "succeeded on attempt 4")
+    );
     fleet.cleanup().await;
 }
 

@@ -12,7 +12,7 @@ import time
 
 from mcp.types import CallToolResult, TextContent
 
-from mcp_taskstore.worker import QuestionDeclined, RetryableError, ToolContext, Tools
+from mcp_taskstore.worker import QuestionDeclined, RetryableError, RetryPolicy, ToolContext, Tools
 
 tools = Tools()
 # structured_output=False: results are exactly one text item (no structuredContent).
@@ -28,7 +28,11 @@ async def conf_tool_error() -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text="tool error")], isError=True)
 
 
-@tools.tool(description="Fails retryably on attempts 1..fail_times, then succeeds.", structured_output=False)
+@tools.tool(
+    description="Fails retryably on attempts 1..fail_times, then succeeds.",
+    structured_output=False,
+    retry=RetryPolicy(max_attempts=4, backoff_base=0.05, backoff_max=0.1, retry_lost_workers=False),
+)
 async def conf_retryable(fail_times: int, ctx: ToolContext) -> str:
     if ctx.attempt <= fail_times:
         raise RetryableError(f"failing attempt {ctx.attempt}")

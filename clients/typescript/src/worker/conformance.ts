@@ -16,7 +16,11 @@ export const tools = [
 
   defineTool(
     'conf_retryable',
-    { description: 'Fails retryably on attempts 1..fail_times, then succeeds', inputSchema: { fail_times: z.number().int() } },
+    {
+      description: 'Fails retryably on attempts 1..fail_times, then succeeds',
+      inputSchema: { fail_times: z.number().int() },
+      retry: { maxAttempts: 4, backoffBaseMs: 50, backoffMaxMs: 100, retryLostWorkers: false },
+    },
     ({ fail_times }, ctx) => {
       if (ctx.attempt <= fail_times) throw new RetryableError(`failing attempt ${ctx.attempt}`);
       return `succeeded on attempt ${ctx.attempt}`;

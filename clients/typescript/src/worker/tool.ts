@@ -6,7 +6,8 @@ import type { AnySchema, SchemaOutput, ShapeOutput, ZodRawShapeCompat } from '@m
 import { getParseErrorMessage, normalizeObjectSchema, safeParseAsync } from '@modelcontextprotocol/sdk/server/zod-compat.js';
 import { toJsonSchemaCompat } from '@modelcontextprotocol/sdk/server/zod-json-schema-compat.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
-import type { WireTaskSupport, WireToolDescription } from '../wire.js';
+import { msToDuration } from '../convert.js';
+import type { WireRetryPolicy, WireTaskSupport, WireToolDescription } from '../wire.js';
 
 /** MCP `execution.taskSupport`: whether clients may, must or must not call the tool as a task. */
 export type TaskSupport = 'optional' | 'required' | 'forbidden';
@@ -30,6 +31,30 @@ export interface ToolConfig<S extends InputSchema | undefined = undefined> {
   inputSchema?: S;
   /** Default `optional`. */
   taskSupport?: TaskSupport;
+  /** How its tasks are retried; unset: the service's policy. */
+  retry?: RetryPolicy;
+}
+
+/**
+ * A tool's retry policy, sent to the service with its description. What is
+ * left out is the service's; a task keeps the policy its tool had when it
+ * was created.
+ */
+export interface RetryPolicy {
+  /** Attempts a task gets when its caller asks for no number (1 to 100; 1: never retried). */
+  maxAttempts?: number;
+  /** The first retry's backoff ceiling (10 ms to 24 h); doubles per attempt, with jitter. */
+  backoffBaseMs?: number;
+  /** The longest backoff (10 ms to 24 h). */
+  backoffMaxMs?: number;
+  /** `false`: a `RetryableError` fails the task at once. Default `true`. */
+  retryErrors?: boolean;
+  /**
+   * `false`: a task whose worker was lost mid-attempt (killed, frozen, cut
+   * off) fails rather than running again, for tools whose half-done work must
+   * not be repeated. Default `true`.
+   */
+  retryLostWorkers?: boolean;
 }
 
 /** An MCP input request a tool may ask its caller. */
@@ -109,6 +134,7 @@ export interface WorkerTool {
   /** A JSON Schema given as is, for tools without a zod schema. */
   readonly jsonSchema?: Record<string, unknown>;
   readonly taskSupport: TaskSupport;
+  readonly retry?: RetryPolicy;
   readonly handler: (args: unknown, ctx: ToolContext) => ToolReturn | Promise<ToolReturn>;
 }
 
@@ -134,6 +160,7 @@ export function defineTool<S extends InputSchema | undefined = undefined>(
     ...(config.description !== undefined && { description: config.description }),
     ...(schema && { inputSchema: schema }),
     taskSupport: config.taskSupport ?? 'optional',
+    ...(config.retry !== undefined && { retry: config.retry }),
     handler: handler as WorkerTool['handler'],
   };
 }
@@ -161,6 +188,17 @@ export function describeTool(tool: WorkerTool): WireToolDescription {
     description: tool.description ?? '',
     inputSchemaJson: JSON.stringify(jsonSchemaOf(tool)),
     taskSupport: TASK_SUPPORT[tool.taskSupport],
+    ...(tool.retry !== undefined && { retry: wireRetry(tool.retry) }),
+  };
+}
+
+function wireRetry(policy: RetryPolicy): WireRetryPolicy {
+  return {
+    ...(policy.maxAttempts !== undefined && { maxAttempts: policy.maxAttempts }),
+    ...(policy.backoffBaseMs !== undefined && { backoffBase: msToDuration(policy.backoffBaseMs) }),
+    ...(policy.backoffMaxMs !== undefined && { backoffMax: msToDuration(policy.backoffMaxMs) }),
+    ...(policy.retryErrors !== undefined && { retryErrors: policy.retryErrors }),
+    ...(policy.retryLostWorkers !== undefined && { retryLostWorkers: policy.retryLostWorkers }),
   };
 }
 

@@ -147,18 +147,34 @@ class HeartbeatRequest(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ..., tools: _Optional[_Iterable[str]] = ..., slots: _Optional[int] = ..., busy: _Optional[int] = ..., stopping: bool = ..., descriptions: _Optional[_Iterable[_Union[ToolDescription, _Mapping]]] = ..., consuming: bool = ...) -> None: ...
 
 class ToolDescription(_message.Message):
-    __slots__ = ("name", "title", "description", "input_schema_json", "task_support")
+    __slots__ = ("name", "title", "description", "input_schema_json", "task_support", "retry")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     INPUT_SCHEMA_JSON_FIELD_NUMBER: _ClassVar[int]
     TASK_SUPPORT_FIELD_NUMBER: _ClassVar[int]
+    RETRY_FIELD_NUMBER: _ClassVar[int]
     name: str
     title: str
     description: str
     input_schema_json: str
     task_support: TaskSupport
-    def __init__(self, name: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., input_schema_json: _Optional[str] = ..., task_support: _Optional[_Union[TaskSupport, str]] = ...) -> None: ...
+    retry: RetryPolicy
+    def __init__(self, name: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., input_schema_json: _Optional[str] = ..., task_support: _Optional[_Union[TaskSupport, str]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ...) -> None: ...
+
+class RetryPolicy(_message.Message):
+    __slots__ = ("max_attempts", "backoff_base", "backoff_max", "retry_errors", "retry_lost_workers")
+    MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_BASE_FIELD_NUMBER: _ClassVar[int]
+    BACKOFF_MAX_FIELD_NUMBER: _ClassVar[int]
+    RETRY_ERRORS_FIELD_NUMBER: _ClassVar[int]
+    RETRY_LOST_WORKERS_FIELD_NUMBER: _ClassVar[int]
+    max_attempts: int
+    backoff_base: _duration_pb2.Duration
+    backoff_max: _duration_pb2.Duration
+    retry_errors: bool
+    retry_lost_workers: bool
+    def __init__(self, max_attempts: _Optional[int] = ..., backoff_base: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., backoff_max: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., retry_errors: bool = ..., retry_lost_workers: bool = ...) -> None: ...
 
 class HeartbeatResponse(_message.Message):
     __slots__ = ("interval", "topology")

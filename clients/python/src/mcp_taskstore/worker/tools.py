@@ -1,6 +1,7 @@
 """Tools a worker serves: declared as FastMCP declares them (name, title,
 description, an input schema from the type hints and pydantic), plus
-``task_support``; run with their arguments validated, as FastMCP runs them.
+``task_support`` and an optional ``RetryPolicy``; run with their arguments
+validated, as FastMCP runs them.
 
 A tool is an ``async def`` (or a plain ``def``, run in a thread so the
 worker's leases keep being renewed). A parameter annotated ``ToolContext``
@@ -37,6 +38,38 @@ _TASK_SUPPORT = {
     "required": xpb.TASK_SUPPORT_REQUIRED,
     "forbidden": xpb.TASK_SUPPORT_FORBIDDEN,
 }
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """A tool's retry policy, sent to the service with its description.
+
+    What is left out is the service's; a task keeps the policy its tool had
+    when it was created. Durations are in seconds.
+    """
+
+    # Attempts a task gets when its caller asks for no number (1 to 100; 1: never retried).
+    max_attempts: int | None = None
+    # The first retry's backoff ceiling (10 ms to 24 h); doubles per attempt, with jitter.
+    backoff_base: float | None = None
+    # The longest backoff (10 ms to 24 h).
+    backoff_max: float | None = None
+    # False: a ``RetryableError`` fails the task at once.
+    retry_errors: bool = True
+    # False: a task whose worker was lost mid-attempt (killed, frozen, cut off)
+    # fails rather than running again, for tools whose half-done work must not
+    # be repeated.
+    retry_lost_workers: bool = True
+
+    def message(self) -> xpb.RetryPolicy:
+        policy = xpb.RetryPolicy(retry_errors=self.retry_errors, retry_lost_workers=self.retry_lost_workers)
+        if self.max_attempts is not None:
+            policy.max_attempts = self.max_attempts
+        if self.backoff_base is not None:
+            policy.backoff_base.FromMilliseconds(round(self.backoff_base * 1000))
+        if self.backoff_max is not None:
+            policy.backoff_max.FromMilliseconds(round(self.backoff_max * 1000))
+        return policy
 
 
 def error_result(text: str) -> dict[str, Any]:
@@ -76,6 +109,8 @@ class FleetTool:
     task_support: TaskSupport = "optional"
     # The context parameter wants FastMCP's Context (a stand-in is passed).
     fastmcp_context: bool = False
+    # How its tasks are retried; None: the service's policy.
+    retry: RetryPolicy | None = None
 
     @property
     def name(self) -> str:
@@ -89,6 +124,7 @@ class FleetTool:
             description=self.tool.description or "",
             input_schema_json=json.dumps(self.tool.parameters, separators=(",", ":")),
             task_support=_TASK_SUPPORT[self.task_support],
+            retry=self.retry.message() if self.retry is not None else None,
         )
 
     async def run(self, context: Any, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -149,6 +185,7 @@ def make_tool(
     description: str | None = None,
     task_support: TaskSupport = "optional",
     structured_output: bool | None = None,
+    retry: RetryPolicy | None = None,
 ) -> FleetTool:
     """A tool from a function, as FastMCP's ``Tool.from_function`` makes one
     (``structured_output`` as FastMCP's: None decides from the return annotation)."""
@@ -163,7 +200,7 @@ def make_tool(
         context_kwarg=context_kwarg,
         structured_output=structured_output,
     )
-    return FleetTool(tool, task_support, fastmcp)
+    return FleetTool(tool, task_support, fastmcp, retry)
 
 
 class Tools:
@@ -198,6 +235,7 @@ class Tools:
         description: str | None = None,
         task_support: TaskSupport = "optional",
         structured_output: bool | None = None,
+        retry: RetryPolicy | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator: serve the function as a tool (it stays callable as it was)."""
         if callable(name):
@@ -211,6 +249,7 @@ class Tools:
                 description=description,
                 task_support=task_support,
                 structured_output=structured_output,
+                retry=retry,
             )
             self.add(tool)
             return fn
