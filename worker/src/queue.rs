@@ -6,6 +6,7 @@
 //! embedded mode lose nothing.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use async_trait::async_trait;
@@ -22,6 +23,20 @@ type Receiver = Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Queued>>>;
 struct ToolQueue {
     sender: mpsc::UnboundedSender<Queued>,
     receiver: Receiver,
+    /// Jobs queued and not yet taken by a consumer.
+    waiting: Arc<AtomicUsize>,
+    /// Consumers made for the tool.
+    consumers: Arc<AtomicUsize>,
+}
+
+impl ToolQueue {
+    fn send(&self, queued: Queued) -> bool {
+        let sent = self.sender.send(queued).is_ok();
+        if sent {
+            self.waiting.fetch_add(1, Ordering::Relaxed);
+        }
+        sent
+    }
 }
 
 /// Per-tool queues shared by the publisher and the workers of one process.
@@ -41,7 +56,18 @@ impl InProcessQueue {
         let queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
         queues
             .get(tool)
-            .is_some_and(|queue| queue.sender.send((job, trace_context)).is_ok())
+            .is_some_and(|queue| queue.send((job, trace_context)))
+    }
+
+    /// How many more jobs of `tool` the queue should take now, as a broker
+    /// would be kept: one waiting per consumer (each consumer holds what it
+    /// took already), less what waits. `None` when nobody serves the tool.
+    pub fn room(&self, tool: &str) -> Option<usize> {
+        let queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
+        queues.get(tool).map(|queue| {
+            let consumers = queue.consumers.load(Ordering::Relaxed).max(1);
+            consumers.saturating_sub(queue.waiting.load(Ordering::Relaxed))
+        })
     }
 
     /// The consumer side of `tool`'s queue (declared on first use). Several
@@ -53,8 +79,11 @@ impl InProcessQueue {
             ToolQueue {
                 sender,
                 receiver: Arc::new(tokio::sync::Mutex::new(receiver)),
+                waiting: Arc::default(),
+                consumers: Arc::default(),
             }
         });
+        queue.consumers.fetch_add(1, Ordering::Relaxed);
         InProcessConsumer {
             queue: queue.clone(),
         }
@@ -71,10 +100,11 @@ impl InProcessConsumer {
     /// The next job; waits until there is one.
     pub async fn next(&self) -> Option<InProcessDelivery> {
         let (data, trace_context) = self.queue.receiver.lock().await.recv().await?;
+        self.queue.waiting.fetch_sub(1, Ordering::Relaxed);
         Some(InProcessDelivery {
             data,
             trace_context,
-            requeue_to: self.queue.sender.clone(),
+            requeue_to: self.queue.clone(),
         })
     }
 }
@@ -84,7 +114,7 @@ impl InProcessConsumer {
 pub struct InProcessDelivery {
     data: Vec<u8>,
     trace_context: Option<String>,
-    requeue_to: mpsc::UnboundedSender<Queued>,
+    requeue_to: ToolQueue,
 }
 
 #[async_trait]
@@ -119,14 +149,19 @@ mod tests {
             !queue.publish("echo", b"early".to_vec(), None),
             "nobody serves echo yet"
         );
+        assert_eq!(queue.room("echo"), None, "nobody serves echo yet");
         let first = queue.consumer("echo");
         let second = queue.consumer("echo");
+        assert_eq!(queue.room("echo"), Some(2), "one waiting per consumer");
         assert!(queue.publish("echo", b"one".to_vec(), Some("trace".into())));
         assert!(queue.publish("echo", b"two".to_vec(), None));
+        assert_eq!(queue.room("echo"), Some(0));
         let one = first.next().await.expect("a job");
         assert_eq!(one.data(), b"one");
         assert_eq!(one.trace_context().as_deref(), Some("trace"));
+        assert_eq!(queue.room("echo"), Some(1), "taken jobs leave room");
         Box::new(one).requeue().await;
+        assert_eq!(queue.room("echo"), Some(0), "a requeued job waits again");
         assert_eq!(second.next().await.expect("a job").data(), b"two");
         assert_eq!(
             second.next().await.expect("the requeued job").data(),

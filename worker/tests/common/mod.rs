@@ -394,6 +394,7 @@ pub fn dispatch_request(
         request_id_json: "1".into(),
         request_json: request.to_string(),
         dispatch: Some(pb::Dispatch {
+            priority: Default::default(),
             start_at: None,
             start_after: None,
             tool: None,

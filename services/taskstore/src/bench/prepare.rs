@@ -37,6 +37,7 @@ pub(crate) fn create_request_with(
         request_id_json: index.to_string(),
         request_json: request.to_string(),
         dispatch: tool.map(|_| pb::Dispatch {
+            priority: Default::default(),
             start_at: None,
             start_after: None,
             tool: None,

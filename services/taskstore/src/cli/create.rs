@@ -5,8 +5,8 @@ use super::exit::{ClientError, Label, report};
 use super::input::{Inputs, tool_arg};
 use crate::config::CreateArgs;
 use crate::domain::{
-    DispatchRequest, FleetPolicy, IdempotencyKey, JsonObject, NewTask, RequestId, StartTime,
-    TaskId, ToolName, Ttl,
+    DispatchRequest, FleetPolicy, IdempotencyKey, JsonObject, NewTask, Priority, RequestId,
+    StartTime, TaskId, ToolName, Ttl,
 };
 use crate::grpc::GrpcTaskStore;
 
@@ -62,6 +62,12 @@ pub(super) fn new_task(flags: CreateArgs) -> Result<NewTask, ClientError> {
             tool,
             max_attempts: flags.max_attempts,
             start: start_arg(flags.start_at.as_deref(), flags.start_after.as_deref())?,
+            priority: flags
+                .priority
+                .map(|raw| Priority::parse(raw, Priority::MAX))
+                .transpose()
+                .map_err(|err| ClientError::Usage(format!("--priority {err}")))?
+                .unwrap_or_default(),
         })
     } else {
         None
@@ -202,6 +208,7 @@ mod tests {
 
     fn flags() -> CreateArgs {
         CreateArgs {
+            priority: Default::default(),
             request: None,
             tool: Some("echo".into()),
             arguments: None,

@@ -271,6 +271,10 @@ pub struct CreateArgs {
     /// `10m`, `2h`), not before.
     #[arg(long, requires = "dispatch", value_name = "DURATION")]
     pub start_after: Option<String>,
+    /// With --dispatch: its place in its tool's backlog, 0 (default) to 9;
+    /// a higher one goes to the workers first.
+    #[arg(long, requires = "dispatch", value_name = "0-9")]
+    pub priority: Option<u32>,
     /// Makes the create safe to retry: while the task first created with
     /// this key lives (and for the service's idempotency retention), the same
     /// create returns that task instead of making another.

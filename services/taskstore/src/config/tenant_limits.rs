@@ -4,7 +4,8 @@
 //!
 //! ```json
 //! {"tenants": {"acme": {"max_tasks": 100000, "creates_per_second": 200,
-//!                       "create_burst": 400, "max_waiting_calls": 1000}}}
+//!                       "create_burst": 400, "max_waiting_calls": 1000,
+//!                       "max_priority": 5}}}
 //! ```
 
 use std::collections::BTreeMap;
@@ -28,6 +29,8 @@ struct TenantEntry {
     creates_per_second: Option<f64>,
     create_burst: Option<u32>,
     max_waiting_calls: Option<u32>,
+    /// The highest dispatch priority the tenant may ask for (0 to 9).
+    max_priority: Option<u8>,
 }
 
 /// The defaults the flags set, before any tenant's own.
@@ -73,9 +76,18 @@ pub fn resolve(
     for (name, entry) in parsed.tenants {
         let tenant = TenantId::parse(&name)
             .map_err(|err| format!("--tenant-limits: tenant {name:?} {err}"))?;
+        if let Some(max) = entry.max_priority
+            && max > crate::domain::Priority::MAX
+        {
+            return Err(format!(
+                "--tenant-limits: tenant {name}: max_priority must be between 0 and {}",
+                crate::domain::Priority::MAX
+            ));
+        }
         quotas.insert(
             tenant.clone(),
             Quotas {
+                max_priority: entry.max_priority.or(defaults.quotas.max_priority),
                 max_tasks: entry.max_tasks.or(defaults.quotas.max_tasks),
                 max_tasks_per_session: entry
                     .max_tasks_per_session
@@ -108,6 +120,7 @@ mod tests {
     fn defaults() -> Defaults {
         Defaults {
             quotas: Quotas {
+                max_priority: None,
                 max_tasks: Some(1000),
                 max_tasks_per_session: None,
             },

@@ -429,6 +429,7 @@ async fn create(
             tool,
             max_attempts: None,
             retry,
+            priority: Default::default(),
         }),
         trace_context: None,
         // A rerun is a new task each time it is asked for.

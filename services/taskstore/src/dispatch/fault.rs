@@ -38,6 +38,10 @@ impl<P: JobPublisher> JobPublisher for FaultyPublisher<P> {
         self.crash_if_asked(jobs);
         self.publisher.publish_all(jobs).await
     }
+
+    async fn room(&self, tool: &str) -> Option<u32> {
+        self.publisher.room(tool).await
+    }
 }
 
 impl<P: Publisher> Publisher for FaultyPublisher<P> {

@@ -28,6 +28,16 @@ impl JobPublisher for InProcessPublisher {
     async fn publish_all(&self, jobs: &[JobMessage]) -> Vec<Result<Published, PublishError>> {
         publish_each(self, jobs).await
     }
+
+    /// No worker serves the tool: room for one, which the queue refuses,
+    /// so its task says it waits for a worker.
+    async fn room(&self, tool: &str) -> Option<u32> {
+        Some(
+            self.0
+                .room(tool)
+                .map_or(1, |room| u32::try_from(room).unwrap_or(u32::MAX)),
+        )
+    }
 }
 
 impl InProcessPublisher {

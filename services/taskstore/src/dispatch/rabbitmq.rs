@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Connection};
 use taskstore_proto::broker;
@@ -35,6 +35,11 @@ pub struct RabbitPublisher {
     connection: Connection,
     channel: Channel,
     exchange: String,
+    topology: Topology,
+    /// A channel of its own for looking at queues: a passive declare of a
+    /// queue that does not exist closes its channel, which must not be the
+    /// one that publishes.
+    inspect: tokio::sync::Mutex<Option<Channel>>,
     /// The last wait for a confirmation ran out while the connection stayed
     /// up: the broker holds our publishes (a resource alarm blocks the
     /// connection, or it is overloaded). Cleared by the next confirmation.
@@ -73,6 +78,8 @@ impl RabbitPublisher {
             connection,
             channel,
             exchange: topology.exchange(),
+            topology: topology.clone(),
+            inspect: tokio::sync::Mutex::new(None),
             stalled: AtomicBool::new(false),
             refused: AtomicBool::new(false),
         })
@@ -227,6 +234,46 @@ impl JobPublisher for RabbitPublisher {
         tokio::select! {
             outcomes = collect => outcomes,
             () = self.until_blocked() => jobs.iter().map(|_| Err(blocked())).collect(),
+        }
+    }
+
+    /// One job ready per consumer of the tool's queue, less those ready
+    /// now: each worker holds what it prefetched already, so a job
+    /// published now starts about as soon as one published earlier would
+    /// have. A queue that does not exist (no worker ever served the tool)
+    /// has room for one, which the broker returns, so its task says it
+    /// waits for a worker. A broker that cannot be asked: no limit (the
+    /// publish will tell).
+    async fn room(&self, tool: &str) -> Option<u32> {
+        let mut inspect = self.inspect.lock().await;
+        if inspect
+            .as_ref()
+            .is_none_or(|channel| !channel.status().connected())
+        {
+            *inspect = self.connection.create_channel().await.ok();
+        }
+        let channel = inspect.as_ref()?;
+        let queue = channel
+            .queue_declare(
+                self.topology.tool_queue(tool).as_str().into(),
+                QueueDeclareOptions {
+                    passive: true,
+                    ..QueueDeclareOptions::default()
+                },
+                FieldTable::default(),
+            )
+            .await;
+        match queue {
+            Ok(queue) => Some(
+                queue
+                    .consumer_count()
+                    .max(1)
+                    .saturating_sub(queue.message_count()),
+            ),
+            Err(_) => {
+                *inspect = None;
+                Some(1)
+            }
         }
     }
 }

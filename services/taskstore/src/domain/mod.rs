@@ -6,6 +6,7 @@ pub mod answers;
 mod asked;
 mod caller;
 mod cursor;
+mod dispatch_order;
 mod execution;
 mod fleet;
 mod idempotency;
@@ -34,6 +35,9 @@ pub use access::{
 };
 pub use caller::{Caller, Reach, Role, TENANT_METADATA, TenantRefused, UnknownRole};
 pub use cursor::{CursorCodec, CursorPosition, InvalidCursor};
+pub use dispatch_order::{
+    InvalidPriority, PRIORITY_META_KEY, Priority, Turns, WaitingJob, next_jobs,
+};
 pub use execution::{
     AttemptEnd, AttemptHistory, AttemptOutcome, AttemptRecord, AttemptState, Claim, ClaimRefusal,
     DispatchChange, DispatchRequest, Effects, ExecutionPolicy, Fence, FenceRefusal, HoldOutcome,

@@ -44,6 +44,7 @@ impl TaskStore for GrpcTaskStore {
                     Some(StartTime::After(after)) => Some(super::convert::duration(after)),
                     _ => None,
                 },
+                priority: (d.priority.get() > 0).then(|| u32::from(d.priority.get())),
             }),
             idempotency_key: task.idempotency_key.map(|key| key.as_str().to_owned()),
         };

@@ -4,10 +4,10 @@
 use crate::domain::questions::MAX_QUESTIONS;
 use crate::domain::{
     Answers, DispatchRequest, Holder, IdempotencyKey, InputKey, InputRequest, JsonObject,
-    LeaseToken, MAX_HOLDER_BYTES, MAX_POLL_INTERVAL, NewResult, NewTask, PageRequest, RequestId,
-    ResultStatus, RetryPolicy, Scope, SessionId, StartTime, StatusUpdate, TaskFilter, TaskId,
-    TaskStatus, TaskSupport, TenantId, ToolDescription, ToolName, TraceContext, Ttl, TtlRequest,
-    WorkerHeartbeat,
+    LeaseToken, MAX_HOLDER_BYTES, MAX_POLL_INTERVAL, NewResult, NewTask, PageRequest, Priority,
+    RequestId, ResultStatus, RetryPolicy, Scope, SessionId, StartTime, StatusUpdate, TaskFilter,
+    TaskId, TaskStatus, TaskSupport, TenantId, ToolDescription, ToolName, TraceContext, Ttl,
+    TtlRequest, WorkerHeartbeat,
 };
 use crate::error::StoreError;
 
@@ -357,6 +357,12 @@ fn dispatch(dispatch: pb::Dispatch, request: &JsonObject) -> Result<DispatchRequ
         tool,
         max_attempts: dispatch.max_attempts,
         start,
+        priority: dispatch
+            .priority
+            .map(|raw| Priority::parse(raw, Priority::MAX))
+            .transpose()
+            .map_err(|err| StoreError::invalid("dispatch.priority", err))?
+            .unwrap_or_default(),
     })
 }
 

@@ -20,8 +20,8 @@ use super::streams::{Waiting, spawn_waiting};
 use super::waiting::{Ending, Questions, Tell, result_json, wait_for_end};
 use crate::domain::{
     CallMode, CallModeRefusal, DispatchRequest, IDEMPOTENCY_META_KEY, IdempotencyKey, JsonObject,
-    NewTask, ProgressToken, Revision, ServedTool, StartTime, TaskId, ToolName, Ttl, TtlRequest,
-    call_mode,
+    NewTask, Priority, ProgressToken, Revision, ServedTool, StartTime, TaskId, ToolName, Ttl,
+    TtlRequest, call_mode,
 };
 use crate::edge::WaitingSlot;
 use crate::error::StoreError;
@@ -241,6 +241,10 @@ fn new_task(
         RpcError::invalid_params(format!("params._meta[\"{IDEMPOTENCY_META_KEY}\"] {err}"))
     })?;
     let start = StartTime::of_meta(meta.as_ref()).map_err(RpcError::invalid_params)?;
+    // The tenant's cap is the store's to apply; here only the range.
+    let priority = Priority::of_meta(meta.as_ref(), Priority::MAX)
+        .map_err(RpcError::invalid_params)?
+        .unwrap_or_default();
     Ok(NewTask {
         task_id: None,
         ttl,
@@ -252,6 +256,7 @@ fn new_task(
             max_attempts: None,
             start,
             retry: tool.description.retry.clone(),
+            priority,
         }),
         trace_context: None,
         idempotency_key,

@@ -68,11 +68,17 @@ pub trait DispatchStore: Send + Sync + 'static {
     async fn reap_expired_leases(&self) -> Result<u64, StoreError>;
 
     /// Takes up to `limit` due jobs for the relay to publish (dropping the
-    /// stale ones: their task is gone, ended, claimed or dispatched again).
-    /// A taken job is not offered to another relay until it is settled or
-    /// its grace runs out, so several replicas may relay at once without
-    /// publishing a job twice.
-    async fn take_due_jobs(&self, limit: u32) -> Result<Vec<DueJob>, StoreError>;
+    /// stale ones: their task is gone, ended, claimed or dispatched again),
+    /// no more of a tool than `queue` has room for (`JobPublisher::room`),
+    /// chosen among those waiting by `domain::next_jobs`. A taken job is
+    /// not offered to another relay until it is settled or its grace runs
+    /// out, so several replicas may relay at once without publishing a job
+    /// twice.
+    async fn take_due_jobs(
+        &self,
+        limit: u32,
+        queue: &dyn JobPublisher,
+    ) -> Result<Vec<DueJob>, StoreError>;
 
     /// Forgets the outbox entries of jobs the queue took.
     async fn forget_jobs(&self, queued: &[i64]) -> Result<(), StoreError>;
@@ -120,7 +126,7 @@ pub trait DispatchStore: Send + Sync + 'static {
         publisher: &dyn JobPublisher,
         limit: u32,
     ) -> Result<u64, StoreError> {
-        let jobs = self.take_due_jobs(limit).await?;
+        let jobs = self.take_due_jobs(limit, publisher).await?;
         if jobs.is_empty() {
             return Ok(0);
         }
@@ -198,6 +204,15 @@ pub trait JobPublisher: Send + Sync {
     /// to one round trip per job (it once halved the e2e throughput).
     /// Publishers without pipelining use [`publish_each`].
     async fn publish_all(&self, jobs: &[JobMessage]) -> Vec<Result<Published, PublishError>>;
+
+    /// How many more jobs of `tool` the queue should hold now: about what
+    /// its consumers can take next, less what already waits in it, so that
+    /// a tool's backlog waits in the store, where the order of what goes
+    /// next is still decided (`domain::next_jobs`). `None`: the queue
+    /// cannot tell, and takes everything at once.
+    async fn room(&self, _tool: &str) -> Option<u32> {
+        None
+    }
 }
 
 /// `publish_all` for a publisher that has nothing to pipeline: one job after

@@ -2,6 +2,7 @@
 //! and the policy (ttl, quotas, paging) every backend applies the same way.
 
 pub mod changes;
+pub mod dispatch_gate;
 pub mod execution;
 pub mod insights;
 pub mod keys;
@@ -141,6 +142,9 @@ pub type TaskWatch =
 pub struct Quotas {
     pub max_tasks: Option<u64>,
     pub max_tasks_per_session: Option<u64>,
+    /// The highest dispatch priority the tenant may ask for (`None`:
+    /// `Priority::MAX`).
+    pub max_priority: Option<u8>,
 }
 
 /// ListTasks page sizes.
@@ -274,6 +278,21 @@ impl StoreConfig {
 impl StoreConfig {
     /// The attempts of a new dispatched task: requested ?? default, within
     /// the allowed range.
+    /// A dispatch's priority within its tenant's cap (the tenant-limits
+    /// file's `max_priority`).
+    pub(crate) fn dispatch_priority(
+        &self,
+        tenant: &crate::domain::TenantId,
+        dispatch: &DispatchRequest,
+    ) -> Result<crate::domain::Priority, StoreError> {
+        let cap = self
+            .quotas_for(tenant)
+            .max_priority
+            .unwrap_or(crate::domain::Priority::MAX);
+        crate::domain::Priority::parse(u32::from(dispatch.priority.get()), cap)
+            .map_err(|err| StoreError::invalid("dispatch.priority", err))
+    }
+
     /// The attempts a new dispatched task gets (`RetryPolicy::attempts`).
     pub(crate) fn dispatch_attempts(&self, dispatch: &DispatchRequest) -> Result<u32, StoreError> {
         let policy = &self.execution;
@@ -375,6 +394,7 @@ mod tests {
         assert!(bad_paging.validate().is_err());
         let zero_quota = StoreConfig {
             quotas: Quotas {
+                max_priority: None,
                 max_tasks: Some(0),
                 max_tasks_per_session: None,
             },

@@ -14,6 +14,9 @@ pub struct Recorder {
     pub routable: bool,
     /// Whether the broker refuses everything.
     pub down: bool,
+    /// How many more jobs of a tool the queue takes each time it is asked
+    /// (`None`: everything at once).
+    pub room: Option<u32>,
 }
 
 #[async_trait]
@@ -32,6 +35,10 @@ impl JobPublisher for Recorder {
 
     async fn publish_all(&self, jobs: &[JobMessage]) -> Vec<Result<Published, PublishError>> {
         publish_each(self, jobs).await
+    }
+
+    async fn room(&self, _tool: &str) -> Option<u32> {
+        self.room
     }
 }
 
@@ -66,6 +73,10 @@ impl JobPublisher for SharedRecorder {
 
     async fn publish_all(&self, jobs: &[JobMessage]) -> Vec<Result<Published, PublishError>> {
         publish_each(self, jobs).await
+    }
+
+    async fn room(&self, tool: &str) -> Option<u32> {
+        self.0.room(tool).await
     }
 }
 

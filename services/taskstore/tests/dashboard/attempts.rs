@@ -22,6 +22,7 @@ pub(crate) async fn dispatched(board: &Board, tenant: &str) -> TaskId {
         request_id: RequestId::parse("1").expect("id"),
         request: JsonObject::parse(request).expect("request"),
         dispatch: Some(DispatchRequest {
+            priority: Default::default(),
             retry: Default::default(),
             start: None,
             tool: ToolName::parse("t").expect("tool"),

@@ -311,6 +311,7 @@ async fn create_refuses_arguments_its_tools_schema_refuses() {
             r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{arguments}}}}}"#
         ),
         dispatch: Some(pb::Dispatch {
+            priority: Default::default(),
             start_at: None,
             start_after: None,
             tool: None,

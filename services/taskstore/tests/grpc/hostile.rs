@@ -14,6 +14,7 @@ async fn hostile_creates_are_invalid_argument_and_change_nothing() {
     // A create dispatched to `echo` that asks to start so.
     let starting = |start_at, start_after| pb::CreateTaskRequest {
         dispatch: Some(pb::Dispatch {
+            priority: Default::default(),
             tool: Some("echo".into()),
             max_attempts: None,
             start_at,

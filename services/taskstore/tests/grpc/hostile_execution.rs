@@ -12,6 +12,7 @@ async fn the_execution_api_refuses_hostile_input_and_changes_nothing() {
     let mut dispatch = create_request();
     dispatch.request_json = r#"{"method":"tools/call","params":{"name":"echo"}}"#.into();
     dispatch.dispatch = Some(pb::Dispatch {
+        priority: Default::default(),
         start_at: None,
         start_after: None,
         tool: None,

@@ -10,6 +10,7 @@ async fn hostile_questions_and_answers_are_refused_and_change_nothing() {
     let mut dispatch = create_request();
     dispatch.request_json = r#"{"method":"tools/call","params":{"name":"echo"}}"#.into();
     dispatch.dispatch = Some(pb::Dispatch {
+        priority: Default::default(),
         start_at: None,
         start_after: None,
         tool: None,

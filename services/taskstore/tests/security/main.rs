@@ -180,6 +180,7 @@ pub fn create(
         request_id_json: "1".into(),
         request_json: r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{}}}"#.into(),
         dispatch: dispatch.then_some(pb::Dispatch {
+            priority: Default::default(),
             start_at: None, start_after: None,
             tool: None,
             max_attempts: None,

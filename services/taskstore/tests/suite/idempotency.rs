@@ -61,6 +61,7 @@ pub async fn concurrent_creates_with_one_key_make_one_task(backend: &dyn Backend
         let task = if n % 2 == 0 { new_task() } else { retried() };
         let task = NewTask {
             dispatch: Some(taskstore::domain::DispatchRequest {
+                priority: Default::default(),
                 retry: Default::default(),
                 start: None,
                 tool: taskstore::domain::ToolName::parse("echo").expect("tool"),
@@ -197,6 +198,7 @@ pub async fn a_retry_is_answered_whatever_would_refuse_a_create(backend: &dyn Ba
     let store = backend
         .store(StoreConfig {
             quotas: Quotas {
+                max_priority: None,
                 max_tasks: Some(1),
                 max_tasks_per_session: None,
             },

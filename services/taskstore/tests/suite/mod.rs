@@ -8,6 +8,7 @@ pub mod attempts;
 pub mod concurrency;
 pub mod create;
 pub mod deletion;
+pub mod dispatch_order;
 pub mod execution;
 pub mod expiry;
 pub mod following;
@@ -108,6 +109,9 @@ macro_rules! conformance_suite {
             relay::a_job_carries_the_trace_its_task_was_created_in,
             start_times::a_task_starts_not_before_its_start_time,
             start_times::start_times_a_task_may_not_have_are_refused,
+            dispatch_order::a_backlog_goes_out_by_priority_with_tenants_taking_turns,
+            dispatch_order::a_queue_with_room_takes_new_jobs_at_once_in_order,
+            dispatch_order::priorities_out_of_range_are_refused,
             retry_policy::a_tools_retry_policy_sets_attempts_and_backoff,
             retry_policy::a_tool_may_decline_to_retry_errors_or_lost_workers,
             questions::a_question_waits_for_its_answer_and_is_answered_once,
@@ -203,6 +207,7 @@ pub async fn let_leases_expire() {
 pub async fn dispatched(store: &Store, max_attempts: Option<u32>) -> TaskId {
     let task = NewTask {
         dispatch: Some(DispatchRequest {
+            priority: Default::default(),
             retry: Default::default(),
             start: None,
             tool: ToolName::parse("echo").expect("tool"),

@@ -45,6 +45,7 @@ async fn dispatched_to(
 ) -> TaskId {
     let task = NewTask {
         dispatch: Some(DispatchRequest {
+            priority: Default::default(),
             tool: tool(name),
             max_attempts,
             start: None,

@@ -65,6 +65,9 @@ pub struct DispatchRequest {
     /// Its tool's retry policy as its workers declare it (the edge reads
     /// it from the tools served now).
     pub retry: RetryPolicy,
+    /// Its place in its tool's backlog: higher goes first
+    /// (`domain::next_jobs`).
+    pub priority: crate::domain::Priority,
     /// When it starts (`None`: at once).
     pub start: Option<super::start::StartTime>,
 }

@@ -32,6 +32,7 @@ pub(super) fn apply(state: &mut State, key: &Key, effects: &Effects, now: DateTi
                 lease: None,
                 parked: false,
                 retry: RetryPolicy::default(),
+                priority: Default::default(),
             });
         }
         record.attempts.started(grant.attempt, &grant.owner, now);

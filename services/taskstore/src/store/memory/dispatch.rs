@@ -10,9 +10,9 @@ use tokio::sync::Notify;
 use super::MemoryTaskStore;
 use super::apply::apply;
 use super::state::{Key, State, delta};
-use crate::domain::{AttemptEnd, Effects, NextStep};
+use crate::domain::{AttemptEnd, Effects, NextStep, WaitingJob};
 use crate::error::StoreError;
-use crate::store::execution::{DispatchStore, DueJob, log_held_for_worker};
+use crate::store::execution::{DispatchStore, DueJob, JobPublisher, log_held_for_worker};
 
 #[async_trait]
 impl DispatchStore for MemoryTaskStore {
@@ -56,29 +56,74 @@ impl DispatchStore for MemoryTaskStore {
         Ok(reaped.len() as u64)
     }
 
-    async fn take_due_jobs(&self, limit: u32) -> Result<Vec<DueJob>, StoreError> {
+    async fn take_due_jobs(
+        &self,
+        limit: u32,
+        queue: &dyn JobPublisher,
+    ) -> Result<Vec<DueJob>, StoreError> {
+        // The tools with due jobs, and how many of each their queues take
+        // now (asked without the lock).
+        let tools: Vec<String> = {
+            let mut state = self.lock().await;
+            let now = state.now();
+            let stale: Vec<u64> = state
+                .outbox
+                .iter()
+                .filter(|j| !state.job_is_current(j, now))
+                .map(|j| j.id)
+                .collect();
+            state.remove_jobs(|job| stale.contains(&job.id));
+            self.commit(&mut state).await?;
+            let mut tools: Vec<String> = state
+                .outbox
+                .iter()
+                .filter(|j| !j.in_flight && j.available_at <= now)
+                .map(|j| j.tool.clone())
+                .collect();
+            tools.sort();
+            tools.dedup();
+            tools
+        };
+        let mut rooms = Vec::with_capacity(tools.len());
+        for tool in tools {
+            let room = queue.room(&tool).await.map_or(usize::MAX, |r| r as usize);
+            rooms.push((tool, room));
+        }
         let mut state = self.lock().await;
         let now = state.now();
-        let stale: Vec<u64> = state
-            .outbox
-            .iter()
-            .filter(|j| !state.job_is_current(j, now))
-            .map(|j| j.id)
-            .collect();
-        state.remove_jobs(|job| stale.contains(&job.id));
-        self.commit(&mut state).await?;
         let State { outbox, tasks, .. } = &mut *state;
-        let mut due: Vec<_> = outbox
-            .iter_mut()
-            .filter(|j| !j.in_flight && j.available_at <= now)
-            .collect();
-        due.sort_by_key(|j| (j.available_at, j.id));
-        due.truncate(limit as usize);
-        // Every job read before any is marked taken: a refusal leaves none
-        // in flight.
+        let mut due = Vec::new();
+        for (tool, room) in rooms {
+            let left = (limit as usize).saturating_sub(due.len());
+            let waiting: Vec<usize> = outbox
+                .iter()
+                .enumerate()
+                .filter(|(_, j)| j.tool == tool && !j.in_flight && j.available_at <= now)
+                .map(|(i, _)| i)
+                .collect();
+            let candidates: Vec<WaitingJob> = waiting
+                .iter()
+                .map(|&i| {
+                    let job = &outbox[i];
+                    WaitingJob {
+                        id: i64::try_from(job.id).unwrap_or(i64::MAX),
+                        tenant: job.key.0.clone(),
+                        priority: tasks
+                            .get(&job.key)
+                            .and_then(|r| r.dispatch.as_ref())
+                            .map(|d| d.priority)
+                            .unwrap_or_default(),
+                    }
+                })
+                .collect();
+            let chosen = self.inner.gate.choose(&tool, &candidates, room.min(left));
+            due.extend(chosen.into_iter().map(|c| waiting[c]));
+        }
+        // In the order decided: the queue keeps it.
         let taken = due
             .iter()
-            .map(|job| {
+            .map(|&i| {
+                let job = &outbox[i];
                 let outbox_id = i64::try_from(job.id)
                     .map_err(|_| StoreError::Internal("outbox id out of range".into()))?;
                 Ok(DueJob {
@@ -93,8 +138,10 @@ impl DispatchStore for MemoryTaskStore {
                 })
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
-        for job in due {
-            job.in_flight = true;
+        // Every job read before any is marked taken: a refusal leaves none
+        // in flight.
+        for i in due {
+            outbox[i].in_flight = true;
         }
         Ok(taken)
     }

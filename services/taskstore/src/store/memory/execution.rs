@@ -108,6 +108,14 @@ impl ExecutionStore for MemoryTaskStore {
             super::apply::apply(&mut state, &key, &effects, now);
             self.commit(&mut state).await?;
             self.changed(&state, &key);
+            // A worker took a job from its queue: room for a waiting one.
+            if state
+                .outbox
+                .iter()
+                .any(|job| !job.in_flight && job.available_at <= now)
+            {
+                self.inner.outbox.notify_one();
+            }
             claim
         };
         Ok(claim)

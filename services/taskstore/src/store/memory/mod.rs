@@ -43,6 +43,8 @@ struct Inner {
     changes: ChangeFeed,
     outbox: Arc<Notify>,
     workers: operations::Registry,
+    /// The tenants' turns per tool (`domain::next_jobs`).
+    gate: super::dispatch_gate::DispatchGate,
 }
 
 impl MemoryTaskStore {
@@ -77,6 +79,7 @@ impl MemoryTaskStore {
             changes: ChangeFeed::default(),
             outbox: Arc::new(Notify::new()),
             workers: operations::Registry::default(),
+            gate: Default::default(),
         });
         Self { inner }
     }

@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 use super::state::{Dispatch, Job, Key, Lease, Record, State};
 use crate::domain::{
     Answer, AttemptHistory, IdempotencyKey, InputKey, InputRequest, JsonObject, LeaseToken,
-    ProgressToken, Question, RequestId, RetryPolicy, SessionId, Task, TaskId, TaskStatus, ToolName,
-    Ttl, tool_of,
+    Priority, ProgressToken, Question, RequestId, RetryPolicy, SessionId, Task, TaskId, TaskStatus,
+    ToolName, Ttl, tool_of,
 };
 use crate::error::StoreError;
 
@@ -92,6 +92,12 @@ pub struct StoredDispatch {
     /// service's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry: Option<String>,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub priority: u8,
+}
+
+fn is_zero(priority: &u8) -> bool {
+    *priority == 0
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -149,6 +155,7 @@ impl From<&Record> for StoredRecord {
                 attempt: d.attempt,
                 generation: d.generation,
                 retry: d.retry.to_stored(),
+                priority: d.priority.get(),
                 lease: d.lease.as_ref().map(|l| StoredLease {
                     token: l.token.as_str().to_owned(),
                     owner: l.owner.clone(),
@@ -218,6 +225,7 @@ impl TryFrom<StoredRecord> for (Key, Record) {
                     attempt: d.attempt,
                     generation: d.generation,
                     retry: RetryPolicy::of_stored(d.retry.as_deref()),
+                    priority: Priority::of_stored(i16::from(d.priority)),
                     lease: d
                         .lease
                         .map(|l| -> Result<Lease, StoreError> {

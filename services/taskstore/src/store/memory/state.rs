@@ -7,7 +7,7 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 
 use crate::domain::{
-    AttemptHistory, AttemptOutcome, IdempotencyKey, InputRequest, JsonObject, LeaseToken,
+    AttemptHistory, AttemptOutcome, IdempotencyKey, InputRequest, JsonObject, LeaseToken, Priority,
     ProgressToken, Question, RequestId, RetryPolicy, Task, TaskId, TaskStatus, ToolName,
 };
 
@@ -34,6 +34,8 @@ pub(super) struct Dispatch {
     pub parked: bool,
     /// Its tool's retry policy when it was created.
     pub retry: RetryPolicy,
+    /// Its place in its tool's backlog.
+    pub priority: Priority,
 }
 
 /// One stored task.

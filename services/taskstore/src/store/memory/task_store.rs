@@ -21,9 +21,12 @@ impl TaskStore for MemoryTaskStore {
         let task_id = crate::store::task_id_or_new(task.task_id.clone())?;
         let tool = task.tool();
         let config = self.config();
-        let max_attempts = match &task.dispatch {
-            Some(dispatch) => config.dispatch_attempts(dispatch)?,
-            None => 0,
+        let (max_attempts, priority) = match &task.dispatch {
+            Some(dispatch) => (
+                config.dispatch_attempts(dispatch)?,
+                config.dispatch_priority(&scope.tenant, dispatch)?,
+            ),
+            None => (0, Default::default()),
         };
         let key = key(scope.tenant.as_str(), &task_id);
         let created = {
@@ -85,6 +88,7 @@ impl TaskStore for MemoryTaskStore {
                 lease: None,
                 parked: false,
                 retry: d.retry,
+                priority,
             });
             let record = Record {
                 progress_token: ProgressToken::of_request(&task.request),

@@ -68,9 +68,10 @@ pub(super) async fn apply(
         history_started!("attempt_history", "$8", "$14"),
         " ELSE attempt_history END
              WHERE tenant_id = $1 AND task_id = $2
-             RETURNING tenant_id, task_id, dispatch_generation, tool)
-         INSERT INTO dispatch_outbox (tenant_id, task_id, generation, tool, available_at)
-         SELECT tenant_id, task_id, dispatch_generation, tool,
+             RETURNING tenant_id, task_id, dispatch_generation, tool, priority)
+         INSERT INTO dispatch_outbox (tenant_id, task_id, generation, tool, priority,
+                                      available_at)
+         SELECT tenant_id, task_id, dispatch_generation, tool, priority,
                 now() + $10::bigint * interval '1 millisecond'
          FROM task WHERE $9::text = 'again'"
     )))

@@ -34,12 +34,16 @@ impl PgTaskStore {
         let starts_at = crate::store::start_of(task.dispatch.as_ref(), chrono::Utc::now(), ttl);
         let poll = self.config.poll.granted(task.poll_interval);
         let poll_ms = i64::try_from(poll.as_millis()).unwrap_or(i64::MAX);
-        let attempts = match &task.dispatch {
+        let (attempts, priority) = match &task.dispatch {
             Some(dispatch) => {
                 let attempts = self.config.dispatch_attempts(dispatch)?;
-                Some(i32::try_from(attempts).unwrap_or(i32::MAX))
+                let priority = self.config.dispatch_priority(&scope.tenant, dispatch)?;
+                (
+                    Some(i32::try_from(attempts).unwrap_or(i32::MAX)),
+                    i16::from(priority.get()),
+                )
             }
-            None => None,
+            None => (None, 0),
         };
 
         let new_row = group_commit::NewRow {
@@ -58,6 +62,7 @@ impl PgTaskStore {
             idempotency_key: task.idempotency_key.as_ref().map(|k| k.as_str().to_owned()),
             starts_at: None,
             status_message: None,
+            priority,
             retry_policy: task
                 .dispatch
                 .as_ref()

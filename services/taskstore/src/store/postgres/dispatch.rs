@@ -4,7 +4,6 @@
 //! them at once share the work without touching a row twice.
 
 use std::sync::Arc;
-use std::time::Instant;
 
 use async_trait::async_trait;
 use tokio::sync::Notify;
@@ -13,26 +12,14 @@ use super::PgTaskStore;
 use super::apply::apply;
 use super::error::store_error;
 use super::execution::{HeldRow, held_columns};
-use super::handoff::{FreshJob, HANDOFF_GRACE};
 use super::rows::millis;
 use crate::domain::{AttemptEnd, Effects, NextStep};
 use crate::error::StoreError;
-use crate::store::execution::{DispatchStore, DueJob, log_held_for_worker};
+use crate::store::execution::{DispatchStore, DueJob, JobPublisher, log_held_for_worker};
 use crate::store::statements::sql;
 
 /// Most expired leases handled per reaper transaction.
 const REAP_BATCH: i64 = 100;
-
-#[derive(sqlx::FromRow)]
-struct OutboxRow {
-    id: i64,
-    tenant_id: String,
-    task_id: String,
-    generation: i64,
-    tool: String,
-    stale: bool,
-    trace_context: Option<String>,
-}
 
 impl PgTaskStore {
     async fn reap_batch(&self) -> Result<u64, StoreError> {
@@ -90,15 +77,36 @@ impl DispatchStore for PgTaskStore {
         }
     }
 
-    async fn take_due_jobs(&self, limit: u32) -> Result<Vec<DueJob>, StoreError> {
-        // This replica's own jobs first, from memory (`handoff`); then the
-        // outbox's due jobs: other replicas', retries, and any whose direct
-        // publish failed.
-        let mut jobs = self.take_fresh(limit);
-        if !self.poll_due(!jobs.is_empty()) {
+    async fn take_due_jobs(
+        &self,
+        limit: u32,
+        queue: &dyn JobPublisher,
+    ) -> Result<Vec<DueJob>, StoreError> {
+        // This replica's own jobs first, from memory (`handoff`), straight
+        // out while their tool's queue has room and no backlog waits; the
+        // others wait in the outbox with the rest of the backlog (other
+        // replicas' jobs, retries, later starts, failed publishes), where
+        // `governed` decides what goes next.
+        let mut jobs = Vec::new();
+        let mut held = Vec::new();
+        for (tool, fresh) in by_tool(self.take_fresh(limit)) {
+            let count = u32::try_from(fresh.len()).unwrap_or(u32::MAX);
+            if self.gate.admit_fresh(&tool, count, queue).await {
+                jobs.extend(fresh);
+            } else {
+                held.extend(fresh.iter().map(|job| job.outbox_id));
+            }
+        }
+        if !held.is_empty() {
+            // A failure leaves them to their grace: they fall due then.
+            if let Err(err) = self.make_ready(&held).await {
+                tracing::debug!(error = %err, jobs = held.len(), "jobs left to the outbox fall due at the end of their grace");
+            }
+        }
+        if !self.poll_due(!jobs.is_empty()) && held.is_empty() && !self.gate.any_backlog() {
             return Ok(jobs);
         }
-        match self.take_outbox(limit).await {
+        match self.take_governed(limit, queue, &jobs).await {
             Ok(due) => jobs.extend(due),
             // The fresh jobs go out anyway; their rows are the guarantee.
             Err(err) if !jobs.is_empty() => {
@@ -126,7 +134,8 @@ impl DispatchStore for PgTaskStore {
         // (and the row locked) in the same statement.
         let message: Option<Option<String>> = sqlx::query_scalar(sql!(
             "WITH later AS (
-                 UPDATE dispatch_outbox SET available_at = now() + $4 * interval '1 millisecond'
+                 UPDATE dispatch_outbox SET ready = false,
+                     available_at = now() + $4 * interval '1 millisecond'
                  WHERE id = $3)
              SELECT status_message FROM tasks WHERE tenant_id = $1 AND task_id = $2 FOR UPDATE"
         ))
@@ -152,7 +161,7 @@ impl DispatchStore for PgTaskStore {
     /// drops any that went stale).
     async fn leave_to_outbox(&self, outbox_ids: &[i64]) {
         let due = sqlx::query(sql!(
-            "UPDATE dispatch_outbox SET available_at = now() WHERE id = ANY($1)"
+            "UPDATE dispatch_outbox SET ready = true, available_at = now() WHERE id = ANY($1)"
         ))
         .persistent(false) // planned for its array: batch_writer.rs, "Plans"
         .bind(outbox_ids)
@@ -168,55 +177,14 @@ impl DispatchStore for PgTaskStore {
     }
 }
 
-impl PgTaskStore {
-    /// Takes up to `limit` due jobs from the outbox, in one statement that
-    /// pushes their rows' due time past the grace (so that no other relay
-    /// takes them meanwhile) and commits: no transaction stays open across
-    /// the publish. Stale jobs' rows are deleted like published ones.
-    async fn take_outbox(&self, limit: u32) -> Result<Vec<DueJob>, StoreError> {
-        // A job is stale when its task is gone, finished, claimed, or was
-        // dispatched again: it is dropped without being published.
-        let due = sqlx::query_as::<_, OutboxRow>(sql!(concat!(
-            "WITH taken AS (",
-            " UPDATE dispatch_outbox o SET available_at = now() + $2 * interval '1 millisecond'",
-            " FROM (SELECT id FROM dispatch_outbox WHERE available_at <= now()",
-            "       ORDER BY available_at, id LIMIT $1 FOR UPDATE SKIP LOCKED) due",
-            " WHERE o.id = due.id",
-            " RETURNING o.id, o.tenant_id, o.task_id, o.generation, o.tool)",
-            " SELECT o.id, o.tenant_id, o.task_id, o.generation, o.tool,",
-            " (t.task_id IS NULL OR t.dispatch_generation <> o.generation OR NOT (",
-            claimable!("t."),
-            ")) AS stale, t.trace_context",
-            " FROM taken o LEFT JOIN tasks t",
-            "   ON t.tenant_id = o.tenant_id AND t.task_id = o.task_id"
-        )))
-        .bind(i64::from(limit))
-        .bind(millis(HANDOFF_GRACE))
-        .fetch_all(self.pool())
-        .await
-        .map_err(store_error)?;
-
-        let (stale, live): (Vec<OutboxRow>, Vec<OutboxRow>) =
-            due.into_iter().partition(|job| job.stale);
-        for job in &stale {
-            // A closed channel means the store is going away; the row then
-            // falls due again and is dropped then.
-            let _ = self.forget.send(job.id);
+/// This pass's fresh jobs by tool, each tool's in the order they came.
+fn by_tool(fresh: Vec<DueJob>) -> Vec<(String, Vec<DueJob>)> {
+    let mut tools: Vec<(String, Vec<DueJob>)> = Vec::new();
+    for job in fresh {
+        match tools.iter_mut().find(|(tool, _)| *tool == job.message.tool) {
+            Some((_, jobs)) => jobs.push(job),
+            None => tools.push((job.message.tool.clone(), vec![job])),
         }
-        Ok(live
-            .into_iter()
-            .map(|job| {
-                FreshJob::of_row(
-                    job.id,
-                    job.tenant_id,
-                    job.task_id,
-                    job.generation,
-                    job.tool,
-                    job.trace_context,
-                    Instant::now(),
-                )
-                .into_due()
-            })
-            .collect())
     }
+    tools
 }

@@ -144,6 +144,11 @@ impl ExecutionStore for PgTaskStore {
             worker: worker.to_owned(),
         };
         let claimed = super::batch_writer::submit(&self.claims, request).await?;
+        // A worker took a job from its queue: while a tool's backlog waits
+        // here, that is room for the next one.
+        if self.gate.any_backlog() {
+            self.outbox.notify_one();
+        }
 
         if let Some(row) = claimed {
             return Ok(Claim {

@@ -46,6 +46,8 @@ pub(super) struct NewRow {
     /// Its tool's retry policy (`RetryPolicy::to_stored`; `None`: the
     /// service's).
     pub retry_policy: Option<String>,
+    /// Its dispatch priority (0 for a task nobody dispatches).
+    pub priority: i16,
 }
 
 /// One create waiting for its batch; no row in the reply when a live task
@@ -129,6 +131,7 @@ pub(super) async fn insert_rows<'e>(
     let keys = column(|r| r.idempotency_key.clone());
     let messages = column(|r| r.status_message.clone());
     let retries = column(|r| r.retry_policy.clone());
+    let priorities: Vec<i16> = rows.iter().map(|r| r.priority).collect();
     let starts: Vec<Option<chrono::DateTime<chrono::Utc>>> =
         rows.iter().map(|r| r.starts_at).collect();
     let ttls: Vec<Option<i64>> = rows.iter().map(|r| r.ttl_ms).collect();
@@ -139,20 +142,21 @@ pub(super) async fn insert_rows<'e>(
         " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],",
         "                      $6::bigint[], $7::bigint[], $8::text[], $9::int[], $10::text[],",
         "                      $11::text[], $13::text[], $14::text[], $15::timestamptz[],",
-        "                      $16::text[])",
+        "                      $16::text[], $17::smallint[])",
         "   AS i(tenant_id, task_id, session_id, request_id_json, request_json, ttl_ms,",
         "        poll_interval_ms, tool, max_attempts, trace_context, progress_token,",
-        "        idempotency_key, status_message, starts_at, retry_policy)),",
+        "        idempotency_key, status_message, starts_at, retry_policy, priority)),",
         " task AS (",
         " INSERT INTO tasks (tenant_id, task_id, session_id, status, status_message,",
         "  request_id_json, request_json,",
         "  created_at, last_updated_at, ttl_ms, expires_at, poll_interval_ms,",
         "  tool, max_attempts, dispatch_generation, trace_context, progress_token,",
-        "  idempotency_key, retry_policy)",
+        "  idempotency_key, retry_policy, priority)",
         " SELECT tenant_id, task_id, session_id, 'working', status_message,",
         "  request_id_json, request_json,",
         "  now(), now(), ttl_ms, now() + ttl_ms * interval '1 millisecond', poll_interval_ms,",
-        "  tool, max_attempts, 1, trace_context, progress_token, idempotency_key, retry_policy",
+        "  tool, max_attempts, 1, trace_context, progress_token, idempotency_key, retry_policy,",
+        "  priority",
         " FROM input",
         " ON CONFLICT (tenant_id, task_id) DO UPDATE SET",
         "   session_id = EXCLUDED.session_id, status = EXCLUDED.status,",
@@ -164,6 +168,7 @@ pub(super) async fn insert_rows<'e>(
         "   tool = EXCLUDED.tool, max_attempts = EXCLUDED.max_attempts, attempt = 0,",
         "   trace_context = EXCLUDED.trace_context, progress_token = EXCLUDED.progress_token,",
         "   idempotency_key = EXCLUDED.idempotency_key, retry_policy = EXCLUDED.retry_policy,",
+        "   priority = EXCLUDED.priority,",
         "   dispatch_generation = tasks.dispatch_generation + 1,",
         "   lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, parked_at = NULL,",
         "   attempt_history = NULL",
@@ -175,8 +180,9 @@ pub(super) async fn insert_rows<'e>(
         " DELETE FROM task_input_requests q USING task",
         " WHERE task.reused AND q.tenant_id = task.tenant_id AND q.task_id = task.task_id),",
         " job AS (",
-        " INSERT INTO dispatch_outbox (tenant_id, task_id, generation, tool, available_at)",
-        " SELECT t.tenant_id, t.task_id, t.dispatch_generation, t.tool,",
+        " INSERT INTO dispatch_outbox (tenant_id, task_id, generation, tool, priority,",
+        "  available_at)",
+        " SELECT t.tenant_id, t.task_id, t.dispatch_generation, t.tool, t.priority,",
         "  COALESCE(i.starts_at, now() + $12 * interval '1 millisecond')",
         " FROM task t JOIN input i ON i.tenant_id = t.tenant_id AND i.task_id = t.task_id",
         " WHERE t.max_attempts IS NOT NULL",
@@ -204,6 +210,7 @@ pub(super) async fn insert_rows<'e>(
     .bind(&messages)
     .bind(&starts)
     .bind(&retries)
+    .bind(&priorities)
     .fetch_all(executor)
     .await?;
     let committed_at = std::time::Instant::now();
@@ -251,6 +258,7 @@ mod tests {
             starts_at: None,
             status_message: None,
             retry_policy: None,
+            priority: 0,
         };
         PendingCreate {
             request: row,

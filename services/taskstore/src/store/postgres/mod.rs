@@ -85,6 +85,7 @@ mod dispatch;
 mod dynamic_statements;
 mod execution;
 mod feed;
+mod governed;
 mod group_commit;
 mod handoff;
 mod held;
@@ -120,6 +121,8 @@ pub struct PgTaskStore {
     /// where the relay sends confirmed ones to have their rows deleted.
     fresh: handoff::FreshJobs,
     forget: tokio::sync::mpsc::UnboundedSender<i64>,
+    /// Which tools have room or a backlog, as this replica's relay saw it.
+    gate: Arc<crate::store::dispatch_gate::DispatchGate>,
     /// Stops the change feed listener and the registrations' renewals
     /// when the last clone is dropped, or at [`Self::leave`].
     _listener: Arc<DropGuard>,
@@ -171,6 +174,7 @@ impl PgTaskStore {
             outbox,
             fresh,
             forget,
+            gate: Arc::default(),
             background: stop.clone(),
             _listener: Arc::new(stop.drop_guard()),
             creates,

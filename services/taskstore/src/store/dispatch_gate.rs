@@ -1,0 +1,160 @@
+//! A replica's view of which tools have room, kept between relay passes:
+//! the few-callers path stays as fast as a queue that takes everything
+//! (a new job goes straight out while its tool's queue has room and no
+//! backlog waits), and a tool whose queue is full keeps its backlog in the
+//! store, where `domain::next_jobs` decides what goes next.
+//!
+//! What a tool's queue has room for is asked of the queue itself
+//! (`JobPublisher::room`): a budget, spent by the jobs sent straight out and
+//! asked again when spent or older than [`REMEASURE`]. Every replica asks
+//! the same queue, so replicas agree on the room without sharing memory;
+//! the decision itself runs under the tool's lock in the store.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use crate::domain::{Turns, WaitingJob, next_jobs};
+use crate::store::execution::JobPublisher;
+
+/// How long a tool's measured room is trusted.
+const REMEASURE: Duration = Duration::from_millis(250);
+
+#[derive(Debug, Default)]
+struct ToolGate {
+    /// Jobs that may still go straight out.
+    budget: u32,
+    measured_at: Option<Instant>,
+    /// Jobs of the tool wait in the store for room: new ones queue up
+    /// behind them rather than overtaking them.
+    backlog: bool,
+    turns: Turns,
+}
+
+/// Per tool, as this replica last saw it.
+#[derive(Debug, Default)]
+pub struct DispatchGate {
+    tools: Mutex<HashMap<String, ToolGate>>,
+}
+
+impl DispatchGate {
+    fn with<T>(&self, tool: &str, f: impl FnOnce(&mut ToolGate) -> T) -> T {
+        let mut tools = self.tools.lock().unwrap_or_else(PoisonError::into_inner);
+        f(tools.entry(tool.to_owned()).or_default())
+    }
+
+    /// Whether `count` new jobs of `tool` may go straight to its queue: no
+    /// backlog waits, and the queue had room for them when last asked.
+    pub async fn admit_fresh(&self, tool: &str, count: u32, publisher: &dyn JobPublisher) -> bool {
+        let known = self.with(tool, |gate| {
+            if gate.backlog {
+                return Some(false);
+            }
+            let fresh = gate.measured_at.is_some_and(|at| at.elapsed() < REMEASURE);
+            (fresh && gate.budget >= count).then(|| {
+                gate.budget -= count;
+                true
+            })
+        });
+        if let Some(known) = known {
+            return known;
+        }
+        let room = publisher.room(tool).await;
+        self.with(tool, |gate| match room {
+            None => true,
+            Some(room) => {
+                gate.measured_at = Some(Instant::now());
+                if room >= count {
+                    gate.budget = room - count;
+                    true
+                } else {
+                    gate.budget = 0;
+                    gate.backlog = true;
+                    false
+                }
+            }
+        })
+    }
+
+    /// Whether any tool has a backlog this replica knows of.
+    pub fn any_backlog(&self) -> bool {
+        let tools = self.tools.lock().unwrap_or_else(PoisonError::into_inner);
+        tools.values().any(|gate| gate.backlog)
+    }
+
+    /// Only `waiting` have jobs ready in the store: the others' backlogs
+    /// are gone (another replica published them).
+    pub fn only_waiting(&self, waiting: &[String]) {
+        let waiting: HashSet<&str> = waiting.iter().map(String::as_str).collect();
+        let mut tools = self.tools.lock().unwrap_or_else(PoisonError::into_inner);
+        for (tool, gate) in tools.iter_mut() {
+            if !waiting.contains(tool.as_str()) {
+                gate.backlog = false;
+            }
+        }
+    }
+
+    /// Which of `waiting` (jobs of `tool` ready in the store) go now, in
+    /// the order they go; the tenants' turns carry over to the next call.
+    pub fn choose(&self, tool: &str, waiting: &[WaitingJob], room: usize) -> Vec<usize> {
+        self.with(tool, |gate| next_jobs(waiting, room, &mut gate.turns))
+    }
+
+    /// A decision for `tool` was taken: `more` jobs still wait for room.
+    /// The budget is asked again before the next job goes straight out.
+    pub fn decided(&self, tool: &str, more: bool) {
+        self.with(tool, |gate| {
+            gate.backlog = more;
+            gate.budget = 0;
+            gate.measured_at = None;
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use async_trait::async_trait;
+    use taskstore_proto::jobs::JobMessage;
+
+    use super::*;
+    use crate::store::execution::{PublishError, Published};
+
+    /// A queue with room for `room` jobs of every tool.
+    struct Room(Option<u32>);
+
+    #[async_trait]
+    impl JobPublisher for Room {
+        async fn publish(&self, _job: &JobMessage) -> Result<Published, PublishError> {
+            Ok(Published::Queued)
+        }
+        async fn publish_all(&self, jobs: &[JobMessage]) -> Vec<Result<Published, PublishError>> {
+            jobs.iter().map(|_| Ok(Published::Queued)).collect()
+        }
+        async fn room(&self, _tool: &str) -> Option<u32> {
+            self.0
+        }
+    }
+
+    #[tokio::test]
+    async fn fresh_jobs_go_out_while_the_room_lasts_then_queue_up_behind_the_backlog() {
+        let gate = DispatchGate::default();
+        let three = Room(Some(3));
+        assert!(gate.admit_fresh("echo", 2, &three).await);
+        assert!(gate.admit_fresh("echo", 1, &three).await, "the budget");
+        // Spent: the queue is asked again, and has no room for four.
+        assert!(!gate.admit_fresh("echo", 4, &three).await);
+        assert!(gate.any_backlog());
+        // Once the backlog is gone, jobs go straight out again.
+        gate.decided("echo", false);
+        assert!(gate.admit_fresh("echo", 1, &three).await);
+        gate.decided("echo", true);
+        assert!(
+            !gate.admit_fresh("echo", 1, &three).await,
+            "behind the backlog"
+        );
+        gate.only_waiting(&[]);
+        assert!(!gate.any_backlog(), "published elsewhere");
+        // A queue that cannot tell takes everything.
+        assert!(gate.admit_fresh("other", 1000, &Room(None)).await);
+    }
+}

@@ -1,0 +1,158 @@
+//! Governed dispatch: a tool's queue takes only what it has room for; the
+//! rest waits in the store, and what goes next is decided then: the
+//! highest priority first, the tenants taking turns, each tenant's own
+//! oldest first. The queue here has room for one job per relay pass, so
+//! the order of the decisions is the order of the publishes.
+
+use taskstore::StoreError;
+use taskstore::domain::{DispatchRequest, Priority, Scope, TenantId, ToolName};
+
+use super::*;
+use crate::common::recorder::Recorder;
+use crate::common::{Backend, Stores};
+
+fn with_priority(priority: u32) -> NewTask {
+    NewTask {
+        dispatch: Some(DispatchRequest {
+            tool: ToolName::parse("echo").expect("tool"),
+            max_attempts: None,
+            start: None,
+            retry: Default::default(),
+            priority: Priority::parse(priority, Priority::MAX).expect("priority"),
+        }),
+        ..new_task()
+    }
+}
+
+fn tenant_scope(name: &str) -> Scope {
+    Scope {
+        tenant: TenantId::parse(name).expect("tenant"),
+        session: None,
+    }
+}
+
+/// Relays until nothing more goes out; the task ids in publish order, and
+/// never more than `room` per pass.
+async fn published_in_order(stores: &Stores, queue: &Recorder) -> Vec<String> {
+    let room = u64::from(queue.room.unwrap_or(u32::MAX));
+    for _ in 0..50 {
+        let published = stores
+            .dispatch
+            .relay_due_jobs(queue, 100)
+            .await
+            .expect("relay");
+        assert!(
+            published <= room,
+            "{published} published with room for {room}"
+        );
+        if published == 0 {
+            break;
+        }
+    }
+    queue
+        .jobs
+        .lock()
+        .expect("lock")
+        .iter()
+        .map(|job| job.task_id.clone())
+        .collect()
+}
+
+async fn create(stores: &Stores, scope: &Scope, task: NewTask) -> String {
+    stores
+        .store
+        .create_task(scope, task)
+        .await
+        .expect("create")
+        .task_id
+        .to_string()
+}
+
+pub async fn a_backlog_goes_out_by_priority_with_tenants_taking_turns(backend: &dyn Backend) {
+    let stores = backend.stores(with_policy(short_leases())).await;
+    let queue = Recorder {
+        routable: true,
+        room: Some(1),
+        ..Recorder::default()
+    };
+    if backend.chooses_tenant() {
+        // A noisy tenant queues four, then a quiet one queues one, then the
+        // noisy one queues an urgent one.
+        let (noisy, quiet) = (tenant_scope("noisy"), tenant_scope("quiet"));
+        let mut flood = Vec::new();
+        for _ in 0..4 {
+            flood.push(create(&stores, &noisy, with_priority(0)).await);
+        }
+        let waiting = create(&stores, &quiet, with_priority(0)).await;
+        let urgent = create(&stores, &noisy, with_priority(5)).await;
+        let expected: Vec<String> = [urgent, waiting].into_iter().chain(flood).collect();
+        assert_eq!(published_in_order(&stores, &queue).await, expected);
+    } else {
+        // One tenant (the caller's): priority, then first in, first out.
+        let mut plain = Vec::new();
+        for _ in 0..3 {
+            plain.push(create(&stores, &all(), with_priority(0)).await);
+        }
+        let urgent = create(&stores, &all(), with_priority(7)).await;
+        let expected: Vec<String> = std::iter::once(urgent).chain(plain).collect();
+        assert_eq!(published_in_order(&stores, &queue).await, expected);
+    }
+}
+
+pub async fn a_queue_with_room_takes_new_jobs_at_once_in_order(backend: &dyn Backend) {
+    let stores = backend.stores(with_policy(short_leases())).await;
+    let queue = Recorder {
+        routable: true,
+        room: Some(10),
+        ..Recorder::default()
+    };
+    let mut created = Vec::new();
+    for priority in [0, 3, 0] {
+        created.push(create(&stores, &all(), with_priority(priority)).await);
+    }
+    assert_eq!(
+        stores
+            .dispatch
+            .relay_due_jobs(&queue, 100)
+            .await
+            .expect("relay"),
+        3,
+        "room for all of them: one pass"
+    );
+    let mut published = published_in_order(&stores, &queue).await;
+    published.sort();
+    created.sort();
+    assert_eq!(published, created);
+}
+
+pub async fn priorities_out_of_range_are_refused(backend: &dyn Backend) {
+    let store = backend
+        .store(taskstore::store::StoreConfig::default())
+        .await;
+    assert!(Priority::parse(10, Priority::MAX).is_err());
+    // The tenant-limits file caps a tenant's priorities: above the cap is
+    // refused and creates nothing.
+    let capped = backend
+        .store(taskstore::store::StoreConfig {
+            quotas: taskstore::store::Quotas {
+                max_priority: Some(2),
+                ..Default::default()
+            },
+            ..taskstore::store::StoreConfig::default()
+        })
+        .await;
+    let refused = capped.create_task(&all(), with_priority(3)).await;
+    assert!(
+        matches!(&refused, Err(StoreError::InvalidArgument(m)) if m.contains("dispatch.priority")),
+        "{refused:?}"
+    );
+    assert!(list_all(&capped, &all(), 10).await.is_empty());
+    capped
+        .create_task(&all(), with_priority(2))
+        .await
+        .expect("at the cap");
+    store
+        .create_task(&all(), with_priority(9))
+        .await
+        .expect("no cap: up to 9");
+}
