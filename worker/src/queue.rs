@@ -59,14 +59,16 @@ impl InProcessQueue {
             .is_some_and(|queue| queue.send((job, trace_context)))
     }
 
-    /// How many more jobs of `tool` the queue should take now, as a broker
-    /// would be kept: one waiting per consumer (each consumer holds what it
-    /// took already), less what waits. `None` when nobody serves the tool.
-    pub fn room(&self, tool: &str) -> Option<usize> {
+    /// What `tool`'s queue holds, as a broker would say: the jobs waiting
+    /// for a consumer, and the consumers. `None` when nobody serves the
+    /// tool.
+    pub fn depth(&self, tool: &str) -> Option<(usize, usize)> {
         let queues = self.queues.lock().unwrap_or_else(PoisonError::into_inner);
         queues.get(tool).map(|queue| {
-            let consumers = queue.consumers.load(Ordering::Relaxed).max(1);
-            consumers.saturating_sub(queue.waiting.load(Ordering::Relaxed))
+            (
+                queue.waiting.load(Ordering::Relaxed),
+                queue.consumers.load(Ordering::Relaxed),
+            )
         })
     }
 
@@ -149,19 +151,28 @@ mod tests {
             !queue.publish("echo", b"early".to_vec(), None),
             "nobody serves echo yet"
         );
-        assert_eq!(queue.room("echo"), None, "nobody serves echo yet");
+        assert_eq!(queue.depth("echo"), None, "nobody serves echo yet");
         let first = queue.consumer("echo");
         let second = queue.consumer("echo");
-        assert_eq!(queue.room("echo"), Some(2), "one waiting per consumer");
+        assert_eq!(queue.depth("echo"), Some((0, 2)), "two consumers");
         assert!(queue.publish("echo", b"one".to_vec(), Some("trace".into())));
+        assert_eq!(queue.depth("echo"), Some((1, 2)));
         assert!(queue.publish("echo", b"two".to_vec(), None));
-        assert_eq!(queue.room("echo"), Some(0));
+        assert_eq!(queue.depth("echo"), Some((2, 2)));
         let one = first.next().await.expect("a job");
         assert_eq!(one.data(), b"one");
         assert_eq!(one.trace_context().as_deref(), Some("trace"));
-        assert_eq!(queue.room("echo"), Some(1), "taken jobs leave room");
+        assert_eq!(
+            queue.depth("echo"),
+            Some((1, 2)),
+            "a taken job waits no more"
+        );
         Box::new(one).requeue().await;
-        assert_eq!(queue.room("echo"), Some(0), "a requeued job waits again");
+        assert_eq!(
+            queue.depth("echo"),
+            Some((2, 2)),
+            "a requeued job waits again"
+        );
         assert_eq!(second.next().await.expect("a job").data(), b"two");
         assert_eq!(
             second.next().await.expect("the requeued job").data(),

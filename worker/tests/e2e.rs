@@ -6,6 +6,8 @@ mod broker_tls;
 #[path = "e2e/command_tools.rs"]
 mod command_tools;
 mod common;
+#[path = "e2e/fairness.rs"]
+mod fairness;
 #[path = "e2e/questions.rs"]
 mod questions;
 #[path = "e2e/readme.rs"]

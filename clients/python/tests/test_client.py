@@ -259,6 +259,18 @@ async def test_a_retried_create_with_an_idempotency_key_returns_the_first_task(
     assert [task.task_id for task in page.tasks] == [first.task_id]
 
 
+async def test_a_dispatched_task_takes_a_priority_in_range(client: TaskStoreClient, session: str) -> None:
+    task = await client.create_task(
+        request_json=echo_call("urgent"), request_id=1, session_id=session, dispatch=Dispatch(priority=9)
+    )
+    done = await client.get_task_result(task.task_id, session_id=session, wait=True, timeout=30)
+    assert done.task.status is TaskStatus.COMPLETED
+    with pytest.raises(InvalidArgumentError, match="priority"):
+        await client.create_task(
+            request_json=echo_call("x"), request_id=2, session_id=session, dispatch=Dispatch(priority=10)
+        )
+
+
 async def test_a_dispatched_task_starts_no_sooner_than_asked(client: TaskStoreClient, session: str) -> None:
     asked = anyio.current_time()
     task = await client.create_task(

@@ -74,8 +74,9 @@ export interface CreateTaskParams {
   /**
    * Run the task on a worker of the fleet instead of reporting progress yourself. `startAt` (not before
    * this time) or `startAfterMs` (this long after its creation) makes it wait, `working`, until then.
+   * `priority` (0 to 9) puts it ahead of lower ones in its tool's backlog while the tool's workers are busy.
    */
-  dispatch?: { tool?: string; maxAttempts?: number; startAt?: Date; startAfterMs?: number };
+  dispatch?: { tool?: string; maxAttempts?: number; startAt?: Date; startAfterMs?: number; priority?: number };
   /**
    * Makes the create safe to retry (1-255 bytes, unique per tenant): while the task first created with
    * this key lives (and for the service's idempotency retention), the same create returns that task;

@@ -35,6 +35,7 @@ export interface WireDispatch {
   maxAttempts?: number;
   startAt?: WireTimestamp;
   startAfter?: WireDuration;
+  priority?: number;
 }
 
 export interface WireCreateTaskRequest {

@@ -83,6 +83,12 @@ for (const backend of backends()) {
       }
     });
 
+    it('dispatches with a priority in range, and refuses one out of it', async () => {
+      const task = await client.createTask({ requestId: 1, request: call('echo', { text: 'urgent' }), dispatch: { priority: 9 } });
+      assert.equal((await client.getTaskResult(task.taskId, { wait: true, timeoutMs: 30_000 })).status, 'completed');
+      await assert.rejects(client.createTask({ requestId: 2, request: call('echo', {}), dispatch: { priority: 10 } }), (e) => codeOf(e) === 'INVALID_ARGUMENT');
+    });
+
     it('grants the poll interval asked for, within the service minimum', async () => {
       const asked = await client.createTask({ requestId: 1, request: call('x', {}), pollInterval: 2500 });
       assert.equal(asked.pollInterval, 2500);

@@ -143,7 +143,9 @@ class TaskStoreClient:
         if poll_interval is not None:
             request.poll_interval.CopyFrom(convert.duration(poll_interval))
         if dispatch is not None:
-            request.dispatch.CopyFrom(pb.Dispatch(tool=dispatch.tool, max_attempts=dispatch.max_attempts))
+            request.dispatch.CopyFrom(
+                pb.Dispatch(tool=dispatch.tool, max_attempts=dispatch.max_attempts, priority=dispatch.priority)
+            )
             if dispatch.start_at is not None:
                 request.dispatch.start_at.FromDatetime(dispatch.start_at)
             if dispatch.start_after is not None:

@@ -148,13 +148,15 @@ class Dispatch:
 
     ``start_at`` (not before this time, timezone-aware) or ``start_after``
     (this long after its creation) makes the task wait, ``working``, until
-    then.
+    then. ``priority`` (0 to 9) puts it ahead of lower ones in its tool's
+    backlog while the tool's workers are busy.
     """
 
     tool: str | None = None
     max_attempts: int | None = None
     start_at: datetime | None = None
     start_after: timedelta | None = None
+    priority: int | None = None
 
 
 @dataclass(frozen=True)

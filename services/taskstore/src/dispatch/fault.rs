@@ -39,8 +39,8 @@ impl<P: JobPublisher> JobPublisher for FaultyPublisher<P> {
         self.publisher.publish_all(jobs).await
     }
 
-    async fn room(&self, tool: &str) -> Option<u32> {
-        self.publisher.room(tool).await
+    async fn depth(&self, tool: &str) -> Option<crate::domain::QueueDepth> {
+        self.publisher.depth(tool).await
     }
 }
 

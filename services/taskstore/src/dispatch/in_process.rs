@@ -29,14 +29,14 @@ impl JobPublisher for InProcessPublisher {
         publish_each(self, jobs).await
     }
 
-    /// No worker serves the tool: room for one, which the queue refuses,
-    /// so its task says it waits for a worker.
-    async fn room(&self, tool: &str) -> Option<u32> {
-        Some(
-            self.0
-                .room(tool)
-                .map_or(1, |room| u32::try_from(room).unwrap_or(u32::MAX)),
-        )
+    /// A tool nobody serves has no consumers: room for one, which the
+    /// queue refuses, so its task says it waits for a worker.
+    async fn depth(&self, tool: &str) -> Option<crate::domain::QueueDepth> {
+        let (ready, consumers) = self.0.depth(tool).unwrap_or((0, 0));
+        Some(crate::domain::QueueDepth {
+            ready: u32::try_from(ready).unwrap_or(u32::MAX),
+            consumers: u32::try_from(consumers).unwrap_or(u32::MAX),
+        })
     }
 }
 

@@ -237,14 +237,12 @@ impl JobPublisher for RabbitPublisher {
         }
     }
 
-    /// One job ready per consumer of the tool's queue, less those ready
-    /// now: each worker holds what it prefetched already, so a job
-    /// published now starts about as soon as one published earlier would
-    /// have. A queue that does not exist (no worker ever served the tool)
-    /// has room for one, which the broker returns, so its task says it
-    /// waits for a worker. A broker that cannot be asked: no limit (the
-    /// publish will tell).
-    async fn room(&self, tool: &str) -> Option<u32> {
+    /// The tool's queue's ready messages and consumers, from a passive
+    /// declare. A queue that does not exist (no worker ever served the
+    /// tool) counts as empty, without consumers: room for one, which the
+    /// broker returns, so its task says it waits for a worker. A broker
+    /// that cannot be asked: `None` (the publish will tell).
+    async fn depth(&self, tool: &str) -> Option<crate::domain::QueueDepth> {
         let mut inspect = self.inspect.lock().await;
         if inspect
             .as_ref()
@@ -264,15 +262,16 @@ impl JobPublisher for RabbitPublisher {
             )
             .await;
         match queue {
-            Ok(queue) => Some(
-                queue
-                    .consumer_count()
-                    .max(1)
-                    .saturating_sub(queue.message_count()),
-            ),
+            Ok(queue) => Some(crate::domain::QueueDepth {
+                ready: queue.message_count(),
+                consumers: queue.consumer_count(),
+            }),
             Err(_) => {
                 *inspect = None;
-                Some(1)
+                Some(crate::domain::QueueDepth {
+                    ready: 0,
+                    consumers: 0,
+                })
             }
         }
     }

@@ -74,6 +74,32 @@ impl Priority {
     }
 }
 
+/// What a tool's queue holds now, as the queue says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QueueDepth {
+    /// Jobs ready in the queue, not yet delivered to any consumer.
+    pub ready: u32,
+    /// Consumers of the queue (one per worker serving the tool).
+    pub consumers: u32,
+}
+
+impl QueueDepth {
+    /// Whether new jobs may go straight in: nothing waits there, so the
+    /// consumers take them at once (each holds up to its prefetch).
+    pub fn takes_everything(self) -> bool {
+        self.ready == 0
+    }
+
+    /// How many jobs of a backlog to add now: one ready per consumer, less
+    /// those ready. Each worker already holds what it prefetched, so a job
+    /// added now starts about as soon as one added earlier would have; a
+    /// queue without consumers has room for one (the broker returns it, or
+    /// keeps it for the first worker).
+    pub fn room(self) -> u32 {
+        self.consumers.max(1).saturating_sub(self.ready)
+    }
+}
+
 /// A job waiting for room, as the decision sees it. Candidates come in each
 /// tenant's own order (priority, highest first, then oldest first).
 #[derive(Debug, Clone, PartialEq, Eq)]

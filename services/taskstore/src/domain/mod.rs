@@ -36,7 +36,7 @@ pub use access::{
 pub use caller::{Caller, Reach, Role, TENANT_METADATA, TenantRefused, UnknownRole};
 pub use cursor::{CursorCodec, CursorPosition, InvalidCursor};
 pub use dispatch_order::{
-    InvalidPriority, PRIORITY_META_KEY, Priority, Turns, WaitingJob, next_jobs,
+    InvalidPriority, PRIORITY_META_KEY, Priority, QueueDepth, Turns, WaitingJob, next_jobs,
 };
 pub use execution::{
     AttemptEnd, AttemptHistory, AttemptOutcome, AttemptRecord, AttemptState, Claim, ClaimRefusal,

@@ -5,8 +5,10 @@
 //! store, where `domain::next_jobs` decides what goes next.
 //!
 //! What a tool's queue has room for is asked of the queue itself
-//! (`JobPublisher::room`): a budget, spent by the jobs sent straight out and
-//! asked again when spent or older than [`REMEASURE`]. Every replica asks
+//! (`JobPublisher::depth`): while nothing waits in it, its consumers take
+//! whatever comes; once jobs wait there, a budget of `QueueDepth::room`,
+//! spent by the jobs sent straight out. It is asked again when spent or
+//! older than [`REMEASURE`]. Every replica asks
 //! the same queue, so replicas agree on the room without sharing memory;
 //! the decision itself runs under the tool's lock in the store.
 
@@ -18,12 +20,13 @@ use crate::domain::{Turns, WaitingJob, next_jobs};
 use crate::store::execution::JobPublisher;
 
 /// How long a tool's measured room is trusted.
-const REMEASURE: Duration = Duration::from_millis(250);
+const REMEASURE: Duration = Duration::from_millis(100);
 
 #[derive(Debug, Default)]
 struct ToolGate {
-    /// Jobs that may still go straight out.
-    budget: u32,
+    /// Jobs that may still go straight out (`None`: any number: the queue
+    /// said it takes everything now).
+    budget: Option<u32>,
     measured_at: Option<Instant>,
     /// Jobs of the tool wait in the store for room: new ones queue up
     /// behind them rather than overtaking them.
@@ -51,29 +54,51 @@ impl DispatchGate {
                 return Some(false);
             }
             let fresh = gate.measured_at.is_some_and(|at| at.elapsed() < REMEASURE);
-            (fresh && gate.budget >= count).then(|| {
-                gate.budget -= count;
-                true
-            })
+            match gate.budget {
+                _ if !fresh => None,
+                None => Some(true),
+                Some(budget) if budget >= count => {
+                    gate.budget = Some(budget - count);
+                    Some(true)
+                }
+                Some(_) => None,
+            }
         });
         if let Some(known) = known {
             return known;
         }
-        let room = publisher.room(tool).await;
-        self.with(tool, |gate| match room {
-            None => true,
-            Some(room) => {
-                gate.measured_at = Some(Instant::now());
-                if room >= count {
-                    gate.budget = room - count;
+        let depth = publisher.depth(tool).await;
+        self.with(tool, |gate| {
+            gate.measured_at = Some(Instant::now());
+            match depth.map(|depth| (depth.takes_everything(), depth.room())) {
+                None | Some((true, _)) => {
+                    gate.budget = None;
                     true
-                } else {
-                    gate.budget = 0;
+                }
+                Some((false, room)) if room >= count => {
+                    gate.budget = Some(room - count);
+                    true
+                }
+                Some(_) => {
+                    gate.budget = Some(0);
                     gate.backlog = true;
                     false
                 }
             }
         })
+    }
+
+    /// How many jobs of `tool` the decision may send now, given what its
+    /// queue holds: any number while no backlog waits and nothing waits in
+    /// the queue (as for a new job going straight out), else the queue's
+    /// room. `None`: any number.
+    pub fn room(&self, tool: &str, depth: Option<crate::domain::QueueDepth>) -> Option<u32> {
+        let backlog = self.with(tool, |gate| gate.backlog);
+        match depth {
+            None => None,
+            Some(depth) if depth.takes_everything() && !backlog => None,
+            Some(depth) => Some(depth.room()),
+        }
     }
 
     /// Whether any tool has a backlog this replica knows of.
@@ -105,7 +130,7 @@ impl DispatchGate {
     pub fn decided(&self, tool: &str, more: bool) {
         self.with(tool, |gate| {
             gate.backlog = more;
-            gate.budget = 0;
+            gate.budget = Some(0);
             gate.measured_at = None;
         });
     }
@@ -117,10 +142,11 @@ mod tests {
     use taskstore_proto::jobs::JobMessage;
 
     use super::*;
+    use crate::domain::QueueDepth;
     use crate::store::execution::{PublishError, Published};
 
-    /// A queue with room for `room` jobs of every tool.
-    struct Room(Option<u32>);
+    /// A queue as deep as given, for every tool.
+    struct Room(Option<QueueDepth>);
 
     #[async_trait]
     impl JobPublisher for Room {
@@ -130,7 +156,7 @@ mod tests {
         async fn publish_all(&self, jobs: &[JobMessage]) -> Vec<Result<Published, PublishError>> {
             jobs.iter().map(|_| Ok(Published::Queued)).collect()
         }
-        async fn room(&self, _tool: &str) -> Option<u32> {
+        async fn depth(&self, _tool: &str) -> Option<QueueDepth> {
             self.0
         }
     }
@@ -138,7 +164,11 @@ mod tests {
     #[tokio::test]
     async fn fresh_jobs_go_out_while_the_room_lasts_then_queue_up_behind_the_backlog() {
         let gate = DispatchGate::default();
-        let three = Room(Some(3));
+        // One job ready, four consumers: room for three.
+        let three = Room(Some(QueueDepth {
+            ready: 1,
+            consumers: 4,
+        }));
         assert!(gate.admit_fresh("echo", 2, &three).await);
         assert!(gate.admit_fresh("echo", 1, &three).await, "the budget");
         // Spent: the queue is asked again, and has no room for four.
@@ -154,7 +184,12 @@ mod tests {
         );
         gate.only_waiting(&[]);
         assert!(!gate.any_backlog(), "published elsewhere");
-        // A queue that cannot tell takes everything.
+        // A queue that cannot tell, or where nothing waits, takes everything.
         assert!(gate.admit_fresh("other", 1000, &Room(None)).await);
+        let empty = Room(Some(QueueDepth {
+            ready: 0,
+            consumers: 1,
+        }));
+        assert!(gate.admit_fresh("third", 1000, &empty).await);
     }
 }

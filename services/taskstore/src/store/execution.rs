@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use taskstore_proto::jobs::JobMessage;
 
 use crate::domain::{
-    Claim, InputKey, InputRequest, JsonObject, LeaseToken, ReleaseOutcome, ReleaseReason, Renewal,
-    TaskId, TenantId,
+    Claim, InputKey, InputRequest, JsonObject, LeaseToken, QueueDepth, ReleaseOutcome,
+    ReleaseReason, Renewal, TaskId, TenantId,
 };
 use crate::error::StoreError;
 
@@ -205,12 +205,12 @@ pub trait JobPublisher: Send + Sync {
     /// Publishers without pipelining use [`publish_each`].
     async fn publish_all(&self, jobs: &[JobMessage]) -> Vec<Result<Published, PublishError>>;
 
-    /// How many more jobs of `tool` the queue should hold now: about what
-    /// its consumers can take next, less what already waits in it, so that
-    /// a tool's backlog waits in the store, where the order of what goes
-    /// next is still decided (`domain::next_jobs`). `None`: the queue
-    /// cannot tell, and takes everything at once.
-    async fn room(&self, _tool: &str) -> Option<u32> {
+    /// What `tool`'s queue holds now (ready jobs, consumers), so that the
+    /// relay adds only what its consumers take next and a backlog waits in
+    /// the store, where what goes next is still decided
+    /// (`domain::next_jobs`). `None`: the queue cannot tell, and takes
+    /// everything at once.
+    async fn depth(&self, _tool: &str) -> Option<QueueDepth> {
         None
     }
 }

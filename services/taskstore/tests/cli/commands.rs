@@ -69,6 +69,11 @@ async fn serve_answers_every_client_command_and_stops_cleanly_on_sigterm() {
     );
     let empty = create_echo(&service, &["--idempotency-key", ""]);
     assert_eq!(empty.code(), 2, "a usage error: {}", empty.stderr);
+    // A priority: 0 to 9.
+    let urgent = create_echo(&service, &["--dispatch", "--priority", "9"]);
+    assert!(urgent.status.success(), "{}", urgent.stderr);
+    let too_high = create_echo(&service, &["--dispatch", "--priority", "10"]);
+    assert_eq!(too_high.code(), 2, "a usage error: {}", too_high.stderr);
 
     let shown = client(&service, &["get", &id]);
     assert!(shown.status.success());

@@ -4,6 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use taskstore::domain::QueueDepth;
 use taskstore::store::execution::{JobPublisher, PublishError, Published, publish_each};
 use taskstore_proto::jobs::JobMessage;
 
@@ -14,9 +15,25 @@ pub struct Recorder {
     pub routable: bool,
     /// Whether the broker refuses everything.
     pub down: bool,
-    /// How many more jobs of a tool the queue takes each time it is asked
-    /// (`None`: everything at once).
-    pub room: Option<u32>,
+    /// What the queue says it holds of every tool (`None`: it cannot
+    /// tell, and takes everything at once).
+    pub depth: Option<QueueDepth>,
+}
+
+impl Recorder {
+    /// A queue that takes every job, and has room for `room` more of a
+    /// backlog each time it is asked (one job already waits in it, so new
+    /// jobs never go straight in).
+    pub fn with_room(room: u32) -> Self {
+        Self {
+            routable: true,
+            depth: Some(QueueDepth {
+                ready: 1,
+                consumers: room + 1,
+            }),
+            ..Self::default()
+        }
+    }
 }
 
 #[async_trait]
@@ -37,8 +54,8 @@ impl JobPublisher for Recorder {
         publish_each(self, jobs).await
     }
 
-    async fn room(&self, _tool: &str) -> Option<u32> {
-        self.room
+    async fn depth(&self, _tool: &str) -> Option<QueueDepth> {
+        self.depth
     }
 }
 
@@ -75,8 +92,8 @@ impl JobPublisher for SharedRecorder {
         publish_each(self, jobs).await
     }
 
-    async fn room(&self, tool: &str) -> Option<u32> {
-        self.0.room(tool).await
+    async fn depth(&self, tool: &str) -> Option<QueueDepth> {
+        self.0.depth(tool).await
     }
 }
 

@@ -135,7 +135,7 @@ fn valid_requests() -> Vec<(&'static str, bool, Vec<u8>)> {
         request_id_json: "1".into(),
         request_json: r#"{"method":"tools/call","params":{"name":"echo"}}"#.into(),
         dispatch: Some(pb::Dispatch {
-            priority: Default::default(),
+            priority: Some(3),
             start_at: None,
             start_after: Some(prost_types::Duration {
                 seconds: 5,

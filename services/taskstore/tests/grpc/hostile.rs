@@ -68,6 +68,26 @@ async fn hostile_creates_are_invalid_argument_and_change_nothing() {
             },
         ),
         (
+            "priority out of range",
+            pb::CreateTaskRequest {
+                dispatch: Some(pb::Dispatch {
+                    priority: Some(10),
+                    ..starting(None, None).dispatch.unwrap_or_default()
+                }),
+                ..create_request()
+            },
+        ),
+        (
+            "priority far out of range",
+            pb::CreateTaskRequest {
+                dispatch: Some(pb::Dispatch {
+                    priority: Some(u32::MAX),
+                    ..starting(None, None).dispatch.unwrap_or_default()
+                }),
+                ..create_request()
+            },
+        ),
+        (
             "empty idempotency key",
             pb::CreateTaskRequest {
                 idempotency_key: Some(String::new()),

@@ -13,6 +13,7 @@ mod harness;
 mod hostile;
 mod idempotency;
 mod notifications;
+mod priority;
 mod questions;
 mod replicas;
 mod slow_clients;

@@ -34,7 +34,9 @@ fn tenant_scope(name: &str) -> Scope {
 /// Relays until nothing more goes out; the task ids in publish order, and
 /// never more than `room` per pass.
 async fn published_in_order(stores: &Stores, queue: &Recorder) -> Vec<String> {
-    let room = u64::from(queue.room.unwrap_or(u32::MAX));
+    let room = queue
+        .depth
+        .map_or(u64::MAX, |depth| u64::from(depth.room()));
     for _ in 0..50 {
         let published = stores
             .dispatch
@@ -70,11 +72,7 @@ async fn create(stores: &Stores, scope: &Scope, task: NewTask) -> String {
 
 pub async fn a_backlog_goes_out_by_priority_with_tenants_taking_turns(backend: &dyn Backend) {
     let stores = backend.stores(with_policy(short_leases())).await;
-    let queue = Recorder {
-        routable: true,
-        room: Some(1),
-        ..Recorder::default()
-    };
+    let queue = Recorder::with_room(1);
     if backend.chooses_tenant() {
         // A noisy tenant queues four, then a quiet one queues one, then the
         // noisy one queues an urgent one.
@@ -101,9 +99,13 @@ pub async fn a_backlog_goes_out_by_priority_with_tenants_taking_turns(backend: &
 
 pub async fn a_queue_with_room_takes_new_jobs_at_once_in_order(backend: &dyn Backend) {
     let stores = backend.stores(with_policy(short_leases())).await;
+    // Nothing waits in the queue: its consumers take new jobs at once.
     let queue = Recorder {
         routable: true,
-        room: Some(10),
+        depth: Some(taskstore::domain::QueueDepth {
+            ready: 0,
+            consumers: 1,
+        }),
         ..Recorder::default()
     };
     let mut created = Vec::new();

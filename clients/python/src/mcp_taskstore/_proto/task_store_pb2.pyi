@@ -73,16 +73,18 @@ class CreateTaskRequest(_message.Message):
     def __init__(self, task_id: _Optional[str] = ..., session_id: _Optional[str] = ..., ttl: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., request_id_json: _Optional[str] = ..., request_json: _Optional[str] = ..., dispatch: _Optional[_Union[Dispatch, _Mapping]] = ..., no_expiry: bool = ..., poll_interval: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., idempotency_key: _Optional[str] = ...) -> None: ...
 
 class Dispatch(_message.Message):
-    __slots__ = ("tool", "max_attempts", "start_at", "start_after")
+    __slots__ = ("tool", "max_attempts", "start_at", "start_after", "priority")
     TOOL_FIELD_NUMBER: _ClassVar[int]
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     START_AT_FIELD_NUMBER: _ClassVar[int]
     START_AFTER_FIELD_NUMBER: _ClassVar[int]
+    PRIORITY_FIELD_NUMBER: _ClassVar[int]
     tool: str
     max_attempts: int
     start_at: _timestamp_pb2.Timestamp
     start_after: _duration_pb2.Duration
-    def __init__(self, tool: _Optional[str] = ..., max_attempts: _Optional[int] = ..., start_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
+    priority: int
+    def __init__(self, tool: _Optional[str] = ..., max_attempts: _Optional[int] = ..., start_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., start_after: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., priority: _Optional[int] = ...) -> None: ...
 
 class GetTaskRequest(_message.Message):
     __slots__ = ("task_id", "session_id")

@@ -86,7 +86,12 @@ impl DispatchStore for MemoryTaskStore {
         };
         let mut rooms = Vec::with_capacity(tools.len());
         for tool in tools {
-            let room = queue.room(&tool).await.map_or(usize::MAX, |r| r as usize);
+            let depth = queue.depth(&tool).await;
+            let room = self
+                .inner
+                .gate
+                .room(&tool, depth)
+                .map_or(usize::MAX, |room| room as usize);
             rooms.push((tool, room));
         }
         let mut state = self.lock().await;
@@ -117,6 +122,9 @@ impl DispatchStore for MemoryTaskStore {
                 })
                 .collect();
             let chosen = self.inner.gate.choose(&tool, &candidates, room.min(left));
+            self.inner
+                .gate
+                .decided(&tool, candidates.len() > chosen.len());
             due.extend(chosen.into_iter().map(|c| waiting[c]));
         }
         // In the order decided: the queue keeps it.

@@ -53,8 +53,10 @@ impl PgTaskStore {
                 break;
             }
             let going = taken.iter().filter(|job| job.message.tool == tool).count();
-            let room = match queue.room(&tool).await {
-                Some(room) => (room as usize).saturating_sub(going),
+            // Ready rows are a backlog by definition (new jobs that found
+            // room went straight out): the queue's room, strictly.
+            let room = match queue.depth(&tool).await {
+                Some(depth) => (depth.room() as usize).saturating_sub(going),
                 None => left,
             };
             if room == 0 {

@@ -1,0 +1,134 @@
+//! The noisy neighbour (issue 40): a tenant floods a tool with short tasks;
+//! another tenant's tasks, created one at a time meanwhile, start about as
+//! soon as a slot frees, not after the flood. Real service, RabbitMQ and
+//! worker; start times are the attempts' own (`attempt_history`), read
+//! from PostgreSQL.
+
+use std::time::Duration;
+
+use serde_json::json;
+use sqlx::postgres::PgPoolOptions;
+use taskstore_proto::v1 as pb;
+use tonic::transport::Channel;
+
+use crate::common::{Env, dispatch_request};
+use pb::task_store_client::TaskStoreClient;
+
+/// The flood: this many tasks of `TASK_MS` on one worker of 4 slots (the
+/// tests' workers' `--concurrency`).
+const FLOOD: usize = 600;
+const TASK_MS: u64 = 50;
+/// The quiet tenant's tasks, one every `QUIET_EVERY`.
+const QUIET: usize = 12;
+const QUIET_EVERY: Duration = Duration::from_millis(200);
+
+async fn create(client: &mut TaskStoreClient<Channel>, tenant: &str) -> String {
+    let mut request =
+        tonic::Request::new(dispatch_request("sleep", json!({ "ms": TASK_MS }), None));
+    request
+        .metadata_mut()
+        .insert("x-taskstore-tenant", tenant.parse().expect("ascii"));
+    client
+        .create_task(request)
+        .await
+        .unwrap_or_else(|status| panic!("create in {tenant}: {status:?}"))
+        .into_inner()
+        .task_id
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_quiet_tenant_is_not_stuck_behind_a_noisy_ones_flood() {
+    let mut env = Env::new().await;
+    env.start_service(&[]);
+    let _worker = env.start_worker("worker-fair", "sleep", None, &[]);
+    env.wait_for_consumers("sleep", 1).await;
+    let client = env.client().await;
+
+    // The flood, from four connections at once.
+    let mut creators = Vec::new();
+    for part in 0..4 {
+        let mut client = env.client().await;
+        creators.push(tokio::spawn(async move {
+            let mut ids = Vec::new();
+            for _ in 0..FLOOD / 4 {
+                ids.push(create(&mut client, "noisy").await);
+            }
+            let _ = part;
+            ids
+        }));
+    }
+    let mut flood = Vec::new();
+    for creator in creators {
+        flood.extend(creator.await.expect("creator"));
+    }
+    // The quiet tenant, one task every 200 ms, while the flood drains
+    // (about FLOOD × TASK_MS / 4 slots = 7.5 s of work).
+    let mut quiet = Vec::new();
+    let mut client_quiet = client.clone();
+    for _ in 0..QUIET {
+        quiet.push(create(&mut client_quiet, "quiet").await);
+        tokio::time::sleep(QUIET_EVERY).await;
+    }
+
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&env.database_url)
+        .await
+        .expect("PostgreSQL");
+    // Every task runs, once.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let done: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM tasks WHERE status = 'completed' AND attempt = 1",
+        )
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+        if done as usize == FLOOD + QUIET {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{done} of {} completed",
+            FLOOD + QUIET
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    // How long each quiet task waited for its start, and how long the
+    // flood's last task waited (what a first-in-first-out queue would have
+    // made the quiet ones wait).
+    let waited = |ids: Vec<String>| {
+        let pool = pool.clone();
+        async move {
+            let mut waits: Vec<f64> = sqlx::query_scalar(
+                "SELECT (extract(epoch FROM ((attempt_history->'records'->0->>'startedAt')::timestamptz
+                         - created_at)) * 1000)::float8
+                 FROM tasks WHERE task_id = ANY($1)",
+            )
+            .bind(&ids)
+            .fetch_all(&pool)
+            .await
+            .expect("waits");
+            waits.sort_by(f64::total_cmp);
+            waits
+        }
+    };
+    let quiet_waits = waited(quiet).await;
+    let flood_waits = waited(flood).await;
+    let worst_quiet = quiet_waits.last().copied().unwrap_or(f64::MAX);
+    let worst_flood = flood_waits.last().copied().unwrap_or(0.0);
+    eprintln!(
+        "fairness: quiet tenant's waits (ms) {quiet_waits:.0?}; the flood's longest wait {worst_flood:.0} ms"
+    );
+    assert!(
+        worst_flood > 2_000.0,
+        "the flood made a backlog ({worst_flood:.0} ms): otherwise this proves nothing"
+    );
+    // The issue's bound: within 3x the tool's duration, for every one
+    // of the quiet tenant's tasks (its p99, with twelve of them).
+    assert!(
+        worst_quiet <= 3.0 * TASK_MS as f64,
+        "the quiet tenant waited up to {worst_quiet:.0} ms: {quiet_waits:.0?}"
+    );
+    env.cleanup(&["sleep"]).await;
+}
