@@ -1,6 +1,7 @@
 //! The noisy neighbour (issue 40): a tenant floods a tool with short tasks;
-//! another tenant's tasks, created one at a time meanwhile, start about as
-//! soon as a slot frees, not after the flood. Real service, RabbitMQ and
+//! another tenant's tasks, created one at a time meanwhile, and the
+//! flooding tenant's own urgent one start about as soon as a slot frees,
+//! not after the flood. Real service, RabbitMQ and
 //! worker; start times are the attempts' own (`attempt_history`), read
 //! from PostgreSQL.
 
@@ -22,9 +23,12 @@ const TASK_MS: u64 = 50;
 const QUIET: usize = 12;
 const QUIET_EVERY: Duration = Duration::from_millis(200);
 
-async fn create(client: &mut TaskStoreClient<Channel>, tenant: &str) -> String {
-    let mut request =
-        tonic::Request::new(dispatch_request("sleep", json!({ "ms": TASK_MS }), None));
+async fn create(client: &mut TaskStoreClient<Channel>, tenant: &str, priority: u32) -> String {
+    let mut create = dispatch_request("sleep", json!({ "ms": TASK_MS }), None);
+    if let Some(dispatch) = create.dispatch.as_mut() {
+        dispatch.priority = Some(priority);
+    }
+    let mut request = tonic::Request::new(create);
     request
         .metadata_mut()
         .insert("x-taskstore-tenant", tenant.parse().expect("ascii"));
@@ -51,7 +55,7 @@ async fn a_quiet_tenant_is_not_stuck_behind_a_noisy_ones_flood() {
         creators.push(tokio::spawn(async move {
             let mut ids = Vec::new();
             for _ in 0..FLOOD / 4 {
-                ids.push(create(&mut client, "noisy").await);
+                ids.push(create(&mut client, "noisy", 0).await);
             }
             let _ = part;
             ids
@@ -63,10 +67,16 @@ async fn a_quiet_tenant_is_not_stuck_behind_a_noisy_ones_flood() {
     }
     // The quiet tenant, one task every 200 ms, while the flood drains
     // (about FLOOD × TASK_MS / 4 slots = 7.5 s of work).
+    // Halfway, the noisy tenant itself has an urgent one: a higher
+    // priority overtakes its own backlog.
     let mut quiet = Vec::new();
+    let mut urgent = Vec::new();
     let mut client_quiet = client.clone();
-    for _ in 0..QUIET {
-        quiet.push(create(&mut client_quiet, "quiet").await);
+    for n in 0..QUIET {
+        quiet.push(create(&mut client_quiet, "quiet", 0).await);
+        if n == QUIET / 2 {
+            urgent.push(create(&mut client_quiet, "noisy", 9).await);
+        }
         tokio::time::sleep(QUIET_EVERY).await;
     }
 
@@ -84,13 +94,13 @@ async fn a_quiet_tenant_is_not_stuck_behind_a_noisy_ones_flood() {
         .fetch_one(&pool)
         .await
         .expect("count");
-        if done as usize == FLOOD + QUIET {
+        if done as usize == FLOOD + QUIET + 1 {
             break;
         }
         assert!(
             tokio::time::Instant::now() < deadline,
             "{done} of {} completed",
-            FLOOD + QUIET
+            FLOOD + QUIET + 1
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
@@ -114,11 +124,12 @@ async fn a_quiet_tenant_is_not_stuck_behind_a_noisy_ones_flood() {
         }
     };
     let quiet_waits = waited(quiet).await;
+    let urgent_wait = waited(urgent).await.last().copied().unwrap_or(f64::MAX);
     let flood_waits = waited(flood).await;
     let worst_quiet = quiet_waits.last().copied().unwrap_or(f64::MAX);
     let worst_flood = flood_waits.last().copied().unwrap_or(0.0);
     eprintln!(
-        "fairness: quiet tenant's waits (ms) {quiet_waits:.0?}; the flood's longest wait {worst_flood:.0} ms"
+        "fairness: quiet tenant's waits (ms) {quiet_waits:.0?}; the urgent task's {urgent_wait:.0}; the flood's longest wait {worst_flood:.0} ms"
     );
     assert!(
         worst_flood > 2_000.0,
@@ -129,6 +140,10 @@ async fn a_quiet_tenant_is_not_stuck_behind_a_noisy_ones_flood() {
     assert!(
         worst_quiet <= 3.0 * TASK_MS as f64,
         "the quiet tenant waited up to {worst_quiet:.0} ms: {quiet_waits:.0?}"
+    );
+    assert!(
+        urgent_wait <= 3.0 * TASK_MS as f64,
+        "the urgent task waited {urgent_wait:.0} ms behind its tenant's backlog"
     );
     env.cleanup(&["sleep"]).await;
 }
