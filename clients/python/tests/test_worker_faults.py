@@ -136,9 +136,15 @@ async def test_concurrency_bounds_the_attempts_a_worker_runs(
 ) -> None:
     started.append(start_worker(service, worker_id="py-two", concurrency=2))
     tasks = [await dispatch(client, "conf_sleep", {"ms": 800, "step_ms": 100}) for _ in range(4)]
+    ids = {task.task_id for task in tasks}
     most = 0
     while True:
-        infos = [await client.get_task(task.task_id) for task in tasks]
+        # One snapshot of all four (a list is one read): read one by one, a
+        # task could be seen running just before it ended and its successor
+        # just after it started.
+        page = await client.list_tasks(page_size=100)
+        infos = [i for i in page.tasks if i.task_id in ids]
+        assert len(infos) == len(ids), infos
         running = [
             i
             for i in infos
