@@ -295,60 +295,6 @@ mod tests {
     }
 
     #[test]
-    fn the_tools_retry_policy_decides_which_failures_run_again_and_when() {
-        use TaskStatus::Working;
-        let with = |retry: RetryPolicy| AttemptState {
-            retry,
-            ..state(Working, 1, 3)
-        };
-        let no_errors = with(RetryPolicy {
-            retry_errors: false,
-            ..RetryPolicy::default()
-        });
-        assert_eq!(
-            after_attempt(&no_errors, &retryable(), &policy(), 0.5),
-            NextStep::Fail {
-                message: "failed: timeout (its tool retries no errors)".into()
-            }
-        );
-        // A lost worker is still run again: only errors were declined.
-        assert!(matches!(
-            after_attempt(&no_errors, &AttemptEnd::LeaseExpired, &policy(), 0.5),
-            NextStep::Redispatch { attempts: 1, .. }
-        ));
-        let not_after_a_crash = with(RetryPolicy {
-            retry_lost_workers: false,
-            ..RetryPolicy::default()
-        });
-        assert_eq!(
-            after_attempt(&not_after_a_crash, &AttemptEnd::LeaseExpired, &policy(), 0.5),
-            NextStep::Fail {
-                message: "failed: the worker running it (w1) stopped renewing its lease, and its tool does not run a task again after a lost worker".into()
-            }
-        );
-        // Neither a shutdown nor a park is a failure: the attempt is given
-        // back whatever the policy.
-        for end in [AttemptEnd::Shutdown, AttemptEnd::Parked] {
-            assert!(matches!(
-                after_attempt(&not_after_a_crash, &end, &policy(), 0.5),
-                NextStep::Redispatch { attempts: 0, .. }
-            ));
-        }
-        let quick = with(RetryPolicy {
-            backoff_base: Some(Duration::from_millis(40)),
-            ..RetryPolicy::default()
-        });
-        assert_eq!(
-            after_attempt(&quick, &retryable(), &policy(), 0.0),
-            NextStep::Redispatch {
-                attempts: 1,
-                delay: Duration::from_millis(20),
-                message: "attempt 1 of 3 failed: timeout; retrying in 20ms".into()
-            }
-        );
-    }
-
-    #[test]
     fn refusals_name_their_reason() {
         use TaskStatus::{Cancelled, Working};
         assert_eq!(

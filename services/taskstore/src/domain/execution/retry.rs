@@ -172,6 +172,86 @@ mod millis {
 mod tests {
     use super::*;
 
+    use super::super::{AttemptEnd, AttemptState, NextStep, after_attempt};
+    use crate::domain::TaskStatus;
+
+    /// The service's policy the decision falls back on.
+    fn decided_by() -> ExecutionPolicy {
+        ExecutionPolicy {
+            backoff_base: Duration::from_secs(1),
+            backoff_max: Duration::from_secs(8),
+            ..ExecutionPolicy::default()
+        }
+    }
+
+    /// Attempt 1 of 3, running on `w1`.
+    fn working() -> AttemptState {
+        AttemptState {
+            status: TaskStatus::Working,
+            attempt: 1,
+            max_attempts: 3,
+            owner: "w1".into(),
+            open_questions: 0,
+            retry: RetryPolicy::default(),
+        }
+    }
+
+    fn retryable() -> AttemptEnd {
+        AttemptEnd::RetryableFailure {
+            error: "timeout".into(),
+        }
+    }
+
+    #[test]
+    fn the_tools_retry_policy_decides_which_failures_run_again_and_when() {
+        let with = |retry: RetryPolicy| AttemptState { retry, ..working() };
+        let no_errors = with(RetryPolicy {
+            retry_errors: false,
+            ..RetryPolicy::default()
+        });
+        assert_eq!(
+            after_attempt(&no_errors, &retryable(), &decided_by(), 0.5),
+            NextStep::Fail {
+                message: "failed: timeout (its tool retries no errors)".into()
+            }
+        );
+        // A lost worker is still run again: only errors were declined.
+        assert!(matches!(
+            after_attempt(&no_errors, &AttemptEnd::LeaseExpired, &decided_by(), 0.5),
+            NextStep::Redispatch { attempts: 1, .. }
+        ));
+        let not_after_a_crash = with(RetryPolicy {
+            retry_lost_workers: false,
+            ..RetryPolicy::default()
+        });
+        assert_eq!(
+            after_attempt(&not_after_a_crash, &AttemptEnd::LeaseExpired, &decided_by(), 0.5),
+            NextStep::Fail {
+                message: "failed: the worker running it (w1) stopped renewing its lease, and its tool does not run a task again after a lost worker".into()
+            }
+        );
+        // Neither a shutdown nor a park is a failure: the attempt is given
+        // back whatever the policy.
+        for end in [AttemptEnd::Shutdown, AttemptEnd::Parked] {
+            assert!(matches!(
+                after_attempt(&not_after_a_crash, &end, &decided_by(), 0.5),
+                NextStep::Redispatch { attempts: 0, .. }
+            ));
+        }
+        let quick = with(RetryPolicy {
+            backoff_base: Some(Duration::from_millis(40)),
+            ..RetryPolicy::default()
+        });
+        assert_eq!(
+            after_attempt(&quick, &retryable(), &decided_by(), 0.0),
+            NextStep::Redispatch {
+                attempts: 1,
+                delay: Duration::from_millis(20),
+                message: "attempt 1 of 3 failed: timeout; retrying in 20ms".into()
+            }
+        );
+    }
+
     fn service() -> ExecutionPolicy {
         ExecutionPolicy {
             default_max_attempts: 3,
