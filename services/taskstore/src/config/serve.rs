@@ -368,6 +368,7 @@ impl ServeArgs {
 
     fn default_quotas(&self) -> Quotas {
         Quotas {
+            dispatch_weight: None,
             max_priority: None,
             max_tasks: self.max_tasks.0,
             max_tasks_per_session: self.max_tasks_per_session.0,

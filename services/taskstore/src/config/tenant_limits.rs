@@ -5,7 +5,7 @@
 //! ```json
 //! {"tenants": {"acme": {"max_tasks": 100000, "creates_per_second": 200,
 //!                       "create_burst": 400, "max_waiting_calls": 1000,
-//!                       "max_priority": 5}}}
+//!                       "max_priority": 5, "dispatch_weight": 3}}}
 //! ```
 
 use std::collections::BTreeMap;
@@ -31,6 +31,8 @@ struct TenantEntry {
     max_waiting_calls: Option<u32>,
     /// The highest dispatch priority the tenant may ask for (0 to 9).
     max_priority: Option<u8>,
+    /// Its turns per round when tenants share a busy tool (1 to 100).
+    dispatch_weight: Option<u32>,
 }
 
 /// The defaults the flags set, before any tenant's own.
@@ -84,9 +86,18 @@ pub fn resolve(
                 crate::domain::Priority::MAX
             ));
         }
+        if let Some(weight) = entry.dispatch_weight
+            && !(1..=crate::domain::MAX_DISPATCH_WEIGHT).contains(&weight)
+        {
+            return Err(format!(
+                "--tenant-limits: tenant {name}: dispatch_weight must be between 1 and {}",
+                crate::domain::MAX_DISPATCH_WEIGHT
+            ));
+        }
         quotas.insert(
             tenant.clone(),
             Quotas {
+                dispatch_weight: entry.dispatch_weight.or(defaults.quotas.dispatch_weight),
                 max_priority: entry.max_priority.or(defaults.quotas.max_priority),
                 max_tasks: entry.max_tasks.or(defaults.quotas.max_tasks),
                 max_tasks_per_session: entry
@@ -120,6 +131,7 @@ mod tests {
     fn defaults() -> Defaults {
         Defaults {
             quotas: Quotas {
+                dispatch_weight: None,
                 max_priority: None,
                 max_tasks: Some(1000),
                 max_tasks_per_session: None,
@@ -132,10 +144,13 @@ mod tests {
 
     #[test]
     fn a_tenant_overrides_what_it_names_and_keeps_the_rest() {
-        let file = r#"{"tenants": {"acme": {"max_tasks": 5, "creates_per_second": 2.5}}}"#;
+        let file = r#"{"tenants": {"acme": {"max_tasks": 5, "creates_per_second": 2.5,
+                                           "max_priority": 4, "dispatch_weight": 3}}}"#;
         let (quotas, admission) = resolve(defaults(), Some(file)).expect("valid");
         let acme = TenantId::parse("acme").expect("tenant");
         assert_eq!(quotas[&acme].max_tasks, Some(5));
+        assert_eq!(quotas[&acme].max_priority, Some(4));
+        assert_eq!(quotas[&acme].dispatch_weight, Some(3));
         assert_eq!(admission.for_tenant(&acme).creates, Rate::new(2.5, 3));
         assert_eq!(admission.for_tenant(&acme).max_waiting_calls, Some(100));
         let other = TenantId::default_tenant();
@@ -152,6 +167,18 @@ mod tests {
                 "positive",
             ),
             ("not json", "--tenant-limits"),
+            (
+                r#"{"tenants": {"acme": {"max_priority": 10}}}"#,
+                "max_priority",
+            ),
+            (
+                r#"{"tenants": {"acme": {"dispatch_weight": 0}}}"#,
+                "dispatch_weight",
+            ),
+            (
+                r#"{"tenants": {"acme": {"dispatch_weight": 101}}}"#,
+                "dispatch_weight",
+            ),
         ] {
             let err = resolve(defaults(), Some(file)).expect_err(file);
             assert!(err.contains(says), "{err}");

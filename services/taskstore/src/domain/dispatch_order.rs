@@ -3,8 +3,9 @@
 //! PostgreSQL and the in-process engine order a backlog the same way.
 //!
 //! The order: the highest priority first; among equal priorities, the
-//! tenant served least recently (round-robin, so one tenant's flood cannot
-//! make another's task wait behind it); within a tenant, first in, first out.
+//! tenants take turns (round-robin, weighted by each tenant's
+//! `dispatch_weight`, so one tenant's flood cannot make another's task
+//! wait behind it); within a tenant, first in, first out.
 
 use std::collections::HashMap;
 
@@ -110,38 +111,68 @@ pub struct WaitingJob {
     pub priority: Priority,
 }
 
-/// When each tenant of a tool was last served, carried from one decision
+/// How far each tenant of a tool has been served, carried from one decision
 /// to the next (per tool; a replica's own memory: replicas that share a
 /// tool alternate their decisions under its lock, so each keeps a fair
-/// order of its own).
+/// order of its own). Weighted round-robin by virtual time (stride
+/// scheduling): serving a tenant moves it on by [`Turns::STRIDE`] divided
+/// by its weight, and the tenant furthest behind goes next; a tenant new to
+/// the tool starts where the tool is now, never behind, so a tenant that
+/// was idle gets no credit to spend in a burst.
 #[derive(Debug, Clone, Default)]
 pub struct Turns {
-    served: HashMap<String, u64>,
-    clock: u64,
+    passes: HashMap<String, u64>,
+    /// Where the tool is now: the pass of the tenant served last.
+    floor: u64,
 }
 
 impl Turns {
-    /// Most tenants remembered; past it the oldest memories go (a tenant
-    /// forgotten counts as never served, which only moves it forward).
+    /// Most tenants remembered; past it, the half closest to the floor go
+    /// (a tenant forgotten starts at the floor).
     const MAX_TENANTS: usize = 10_000;
+    /// One turn of a tenant of weight 1.
+    const STRIDE: u64 = 1_000_000;
 
-    fn served(&mut self, tenant: &str) {
-        self.clock += 1;
-        if self.served.len() >= Self::MAX_TENANTS && !self.served.contains_key(tenant) {
-            let cutoff = self.clock.saturating_sub(Self::MAX_TENANTS as u64 / 2);
-            self.served.retain(|_, at| *at > cutoff);
-        }
-        self.served.insert(tenant.to_owned(), self.clock);
+    fn pass(&self, tenant: &str) -> u64 {
+        self.passes
+            .get(tenant)
+            .copied()
+            .unwrap_or(0)
+            .max(self.floor)
     }
 
-    fn last_served(&self, tenant: &str) -> u64 {
-        self.served.get(tenant).copied().unwrap_or(0)
+    fn served(&mut self, tenant: &str, weight: u32) {
+        let start = self.pass(tenant);
+        self.floor = start;
+        self.passes.insert(
+            tenant.to_owned(),
+            start + Self::STRIDE / u64::from(weight.max(1)),
+        );
+        if self.passes.len() > Self::MAX_TENANTS {
+            // Forget the half closest to the floor: each starts there again,
+            // barely ahead of where it was.
+            let mut passes: Vec<u64> = self.passes.values().copied().collect();
+            passes.sort_unstable();
+            let cutoff = passes[passes.len() - Self::MAX_TENANTS / 2 - 1];
+            self.passes.retain(|_, pass| *pass > cutoff);
+        }
     }
 }
 
+/// The weight a tenant has when none is set: one turn per round.
+pub const DEFAULT_DISPATCH_WEIGHT: u32 = 1;
+/// The largest weight an operator may give a tenant.
+pub const MAX_DISPATCH_WEIGHT: u32 = 100;
+
 /// Picks up to `room` of `waiting` (indexes into it, in the order they go
-/// out), recording whom it served in `turns`.
-pub fn next_jobs(waiting: &[WaitingJob], room: usize, turns: &mut Turns) -> Vec<usize> {
+/// out), recording whom it served in `turns`; `weight` gives each tenant's
+/// turns per round (1 to [`MAX_DISPATCH_WEIGHT`]).
+pub fn next_jobs(
+    waiting: &[WaitingJob],
+    room: usize,
+    turns: &mut Turns,
+    weight: &dyn Fn(&str) -> u32,
+) -> Vec<usize> {
     // Each tenant's candidates, in its own order.
     let mut queues: Vec<(&str, Vec<usize>)> = Vec::new();
     let mut of_tenant: HashMap<&str, usize> = HashMap::new();
@@ -158,8 +189,8 @@ pub fn next_jobs(waiting: &[WaitingJob], room: usize, turns: &mut Turns) -> Vec<
     }
     let mut chosen = Vec::with_capacity(room.min(waiting.len()));
     while chosen.len() < room {
-        // The best head: highest priority, then the tenant served least
-        // recently, then the oldest job.
+        // The best head: highest priority, then the tenant furthest behind,
+        // then the oldest job.
         let best = queues
             .iter()
             .enumerate()
@@ -167,7 +198,7 @@ pub fn next_jobs(waiting: &[WaitingJob], room: usize, turns: &mut Turns) -> Vec<
             .min_by_key(|&(_, tenant, i)| {
                 (
                     std::cmp::Reverse(waiting[i].priority),
-                    turns.last_served(tenant),
+                    turns.pass(tenant),
                     waiting[i].id,
                 )
             });
@@ -175,7 +206,7 @@ pub fn next_jobs(waiting: &[WaitingJob], room: usize, turns: &mut Turns) -> Vec<
             break;
         };
         queues[q].1.pop();
-        turns.served(tenant);
+        turns.served(tenant, weight(tenant).clamp(1, MAX_DISPATCH_WEIGHT));
         chosen.push(i);
     }
     chosen
@@ -194,7 +225,7 @@ mod tests {
     }
 
     fn ids(waiting: &[WaitingJob], room: usize, turns: &mut Turns) -> Vec<i64> {
-        next_jobs(waiting, room, turns)
+        next_jobs(waiting, room, turns, &|_| DEFAULT_DISPATCH_WEIGHT)
             .into_iter()
             .map(|i| waiting[i].id)
             .collect()
@@ -239,9 +270,10 @@ mod tests {
     #[test]
     fn no_room_takes_nothing_and_one_tenant_alone_takes_all_the_room() {
         let waiting = [job(1, "a", 0), job(2, "a", 0), job(3, "a", 0)];
-        assert!(next_jobs(&waiting, 0, &mut Turns::default()).is_empty());
+        let one = &|_: &str| 1;
+        assert!(next_jobs(&waiting, 0, &mut Turns::default(), one).is_empty());
         assert_eq!(ids(&waiting, 10, &mut Turns::default()), [1, 2, 3]);
-        assert!(next_jobs(&[], 5, &mut Turns::default()).is_empty());
+        assert!(next_jobs(&[], 5, &mut Turns::default(), one).is_empty());
     }
 
     #[test]
@@ -280,12 +312,37 @@ mod tests {
     }
 
     #[test]
-    fn a_tenant_forgotten_counts_as_never_served() {
+    fn a_heavier_tenant_gets_more_turns_and_an_idle_one_no_credit() {
+        let mut waiting = Vec::new();
+        for n in 0..10 {
+            waiting.push(job(n, "big", 0));
+            waiting.push(job(100 + n, "small", 0));
+        }
+        let weight = |tenant: &str| if tenant == "big" { 3 } else { 1 };
+        let mut turns = Turns::default();
+        let picked = next_jobs(&waiting, 8, &mut turns, &weight);
+        let big = picked
+            .iter()
+            .filter(|&&i| waiting[i].tenant == "big")
+            .count();
+        assert_eq!((big, picked.len() - big), (6, 2), "three turns to one");
+        // A tenant that waited for nothing meanwhile starts where the tool
+        // is: one turn now, not a burst of the turns it missed.
+        let late = [job(200, "late", 0), job(201, "late", 0), job(10, "big", 0)];
+        let next = next_jobs(&late, 2, &mut turns, &weight);
+        assert_eq!(
+            next.iter().map(|&i| late[i].id).collect::<Vec<_>>(),
+            [200, 10]
+        );
+    }
+
+    #[test]
+    fn the_turns_remember_a_bounded_number_of_tenants() {
         let mut turns = Turns::default();
         for n in 0..(Turns::MAX_TENANTS + 10) {
-            turns.served(&format!("t{n}"));
+            turns.served(&format!("t{n}"), 1);
         }
-        assert!(turns.served.len() <= Turns::MAX_TENANTS);
-        assert_eq!(turns.last_served("t0"), 0);
+        assert!(turns.passes.len() <= Turns::MAX_TENANTS);
+        assert_eq!(turns.pass("t0"), turns.floor, "forgotten: at the floor");
     }
 }

@@ -36,7 +36,8 @@ pub use access::{
 pub use caller::{Caller, Reach, Role, TENANT_METADATA, TenantRefused, UnknownRole};
 pub use cursor::{CursorCodec, CursorPosition, InvalidCursor};
 pub use dispatch_order::{
-    InvalidPriority, PRIORITY_META_KEY, Priority, QueueDepth, Turns, WaitingJob, next_jobs,
+    DEFAULT_DISPATCH_WEIGHT, InvalidPriority, MAX_DISPATCH_WEIGHT, PRIORITY_META_KEY, Priority,
+    QueueDepth, Turns, WaitingJob, next_jobs,
 };
 pub use execution::{
     AttemptEnd, AttemptHistory, AttemptOutcome, AttemptRecord, AttemptState, Claim, ClaimRefusal,

@@ -120,9 +120,18 @@ impl DispatchGate {
     }
 
     /// Which of `waiting` (jobs of `tool` ready in the store) go now, in
-    /// the order they go; the tenants' turns carry over to the next call.
-    pub fn choose(&self, tool: &str, waiting: &[WaitingJob], room: usize) -> Vec<usize> {
-        self.with(tool, |gate| next_jobs(waiting, room, &mut gate.turns))
+    /// the order they go, with each tenant's `weight`; the tenants' turns
+    /// carry over to the next call.
+    pub fn choose(
+        &self,
+        tool: &str,
+        waiting: &[WaitingJob],
+        room: usize,
+        weight: &dyn Fn(&str) -> u32,
+    ) -> Vec<usize> {
+        self.with(tool, |gate| {
+            next_jobs(waiting, room, &mut gate.turns, weight)
+        })
     }
 
     /// A decision for `tool` was taken: `more` jobs still wait for room.

@@ -145,6 +145,9 @@ pub struct Quotas {
     /// The highest dispatch priority the tenant may ask for (`None`:
     /// `Priority::MAX`).
     pub max_priority: Option<u8>,
+    /// The tenant's turns per round when tenants share a busy tool (`None`:
+    /// `DEFAULT_DISPATCH_WEIGHT`).
+    pub dispatch_weight: Option<u32>,
 }
 
 /// ListTasks page sizes.
@@ -278,6 +281,15 @@ impl StoreConfig {
 impl StoreConfig {
     /// The attempts of a new dispatched task: requested ?? default, within
     /// the allowed range.
+    /// A tenant's dispatch weight, by its id as stored (one that does not
+    /// parse has the default).
+    pub(crate) fn dispatch_weight(&self, tenant: &str) -> u32 {
+        crate::domain::TenantId::parse(tenant)
+            .ok()
+            .and_then(|tenant| self.quotas_for(&tenant).dispatch_weight)
+            .unwrap_or(crate::domain::DEFAULT_DISPATCH_WEIGHT)
+    }
+
     /// A dispatch's priority within its tenant's cap (the tenant-limits
     /// file's `max_priority`).
     pub(crate) fn dispatch_priority(
@@ -394,6 +406,7 @@ mod tests {
         assert!(bad_paging.validate().is_err());
         let zero_quota = StoreConfig {
             quotas: Quotas {
+                dispatch_weight: None,
                 max_priority: None,
                 max_tasks: Some(0),
                 max_tasks_per_session: None,

@@ -17,6 +17,7 @@ async fn quotas_are_per_tenant_and_exact_under_concurrency(kind: Kind) {
         tenant_quotas: [(
             tenant("acme"),
             Quotas {
+                dispatch_weight: None,
                 max_priority: None,
                 max_tasks: Some(3),
                 max_tasks_per_session: None,

@@ -32,6 +32,7 @@ async fn create_concurrently(store: &Store, scope: Scope) -> (usize, Vec<String>
 
 pub async fn max_tasks_holds_under_concurrent_creates(backend: &dyn Backend) {
     let quotas = Quotas {
+        dispatch_weight: None,
         max_priority: None,
         max_tasks: Some(10),
         max_tasks_per_session: None,
@@ -54,6 +55,7 @@ pub async fn max_tasks_holds_under_concurrent_creates(backend: &dyn Backend) {
 
 pub async fn max_tasks_per_session_holds_under_concurrent_creates(backend: &dyn Backend) {
     let quotas = Quotas {
+        dispatch_weight: None,
         max_priority: None,
         max_tasks: None,
         max_tasks_per_session: Some(5),
@@ -78,6 +80,7 @@ pub async fn max_tasks_per_session_holds_under_concurrent_creates(backend: &dyn 
 
 pub async fn quotas_count_unexpired_tasks_only(backend: &dyn Backend) {
     let quotas = Quotas {
+        dispatch_weight: None,
         max_priority: None,
         max_tasks: Some(2),
         max_tasks_per_session: Some(1),

@@ -158,3 +158,33 @@ pub async fn priorities_out_of_range_are_refused(backend: &dyn Backend) {
         .await
         .expect("no cap: up to 9");
 }
+
+pub async fn a_heavier_tenant_gets_more_turns(backend: &dyn Backend) {
+    if !backend.chooses_tenant() {
+        return; // one tenant through gRPC: nothing to weigh
+    }
+    let mut config = with_policy(short_leases());
+    config.tenant_quotas.insert(
+        TenantId::parse("big").expect("tenant"),
+        taskstore::store::Quotas {
+            dispatch_weight: Some(3),
+            ..Default::default()
+        },
+    );
+    let stores = backend.stores(config).await;
+    let (big, small) = (tenant_scope("big"), tenant_scope("small"));
+    let mut bigs = Vec::new();
+    for _ in 0..6 {
+        bigs.push(create(&stores, &big, with_priority(0)).await);
+        create(&stores, &small, with_priority(0)).await;
+    }
+    let order = published_in_order(&stores, &Recorder::with_room(1)).await;
+    let first_eight = &order[..8];
+    let from_big = first_eight.iter().filter(|id| bigs.contains(id)).count();
+    assert_eq!(
+        (from_big, 8 - from_big),
+        (6, 2),
+        "three turns to one: {first_eight:?}"
+    );
+    assert_eq!(order.len(), 12, "and every job goes out");
+}

@@ -198,6 +198,7 @@ pub async fn a_retry_is_answered_whatever_would_refuse_a_create(backend: &dyn Ba
     let store = backend
         .store(StoreConfig {
             quotas: Quotas {
+                dispatch_weight: None,
                 max_priority: None,
                 max_tasks: Some(1),
                 max_tasks_per_session: None,

@@ -112,6 +112,7 @@ macro_rules! conformance_suite {
             dispatch_order::a_backlog_goes_out_by_priority_with_tenants_taking_turns,
             dispatch_order::a_queue_with_room_takes_new_jobs_at_once_in_order,
             dispatch_order::priorities_out_of_range_are_refused,
+            dispatch_order::a_heavier_tenant_gets_more_turns,
             retry_policy::a_tools_retry_policy_sets_attempts_and_backoff,
             retry_policy::a_tool_may_decline_to_retry_errors_or_lost_workers,
             questions::a_question_waits_for_its_answer_and_is_answered_once,

@@ -121,7 +121,12 @@ impl DispatchStore for MemoryTaskStore {
                     }
                 })
                 .collect();
-            let chosen = self.inner.gate.choose(&tool, &candidates, room.min(left));
+            let config = self.config();
+            let weight = |tenant: &str| config.dispatch_weight(tenant);
+            let chosen = self
+                .inner
+                .gate
+                .choose(&tool, &candidates, room.min(left), &weight);
             self.inner
                 .gate
                 .decided(&tool, candidates.len() > chosen.len());

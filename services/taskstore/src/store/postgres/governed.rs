@@ -169,7 +169,8 @@ impl PgTaskStore {
                 priority: Priority::of_stored(c.priority),
             })
             .collect();
-        let chosen = self.gate.choose(tool, &waiting, room);
+        let weight = |tenant: &str| self.config.dispatch_weight(tenant);
+        let chosen = self.gate.choose(tool, &waiting, room, &weight);
         let chosen_ids: Vec<i64> = chosen.iter().map(|&i| live[i].id).collect();
         let stale_ids: Vec<i64> = stale.iter().map(|c| c.id).collect();
         // Taken: out of the decision, and not due again before the grace
