@@ -67,15 +67,15 @@ impl DispatchGate {
         if let Some(known) = known {
             return known;
         }
-        let depth = publisher.depth(tool).await;
+        let room = self.room(tool, publisher.depth(tool).await);
         self.with(tool, |gate| {
             gate.measured_at = Some(Instant::now());
-            match depth.map(|depth| (depth.takes_everything(), depth.room())) {
-                None | Some((true, _)) => {
+            match room {
+                None => {
                     gate.budget = None;
                     true
                 }
-                Some((false, room)) if room >= count => {
+                Some(room) if room >= count => {
                     gate.budget = Some(room - count);
                     true
                 }

@@ -8,8 +8,8 @@
 use std::time::Duration;
 
 use taskstore::domain::{
-    DispatchRequest, ReleaseOutcome, ReleaseReason, RetryPolicy, TaskStatus, ToolDescription,
-    ToolName, WorkerHeartbeat, WorkerId,
+    Claim, DispatchRequest, ReleaseOutcome, ReleaseReason, RetryPolicy, TaskStatus,
+    ToolDescription, ToolName, WorkerHeartbeat, WorkerId,
 };
 
 use super::*;
@@ -61,24 +61,37 @@ async fn dispatched_to(
         .task_id
 }
 
-async fn retried_after(stores: &Stores, id: &TaskId, generation: u64) -> Duration {
+/// Claims dispatch `generation` of `id` and gives it back for `reason`
+/// (a retryable error says `upstream timeout`): the claim, and what the
+/// release decided.
+async fn claim_and_release(
+    stores: &Stores,
+    id: &TaskId,
+    generation: u64,
+    reason: ReleaseReason,
+) -> (Claim, ReleaseOutcome) {
     let claim = stores
         .execution
         .claim(&tenant(), id, generation, "w")
         .await
         .expect("claim");
+    let message = match reason {
+        ReleaseReason::RetryableError => "upstream timeout",
+        _ => "stopping",
+    };
     let outcome = stores
         .execution
-        .release(
-            &tenant(),
-            id,
-            &claim.lease_token,
-            ReleaseReason::RetryableError,
-            "upstream timeout",
-        )
+        .release(&tenant(), id, &claim.lease_token, reason, message)
         .await
         .expect("release");
-    match outcome {
+    (claim, outcome)
+}
+
+async fn retried_after(stores: &Stores, id: &TaskId, generation: u64) -> Duration {
+    match claim_and_release(stores, id, generation, ReleaseReason::RetryableError)
+        .await
+        .1
+    {
         ReleaseOutcome::Retry { after } => after,
         other => panic!("expected a retry, got {other:?}"),
     }
@@ -95,23 +108,8 @@ pub async fn a_tools_retry_policy_sets_attempts_and_backoff(backend: &dyn Backen
     declare(&stores, &[("flaky", quick.clone())]).await;
 
     let id = dispatched_to(&stores, "flaky", &quick, None).await;
-    let first = stores
-        .execution
-        .claim(&tenant(), &id, 1, "w")
-        .await
-        .expect("claim");
+    let (first, _) = claim_and_release(&stores, &id, 1, ReleaseReason::Shutdown).await;
     assert_eq!(first.max_attempts, 5, "the tool's attempts");
-    stores
-        .execution
-        .release(
-            &tenant(),
-            &id,
-            &first.lease_token,
-            ReleaseReason::Shutdown,
-            "stopping",
-        )
-        .await
-        .expect("give back");
     // Equal jitter: between half the ceiling and the ceiling, which
     // doubles from the tool's base up to the tool's cap.
     let after = retried_after(&stores, &id, 2).await;
@@ -149,23 +147,8 @@ pub async fn a_tools_retry_policy_sets_attempts_and_backoff(backend: &dyn Backen
 
     // A tool that declares nothing follows the service's policy.
     let plain = dispatched_to(&stores, "echo", &RetryPolicy::default(), None).await;
-    let claim = stores
-        .execution
-        .claim(&tenant(), &plain, 1, "w")
-        .await
-        .expect("claim");
+    let (claim, _) = claim_and_release(&stores, &plain, 1, ReleaseReason::Shutdown).await;
     assert_eq!(claim.max_attempts, short_leases().default_max_attempts);
-    stores
-        .execution
-        .release(
-            &tenant(),
-            &plain,
-            &claim.lease_token,
-            ReleaseReason::Shutdown,
-            "stopping",
-        )
-        .await
-        .expect("give back");
     let after = retried_after(&stores, &plain, 2).await;
     let base = short_leases().backoff_base;
     assert!(
@@ -195,22 +178,7 @@ pub async fn a_tool_may_decline_to_retry_errors_or_lost_workers(backend: &dyn Ba
 
     // A retryable error fails the task of a tool that retries no errors.
     let once = dispatched_to(&stores, "once", &no_errors, None).await;
-    let claim = stores
-        .execution
-        .claim(&tenant(), &once, 1, "w")
-        .await
-        .expect("claim");
-    let outcome = stores
-        .execution
-        .release(
-            &tenant(),
-            &once,
-            &claim.lease_token,
-            ReleaseReason::RetryableError,
-            "upstream timeout",
-        )
-        .await
-        .expect("release");
+    let (_, outcome) = claim_and_release(&stores, &once, 1, ReleaseReason::RetryableError).await;
     assert_eq!(outcome, ReleaseOutcome::Failed);
     let failed = stores
         .store
@@ -227,22 +195,7 @@ pub async fn a_tool_may_decline_to_retry_errors_or_lost_workers(backend: &dyn Ba
     // A lost worker fails the task of a tool that must not run twice; a
     // shutdown before that still gives the attempt back.
     let fragile = dispatched_to(&stores, "fragile", &not_after_a_crash, None).await;
-    let claim = stores
-        .execution
-        .claim(&tenant(), &fragile, 1, "w")
-        .await
-        .expect("claim");
-    let outcome = stores
-        .execution
-        .release(
-            &tenant(),
-            &fragile,
-            &claim.lease_token,
-            ReleaseReason::Shutdown,
-            "stopping",
-        )
-        .await
-        .expect("give back");
+    let (_, outcome) = claim_and_release(&stores, &fragile, 1, ReleaseReason::Shutdown).await;
     assert_eq!(
         outcome,
         ReleaseOutcome::Retry {

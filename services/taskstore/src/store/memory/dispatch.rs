@@ -97,6 +97,8 @@ impl DispatchStore for MemoryTaskStore {
         let mut state = self.lock().await;
         let now = state.now();
         let State { outbox, tasks, .. } = &mut *state;
+        let config = self.config();
+        let weight = |tenant: &str| config.dispatch_weight(tenant);
         let mut due = Vec::new();
         for (tool, room) in rooms {
             let left = (limit as usize).saturating_sub(due.len());
@@ -121,8 +123,6 @@ impl DispatchStore for MemoryTaskStore {
                     }
                 })
                 .collect();
-            let config = self.config();
-            let weight = |tenant: &str| config.dispatch_weight(tenant);
             let chosen = self
                 .inner
                 .gate

@@ -8,6 +8,7 @@
 use sqlx::Postgres;
 
 use super::PgTaskStore;
+use super::advisory::lock_until_commit;
 use super::error::store_error;
 use super::group_commit;
 use super::idempotent::KeyedOutcome;
@@ -186,21 +187,4 @@ impl PgTaskStore {
 
 fn count_reaches(count: i64, max: u64) -> bool {
     u64::try_from(count).unwrap_or(0) >= max
-}
-
-/// Takes the transaction-scoped advisory lock named `name` (hashed): the
-/// creates that must not interleave (under one quota, or with one
-/// idempotency key) wait for each other here until the holder commits.
-pub(super) async fn lock_until_commit(
-    tx: &mut sqlx::Transaction<'_, Postgres>,
-    name: String,
-) -> Result<(), StoreError> {
-    sqlx::query(sql!(
-        "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))"
-    ))
-    .bind(name)
-    .execute(&mut **tx)
-    .await
-    .map_err(store_error)?;
-    Ok(())
 }

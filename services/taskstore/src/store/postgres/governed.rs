@@ -12,6 +12,7 @@
 use std::time::Instant;
 
 use super::PgTaskStore;
+use super::advisory::try_lock_until_commit;
 use super::error::store_error;
 use super::handoff::{FreshJob, HANDOFF_GRACE};
 use super::rows::millis;
@@ -121,14 +122,7 @@ impl PgTaskStore {
     /// the one holding it. Returns the jobs taken and whether more wait.
     async fn decide(&self, tool: &str, room: usize) -> Result<(Vec<DueJob>, bool), StoreError> {
         let mut tx = self.begin().await?;
-        let locked: bool = sqlx::query_scalar(sql!(
-            "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))"
-        ))
-        .bind(format!("taskstore/dispatch/{tool}"))
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(store_error)?;
-        if !locked {
+        if !try_lock_until_commit(&mut tx, format!("taskstore/dispatch/{tool}")).await? {
             return Ok((Vec::new(), true));
         }
         // Each tenant's first `room + 1` (one more tells whether more wait),

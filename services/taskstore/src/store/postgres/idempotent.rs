@@ -134,5 +134,5 @@ async fn lock_key(
         scope.tenant.as_str(),
         key.as_str()
     );
-    super::create::lock_until_commit(tx, lock).await
+    super::advisory::lock_until_commit(tx, lock).await
 }

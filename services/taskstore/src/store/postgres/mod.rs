@@ -75,6 +75,7 @@ pub fn lazy_pool(options: PgConnectOptions, settings: PoolSettings) -> PgPool {
 // that use them.
 #[macro_use]
 mod conditions;
+mod advisory;
 mod apply;
 mod batch_writer;
 mod claim_batch;
