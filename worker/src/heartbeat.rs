@@ -71,6 +71,10 @@ pub(crate) fn description(name: &str, info: &crate::ToolInfo) -> pb::ToolDescrip
             retry_errors: Some(retry.retry_errors),
             retry_lost_workers: Some(retry.retry_lost_workers),
         }),
+        concurrency: info.concurrency.as_ref().map(|limit| pb::ConcurrencyLimit {
+            max: limit.max,
+            key: limit.key.clone(),
+        }),
     }
 }
 

@@ -63,6 +63,24 @@ pub struct ToolInfo {
     pub task_support: TaskSupport,
     /// How its tasks are retried; `None`: the service's policy.
     pub retry: Option<RetryPolicy>,
+    /// At most how many of its tasks run at once per key; `None`: no limit.
+    pub concurrency: Option<ConcurrencyLimit>,
+}
+
+/// "At most `max` of this tool's tasks run at once per value of `key`",
+/// sent to the service with the tool's description; the service holds a
+/// key's further tasks back (they spend no attempt) until one ends. The
+/// service checks it: a bad one is refused when the worker registers.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConcurrencyLimit {
+    /// 1 to 10,000.
+    pub max: u32,
+    /// Comma-separated terms: `tenant`, `tool`, `session`,
+    /// `arguments.<path>` (e.g. `"tenant, arguments.customer_id"`); empty:
+    /// one key for the whole tool, across tenants.
+    #[serde(default)]
+    pub key: String,
 }
 
 /// A tool's retry policy, sent to the service with its description. What
@@ -112,6 +130,18 @@ impl ToolInfo {
     pub fn with_retry(self, retry: RetryPolicy) -> Self {
         Self {
             retry: Some(retry),
+            ..self
+        }
+    }
+
+    /// With at most `max` tasks running at once per value of `key`
+    /// ([`ConcurrencyLimit`]).
+    pub fn with_concurrency(self, max: u32, key: impl Into<String>) -> Self {
+        Self {
+            concurrency: Some(ConcurrencyLimit {
+                max,
+                key: key.into(),
+            }),
             ..self
         }
     }

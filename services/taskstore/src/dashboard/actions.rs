@@ -18,7 +18,7 @@ use super::render::{Nav, see_other, segment};
 use super::viewer::Viewer;
 use crate::domain::{
     DispatchRequest, InputKey, JsonObject, MAX_SEARCH_PAGE, NewTask, Operation, RequestId,
-    RetryPolicy, Scope, SearchPage, TaskId, ToolName, TtlRequest,
+    RetryPolicy, Scope, SearchPage, TaskId, ToolDescription, ToolName, TtlRequest,
 };
 
 /// Statuses a cancel can still change.
@@ -339,8 +339,7 @@ pub async fn run_tool(
                     )
                 }
             };
-            let retry = served.description.retry.clone();
-            let id = create(&board, viewer, tool, arguments, retry).await?;
+            let id = create(&board, viewer, tool, arguments, Some(&served.description)).await?;
             logged(viewer, "run", id.as_str());
             Ok(see_other(&format!(
                 "{}/tasks/{}",
@@ -369,15 +368,14 @@ pub async fn rerun(
                 .pointer("/params/arguments")
                 .cloned()
                 .unwrap_or_else(|| json!({}));
-            // Its tool's retry policy now (the service's when no worker
-            // serves it).
+            // What its tool declares now (the service's defaults when no
+            // worker serves it).
             let (tools, _) = board.tools(viewer).await?;
-            let retry = tools
+            let declared = tools
                 .into_iter()
                 .find(|served| served.name == tool)
-                .map(|served| served.description.retry)
-                .unwrap_or_default();
-            let new_id = create(&board, viewer, tool, arguments, retry).await?;
+                .map(|served| served.description);
+            let new_id = create(&board, viewer, tool, arguments, declared.as_ref()).await?;
             logged(viewer, "rerun", new_id.as_str());
             Ok(see_other(&format!(
                 "{}/tasks/{}",
@@ -396,7 +394,7 @@ async fn create(
     viewer: &Viewer,
     tool: ToolName,
     arguments: Value,
-    retry: RetryPolicy,
+    declared: Option<&ToolDescription>,
 ) -> Result<TaskId, Refused> {
     board
         .admissions
@@ -417,6 +415,17 @@ async fn create(
     if request.as_str().len() > board.limits.max_json_bytes {
         return Err(Refused::BadRequest("the arguments are too large".into()));
     }
+    let mut dispatch = DispatchRequest {
+        concurrency: None,
+        start: None,
+        tool,
+        max_attempts: None,
+        retry: RetryPolicy::default(),
+        priority: Default::default(),
+    };
+    if let Some(declared) = declared {
+        dispatch.follow(declared);
+    }
     let new = NewTask {
         task_id: None,
         ttl: TtlRequest::ServerDefault,
@@ -424,13 +433,7 @@ async fn create(
         request_id: RequestId::parse(Value::String(request_id).to_string())
             .map_err(|_| Refused::Internal)?,
         request,
-        dispatch: Some(DispatchRequest {
-            start: None,
-            tool,
-            max_attempts: None,
-            retry,
-            priority: Default::default(),
-        }),
+        dispatch: Some(dispatch),
         trace_context: None,
         // A rerun is a new task each time it is asked for.
         idempotency_key: None,

@@ -5,7 +5,9 @@
 //! The order: the highest priority first; among equal priorities, the
 //! tenants take turns (round-robin, weighted by each tenant's
 //! `dispatch_weight`, so one tenant's flood cannot make another's task
-//! wait behind it); within a tenant, first in, first out.
+//! wait behind it); within a tenant, first in, first out. A job whose key
+//! already runs as many tasks as its tool's concurrency limit allows is
+//! passed over (it keeps its place) until one of them ends.
 
 use std::collections::HashMap;
 
@@ -109,7 +111,13 @@ pub struct WaitingJob {
     pub id: i64,
     pub tenant: String,
     pub priority: Priority,
+    /// Its key's concurrency limit, if its tool declares one.
+    pub limit: Option<crate::domain::KeyLimit>,
 }
+
+/// How many tasks of each key run now (published and not yet ended), as
+/// the store counts them; the decision adds the jobs it sends.
+pub type RunningPerKey = HashMap<String, u32>;
 
 /// How far each tenant of a tool has been served, carried from one decision
 /// to the next (per tool; a replica's own memory: replicas that share a
@@ -166,12 +174,15 @@ pub const MAX_DISPATCH_WEIGHT: u32 = 100;
 
 /// Picks up to `room` of `waiting` (indexes into it, in the order they go
 /// out), recording whom it served in `turns`; `weight` gives each tenant's
-/// turns per round (1 to [`MAX_DISPATCH_WEIGHT`]).
+/// turns per round (1 to [`MAX_DISPATCH_WEIGHT`]). A job whose key has
+/// `running` at its limit is passed over; `running` counts the jobs
+/// chosen.
 pub fn next_jobs(
     waiting: &[WaitingJob],
     room: usize,
     turns: &mut Turns,
     weight: &dyn Fn(&str) -> u32,
+    running: &mut RunningPerKey,
 ) -> Vec<usize> {
     // Each tenant's candidates, in its own order.
     let mut queues: Vec<(&str, Vec<usize>)> = Vec::new();
@@ -206,6 +217,13 @@ pub fn next_jobs(
             break;
         };
         queues[q].1.pop();
+        if let Some(limit) = &waiting[i].limit {
+            let running = running.entry(limit.key.clone()).or_default();
+            if *running >= limit.max {
+                continue; // its key is full: the tenant's next job, if any
+            }
+            *running += 1;
+        }
         turns.served(tenant, weight(tenant).clamp(1, MAX_DISPATCH_WEIGHT));
         chosen.push(i);
     }
@@ -221,14 +239,28 @@ mod tests {
             id,
             tenant: tenant.into(),
             priority: Priority(priority),
+            limit: None,
+        }
+    }
+
+    fn limited(id: i64, tenant: &str, key: &str, max: u32) -> WaitingJob {
+        WaitingJob {
+            limit: Some(crate::domain::KeyLimit::new(key.into(), max)),
+            ..job(id, tenant, 0)
         }
     }
 
     fn ids(waiting: &[WaitingJob], room: usize, turns: &mut Turns) -> Vec<i64> {
-        next_jobs(waiting, room, turns, &|_| DEFAULT_DISPATCH_WEIGHT)
-            .into_iter()
-            .map(|i| waiting[i].id)
-            .collect()
+        next_jobs(
+            waiting,
+            room,
+            turns,
+            &|_| DEFAULT_DISPATCH_WEIGHT,
+            &mut RunningPerKey::new(),
+        )
+        .into_iter()
+        .map(|i| waiting[i].id)
+        .collect()
     }
 
     #[test]
@@ -271,9 +303,27 @@ mod tests {
     fn no_room_takes_nothing_and_one_tenant_alone_takes_all_the_room() {
         let waiting = [job(1, "a", 0), job(2, "a", 0), job(3, "a", 0)];
         let one = &|_: &str| 1;
-        assert!(next_jobs(&waiting, 0, &mut Turns::default(), one).is_empty());
+        assert!(
+            next_jobs(
+                &waiting,
+                0,
+                &mut Turns::default(),
+                one,
+                &mut RunningPerKey::new()
+            )
+            .is_empty()
+        );
         assert_eq!(ids(&waiting, 10, &mut Turns::default()), [1, 2, 3]);
-        assert!(next_jobs(&[], 5, &mut Turns::default(), one).is_empty());
+        assert!(
+            next_jobs(
+                &[],
+                5,
+                &mut Turns::default(),
+                one,
+                &mut RunningPerKey::new()
+            )
+            .is_empty()
+        );
     }
 
     #[test]
@@ -320,7 +370,7 @@ mod tests {
         }
         let weight = |tenant: &str| if tenant == "big" { 3 } else { 1 };
         let mut turns = Turns::default();
-        let picked = next_jobs(&waiting, 8, &mut turns, &weight);
+        let picked = next_jobs(&waiting, 8, &mut turns, &weight, &mut RunningPerKey::new());
         let big = picked
             .iter()
             .filter(|&&i| waiting[i].tenant == "big")
@@ -329,11 +379,44 @@ mod tests {
         // A tenant that waited for nothing meanwhile starts where the tool
         // is: one turn now, not a burst of the turns it missed.
         let late = [job(200, "late", 0), job(201, "late", 0), job(10, "big", 0)];
-        let next = next_jobs(&late, 2, &mut turns, &weight);
+        let next = next_jobs(&late, 2, &mut turns, &weight, &mut RunningPerKey::new());
         assert_eq!(
             next.iter().map(|&i| late[i].id).collect::<Vec<_>>(),
             [200, 10]
         );
+    }
+
+    #[test]
+    fn a_full_key_is_passed_over_and_keeps_its_place() {
+        // Key k allows 2 and runs 1 already: one more of it goes; the
+        // tenant's unlimited job and the other key's go past the rest.
+        let waiting = [
+            limited(1, "a", "k", 2),
+            limited(2, "a", "k", 2),
+            limited(3, "a", "k", 2),
+            job(4, "a", 0),
+            limited(5, "b", "m", 1),
+            limited(6, "b", "m", 1),
+        ];
+        let mut running = RunningPerKey::from([("k".to_owned(), 1)]);
+        let weight = |_: &str| 1;
+        let picked = next_jobs(&waiting, 10, &mut Turns::default(), &weight, &mut running);
+        let mut picked: Vec<i64> = picked.into_iter().map(|i| waiting[i].id).collect();
+        picked.sort_unstable();
+        assert_eq!(picked, [1, 4, 5]);
+        assert_eq!(running["k"], 2);
+        assert_eq!(running["m"], 1);
+        // A priority does not lift a limit, nor does a full key block a
+        // lower priority of another.
+        let waiting = [
+            WaitingJob {
+                priority: Priority(9),
+                ..limited(7, "a", "k", 2)
+            },
+            job(8, "a", 0),
+        ];
+        let picked = next_jobs(&waiting, 10, &mut Turns::default(), &weight, &mut running);
+        assert_eq!(picked, [1]);
     }
 
     #[test]

@@ -37,16 +37,16 @@ pub use caller::{Caller, Reach, Role, TENANT_METADATA, TenantRefused, UnknownRol
 pub use cursor::{CursorCodec, CursorPosition, InvalidCursor};
 pub use dispatch_order::{
     DEFAULT_DISPATCH_WEIGHT, InvalidPriority, MAX_DISPATCH_WEIGHT, PRIORITY_META_KEY, Priority,
-    QueueDepth, Turns, WaitingJob, next_jobs,
+    QueueDepth, RunningPerKey, Turns, WaitingJob, next_jobs,
 };
 pub use execution::{
     AttemptEnd, AttemptHistory, AttemptOutcome, AttemptRecord, AttemptState, Claim, ClaimRefusal,
-    DispatchChange, DispatchRequest, Effects, ExecutionPolicy, Fence, FenceRefusal, HoldOutcome,
-    HoldRefusal, HoldState, HoldStep, Holder, InvalidRetryPolicy, LeaseChange, LeaseGrant,
-    LeaseToken, MAX_ATTEMPT_RECORDS, MAX_END_MESSAGE_CHARS, MAX_HOLDER_BYTES, NextStep,
-    RUNNING_MESSAGE_FORMAT, ReleaseOutcome, ReleaseReason, Renewal, RetryPolicy, StopReason,
-    ToolName, after_attempt, decide_hold, error_result, held_by, running_message,
-    waiting_for_worker_message,
+    ConcurrencyLimit, DispatchChange, DispatchRequest, Effects, ExecutionPolicy, Fence,
+    FenceRefusal, HoldOutcome, HoldRefusal, HoldState, HoldStep, Holder, InvalidConcurrencyLimit,
+    InvalidRetryPolicy, KeyExpr, KeyInputs, KeyLimit, LeaseChange, LeaseGrant, LeaseToken,
+    MAX_ATTEMPT_RECORDS, MAX_END_MESSAGE_CHARS, MAX_HOLDER_BYTES, NextStep, RUNNING_MESSAGE_FORMAT,
+    ReleaseOutcome, ReleaseReason, Renewal, RetryPolicy, StopReason, ToolName, after_attempt,
+    decide_hold, error_result, held_by, running_message, waiting_for_worker_message,
 };
 pub use fleet::{
     FleetPolicy, OutboxBacklog, ServedTool, WorkerHeartbeat, WorkerId, WorkerInfo,

@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use super::execution::{RetryPolicy, ToolName};
+use super::execution::{ConcurrencyLimit, RetryPolicy, ToolName};
 use super::json::{InvalidJson, JsonObject};
 
 /// MCP `execution.taskSupport`: how a tool may be called.
@@ -56,6 +56,8 @@ pub struct ToolDescription {
     pub task_support: TaskSupport,
     /// How its tasks are retried (the service's policy by default).
     pub retry: RetryPolicy,
+    /// How many of its tasks may run at once per key (`None`: no limit).
+    pub concurrency: Option<ConcurrencyLimit>,
 }
 
 /// Why a worker's description of a tool was refused.
@@ -84,6 +86,7 @@ impl ToolDescription {
             input_schema: JsonObject::open_object_schema(),
             task_support: TaskSupport::Optional,
             retry: RetryPolicy::default(),
+            concurrency: None,
         }
     }
 
@@ -91,6 +94,14 @@ impl ToolDescription {
     /// `RetryPolicy::parse`).
     pub fn with_retry(self, retry: RetryPolicy) -> Self {
         Self { retry, ..self }
+    }
+
+    /// With the concurrency limit its workers declare.
+    pub fn with_concurrency(self, concurrency: Option<ConcurrencyLimit>) -> Self {
+        Self {
+            concurrency,
+            ..self
+        }
     }
 
     /// A few words of it and a fingerprint of the whole (title, text,
@@ -110,6 +121,9 @@ impl ToolDescription {
         if let Some(retry) = self.retry.to_stored() {
             whole.push('\u{0}');
             whole.push_str(&retry);
+        }
+        if let Some(limit) = &self.concurrency {
+            whole.push_str(&format!("\u{0}{}\u{0}{}", limit.max, limit.key.source()));
         }
         let digest = sha2::Sha256::digest(whole.as_bytes());
         let fingerprint: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
@@ -170,6 +184,7 @@ impl ToolDescription {
         };
         let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
         Ok(Self {
+            concurrency: None,
             name,
             title: non_empty(title),
             description: non_empty(description),

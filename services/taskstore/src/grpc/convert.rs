@@ -71,6 +71,10 @@ impl From<ToolDescription> for pb::ToolDescription {
             }
             .into(),
             retry: (!d.retry.is_default()).then(|| retry_policy(&d.retry)),
+            concurrency: d.concurrency.map(|limit| pb::ConcurrencyLimit {
+                max: limit.max,
+                key: limit.key.source(),
+            }),
         }
     }
 }

@@ -3,11 +3,11 @@
 
 use crate::domain::questions::MAX_QUESTIONS;
 use crate::domain::{
-    Answers, DispatchRequest, Holder, IdempotencyKey, InputKey, InputRequest, JsonObject,
-    LeaseToken, MAX_HOLDER_BYTES, MAX_POLL_INTERVAL, NewResult, NewTask, PageRequest, Priority,
-    RequestId, ResultStatus, RetryPolicy, Scope, SessionId, StartTime, StatusUpdate, TaskFilter,
-    TaskId, TaskStatus, TaskSupport, TenantId, ToolDescription, ToolName, TraceContext, Ttl,
-    TtlRequest, WorkerHeartbeat,
+    Answers, ConcurrencyLimit, DispatchRequest, Holder, IdempotencyKey, InputKey, InputRequest,
+    JsonObject, LeaseToken, MAX_HOLDER_BYTES, MAX_POLL_INTERVAL, NewResult, NewTask, PageRequest,
+    Priority, RequestId, ResultStatus, RetryPolicy, Scope, SessionId, StartTime, StatusUpdate,
+    TaskFilter, TaskId, TaskStatus, TaskSupport, TenantId, ToolDescription, ToolName, TraceContext,
+    Ttl, TtlRequest, WorkerHeartbeat,
 };
 use crate::error::StoreError;
 
@@ -59,6 +59,11 @@ pub(super) fn tool_descriptions(
                 }
             };
             let retry = retry_policy(d.retry)?;
+            let concurrency = d
+                .concurrency
+                .map(|limit| ConcurrencyLimit::parse(limit.max, &limit.key))
+                .transpose()
+                .map_err(|err| StoreError::invalid("descriptions", err))?;
             ToolDescription::parse(
                 name,
                 &d.title,
@@ -66,7 +71,7 @@ pub(super) fn tool_descriptions(
                 &d.input_schema_json,
                 support,
             )
-            .map(|description| description.with_retry(retry))
+            .map(|description| description.with_retry(retry).with_concurrency(concurrency))
             .map_err(|err| StoreError::invalid("descriptions", err))
         })
         .collect()
@@ -352,6 +357,7 @@ fn dispatch(dispatch: pb::Dispatch, request: &JsonObject) -> Result<DispatchRequ
         (None, None) => None,
     };
     Ok(DispatchRequest {
+        concurrency: None,
         // Its tool's, read from the tools served (`TaskStoreService::prepare_dispatch`).
         retry: RetryPolicy::default(),
         tool,

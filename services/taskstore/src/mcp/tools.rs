@@ -245,19 +245,22 @@ fn new_task(
     let priority = Priority::of_meta(meta.as_ref(), Priority::MAX)
         .map_err(RpcError::invalid_params)?
         .unwrap_or_default();
+    let mut dispatch = DispatchRequest {
+        concurrency: None,
+        tool: tool.name.clone(),
+        max_attempts: None,
+        start,
+        retry: Default::default(),
+        priority,
+    };
+    dispatch.follow(&tool.description);
     Ok(NewTask {
         task_id: None,
         ttl,
         poll_interval: None,
         request_id,
         request,
-        dispatch: Some(DispatchRequest {
-            tool: tool.name.clone(),
-            max_attempts: None,
-            start,
-            retry: tool.description.retry.clone(),
-            priority,
-        }),
+        dispatch: Some(dispatch),
         trace_context: None,
         idempotency_key,
     })

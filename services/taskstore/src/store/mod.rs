@@ -305,6 +305,30 @@ impl StoreConfig {
             .map_err(|err| StoreError::invalid("dispatch.priority", err))
     }
 
+    /// A new task's concurrency limit: its key under its tool's declared
+    /// limit, computed once here from the create (tenant, session,
+    /// arguments); `None` when its tool declares none.
+    pub(crate) fn dispatch_limit(
+        &self,
+        scope: &crate::domain::Scope,
+        task: &NewTask,
+    ) -> Option<crate::domain::KeyLimit> {
+        let dispatch = task.dispatch.as_ref()?;
+        let limit = dispatch.concurrency.as_ref()?;
+        // Only a limited tool's creates read their request again.
+        let request: serde_json::Value =
+            serde_json::from_str(task.request.as_str()).unwrap_or_default();
+        let arguments = request
+            .pointer("/params/arguments")
+            .unwrap_or(&serde_json::Value::Null);
+        Some(limit.key_of(crate::domain::KeyInputs {
+            tenant: scope.tenant.as_str(),
+            tool: dispatch.tool.as_str(),
+            session: scope.session.as_ref().map(|session| session.as_str()),
+            arguments,
+        }))
+    }
+
     /// The attempts a new dispatched task gets (`RetryPolicy::attempts`).
     pub(crate) fn dispatch_attempts(&self, dispatch: &DispatchRequest) -> Result<u32, StoreError> {
         let policy = &self.execution;

@@ -264,6 +264,7 @@ fn declaring(policy: pb::RetryPolicy) -> pb::HeartbeatRequest {
 
 fn described(tool: &str, schema: &str) -> pb::ToolDescription {
     pb::ToolDescription {
+        concurrency: None,
         retry: Default::default(),
         name: tool.to_owned(),
         title: "A title".to_owned(),

@@ -334,6 +334,7 @@ fn valid_requests() -> Vec<(&'static str, bool, Vec<u8>)> {
                 stopping: false,
                 // Mutations reach every field of a declared retry policy.
                 descriptions: vec![pb::ToolDescription {
+                    concurrency: None,
                     name: "echo".into(),
                     title: String::new(),
                     description: String::new(),

@@ -18,6 +18,7 @@ pub mod insights;
 pub mod insights_glance;
 pub mod insights_sessions;
 pub mod isolation;
+pub mod key_limits;
 pub mod lifecycle;
 pub mod listing;
 pub mod questions;
@@ -115,6 +116,8 @@ macro_rules! conformance_suite {
             dispatch_order::a_heavier_tenant_gets_more_turns,
             retry_policy::a_tools_retry_policy_sets_attempts_and_backoff,
             retry_policy::a_tool_may_decline_to_retry_errors_or_lost_workers,
+            key_limits::a_key_runs_no_more_than_its_limit_at_once,
+            key_limits::a_slot_comes_back_when_its_workers_lease_expires,
             questions::a_question_waits_for_its_answer_and_is_answered_once,
             questions::a_partial_answer_keeps_the_task_waiting,
             questions::only_the_attempt_holding_the_lease_asks,
@@ -208,6 +211,7 @@ pub async fn let_leases_expire() {
 pub async fn dispatched(store: &Store, max_attempts: Option<u32>) -> TaskId {
     let task = NewTask {
         dispatch: Some(DispatchRequest {
+            concurrency: None,
             priority: Default::default(),
             retry: Default::default(),
             start: None,

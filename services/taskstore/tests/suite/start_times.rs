@@ -17,6 +17,7 @@ use taskstore::store::StoreConfig;
 pub fn starting(start: StartTime) -> NewTask {
     NewTask {
         dispatch: Some(DispatchRequest {
+            concurrency: None,
             priority: Default::default(),
             retry: Default::default(),
             tool: ToolName::parse("echo").expect("tool"),

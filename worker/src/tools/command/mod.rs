@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::tool::{RetryPolicy, TaskSupport, Tool, ToolInfo};
+use crate::tool::{ConcurrencyLimit, RetryPolicy, TaskSupport, Tool, ToolInfo};
 
 pub use protocol::{Line, Message, PROTOCOL_VERSION, answer_line};
 
@@ -113,6 +113,10 @@ pub struct CommandSpec {
     /// How its tasks are retried (all optional; the service's otherwise).
     #[serde(default)]
     pub retry: Option<RetrySpec>,
+    /// At most how many of its tasks run at once per key
+    /// (`{"max": 3, "key": "tenant, arguments.customer_id"}`).
+    #[serde(default)]
+    pub concurrency: Option<ConcurrencyLimit>,
 }
 
 /// A command tool's retry policy, as the tools file writes it.
@@ -213,6 +217,7 @@ impl CommandTool {
             input_schema: spec.input_schema,
             task_support: spec.task_support,
             retry: spec.retry.map(RetrySpec::policy).transpose()?,
+            concurrency: spec.concurrency,
         };
         let mut command = spec.command.into_iter();
         let program = command.next().ok_or("command must name a program")?;

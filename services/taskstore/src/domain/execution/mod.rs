@@ -3,6 +3,7 @@
 //! backend takes the same way. The protocol is explained in
 //! `docs/execution.md`.
 
+mod concurrency;
 mod decide;
 mod effects;
 mod history;
@@ -10,6 +11,7 @@ mod hold;
 mod refusals;
 mod retry;
 
+pub use concurrency::{ConcurrencyLimit, InvalidConcurrencyLimit, KeyExpr, KeyInputs, KeyLimit};
 pub use decide::{AttemptEnd, AttemptState, NextStep, after_attempt};
 pub use effects::{DispatchChange, Effects, LeaseChange, LeaseGrant};
 pub use history::{
@@ -70,6 +72,19 @@ pub struct DispatchRequest {
     pub priority: crate::domain::Priority,
     /// When it starts (`None`: at once).
     pub start: Option<super::start::StartTime>,
+    /// Its tool's concurrency limit as its workers declare it (the edge
+    /// reads it from the tools served now, as `retry`).
+    pub concurrency: Option<ConcurrencyLimit>,
+}
+
+impl DispatchRequest {
+    /// Takes what its tool declares for its tasks (retry policy,
+    /// concurrency limit) from the tool's description: every edge calls
+    /// this with the tool it serves.
+    pub fn follow(&mut self, tool: &super::tools::ToolDescription) {
+        self.retry = tool.retry.clone();
+        self.concurrency = tool.concurrency.clone();
+    }
 }
 
 /// The secret a claim hands its worker; reports carry it as a fence.

@@ -25,6 +25,8 @@ pub(super) fn apply(state: &mut State, key: &Key, effects: &Effects, now: DateTi
             && let Some(tool) = record.task.tool.clone()
         {
             record.dispatch = Some(Dispatch {
+                limit: None,
+                slot: None,
                 tool,
                 max_attempts: 1,
                 attempt: 0,

@@ -10,7 +10,7 @@ use tokio::sync::Notify;
 use super::MemoryTaskStore;
 use super::apply::apply;
 use super::state::{Key, State, delta};
-use crate::domain::{AttemptEnd, Effects, NextStep, WaitingJob};
+use crate::domain::{AttemptEnd, Effects, NextStep, RunningPerKey, WaitingJob};
 use crate::error::StoreError;
 use crate::store::execution::{DispatchStore, DueJob, JobPublisher, log_held_for_worker};
 
@@ -96,7 +96,12 @@ impl DispatchStore for MemoryTaskStore {
         }
         let mut state = self.lock().await;
         let now = state.now();
-        let State { outbox, tasks, .. } = &mut *state;
+        let State {
+            outbox,
+            tasks,
+            dirty_tasks,
+            ..
+        } = &mut *state;
         let config = self.config();
         let weight = |tenant: &str| config.dispatch_weight(tenant);
         let mut due = Vec::new();
@@ -112,21 +117,24 @@ impl DispatchStore for MemoryTaskStore {
                 .iter()
                 .map(|&i| {
                     let job = &outbox[i];
+                    let dispatch = tasks.get(&job.key).and_then(|r| r.dispatch.as_ref());
                     WaitingJob {
                         id: i64::try_from(job.id).unwrap_or(i64::MAX),
                         tenant: job.key.0.clone(),
-                        priority: tasks
-                            .get(&job.key)
-                            .and_then(|r| r.dispatch.as_ref())
-                            .map(|d| d.priority)
-                            .unwrap_or_default(),
+                        priority: dispatch.map(|d| d.priority).unwrap_or_default(),
+                        limit: dispatch.and_then(|d| d.limit.clone()),
                     }
                 })
                 .collect();
-            let chosen = self
-                .inner
-                .gate
-                .choose(&tool, &candidates, room.min(left), &weight);
+            let mut running = if candidates.iter().any(|job| job.limit.is_some()) {
+                running_per_key(tasks, outbox, &tool, now)
+            } else {
+                RunningPerKey::new()
+            };
+            let chosen =
+                self.inner
+                    .gate
+                    .choose(&tool, &candidates, room.min(left), &weight, &mut running);
             self.inner
                 .gate
                 .decided(&tool, candidates.len() > chosen.len());
@@ -152,10 +160,18 @@ impl DispatchStore for MemoryTaskStore {
             })
             .collect::<Result<Vec<_>, StoreError>>()?;
         // Every job read before any is marked taken: a refusal leaves none
-        // in flight.
+        // in flight. A limited job takes its key's slot as it goes.
         for i in due {
             outbox[i].in_flight = true;
+            let job = &outbox[i];
+            if let Some(dispatch) = tasks.get_mut(&job.key).and_then(|r| r.dispatch.as_mut())
+                && dispatch.limit.is_some()
+            {
+                dispatch.slot = Some(job.generation);
+                dirty_tasks.insert(job.key.clone());
+            }
         }
+        self.commit(&mut state).await?;
         Ok(taken)
     }
 
@@ -214,4 +230,33 @@ impl DispatchStore for MemoryTaskStore {
 /// A job's id as the relay knows it (`DueJob::outbox_id`).
 fn outbox_id(id: u64) -> Option<i64> {
     i64::try_from(id).ok()
+}
+
+/// The tasks of `tool` holding a slot of their key now, per key (a dev
+/// store's scan: only a decision with limited jobs waiting makes it). A
+/// task whose job waits again (its publish failed, or the store restarted
+/// before it was claimed) holds none.
+fn running_per_key(
+    tasks: &std::collections::HashMap<Key, super::state::Record>,
+    outbox: &[super::state::Job],
+    tool: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> RunningPerKey {
+    let waiting: std::collections::HashSet<(&Key, u64)> = outbox
+        .iter()
+        .filter(|job| job.tool == tool && !job.in_flight)
+        .map(|job| (&job.key, job.generation))
+        .collect();
+    let mut running = RunningPerKey::new();
+    for (key, record) in tasks {
+        if let Some(dispatch) = &record.dispatch
+            && dispatch.tool.as_str() == tool
+            && dispatch.holds_slot(record.task.status, now)
+            && !waiting.contains(&(key, dispatch.generation))
+            && let Some(limit) = &dispatch.limit
+        {
+            *running.entry(limit.key.clone()).or_default() += 1;
+        }
+    }
+    running
 }

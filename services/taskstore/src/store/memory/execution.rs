@@ -109,13 +109,7 @@ impl ExecutionStore for MemoryTaskStore {
             self.commit(&mut state).await?;
             self.changed(&state, &key);
             // A worker took a job from its queue: room for a waiting one.
-            if state
-                .outbox
-                .iter()
-                .any(|job| !job.in_flight && job.available_at <= now)
-            {
-                self.inner.outbox.notify_one();
-            }
+            self.wake_relay_if_jobs_wait(&state, now);
             claim
         };
         Ok(claim)

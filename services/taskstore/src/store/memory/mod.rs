@@ -168,6 +168,18 @@ impl MemoryTaskStore {
         });
     }
 
+    /// Wakes the relay when jobs are due: a slot or a queue's room may have
+    /// come free for them.
+    fn wake_relay_if_jobs_wait(&self, state: &State, now: chrono::DateTime<chrono::Utc>) {
+        if state
+            .outbox
+            .iter()
+            .any(|job| !job.in_flight && job.available_at <= now)
+        {
+            self.inner.outbox.notify_one();
+        }
+    }
+
     async fn transition(
         &self,
         scope: &Scope,
@@ -203,6 +215,8 @@ impl MemoryTaskStore {
             let task = visible(&mut state, scope, &key, now)?.task.clone();
             self.commit(&mut state).await?;
             self.changed(&state, &key);
+            // A task that ended gave back its key's slot, if it held one.
+            self.wake_relay_if_jobs_wait(&state, now);
             task
         };
         crate::metrics::task_finished(task.status);

@@ -12,9 +12,9 @@ use serde::{Deserialize, Serialize};
 
 use super::state::{Dispatch, Job, Key, Lease, Record, State};
 use crate::domain::{
-    Answer, AttemptHistory, IdempotencyKey, InputKey, InputRequest, JsonObject, LeaseToken,
-    Priority, ProgressToken, Question, RequestId, RetryPolicy, SessionId, Task, TaskId, TaskStatus,
-    ToolName, Ttl, tool_of,
+    Answer, AttemptHistory, IdempotencyKey, InputKey, InputRequest, JsonObject, KeyLimit,
+    LeaseToken, Priority, ProgressToken, Question, RequestId, RetryPolicy, SessionId, Task, TaskId,
+    TaskStatus, ToolName, Ttl, tool_of,
 };
 use crate::error::StoreError;
 
@@ -94,6 +94,12 @@ pub struct StoredDispatch {
     pub retry: Option<String>,
     #[serde(default, skip_serializing_if = "is_zero")]
     pub priority: u8,
+    /// Its key's concurrency limit: the key and its most at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<(String, u32)>,
+    /// The generation holding one of its key's slots.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<u64>,
 }
 
 fn is_zero(priority: &u8) -> bool {
@@ -156,6 +162,8 @@ impl From<&Record> for StoredRecord {
                 generation: d.generation,
                 retry: d.retry.to_stored(),
                 priority: d.priority.get(),
+                limit: d.limit.as_ref().map(|l| (l.key.clone(), l.max)),
+                slot: d.slot,
                 lease: d.lease.as_ref().map(|l| StoredLease {
                     token: l.token.as_str().to_owned(),
                     owner: l.owner.clone(),
@@ -226,6 +234,8 @@ impl TryFrom<StoredRecord> for (Key, Record) {
                     generation: d.generation,
                     retry: RetryPolicy::of_stored(d.retry.as_deref()),
                     priority: Priority::of_stored(i16::from(d.priority)),
+                    limit: d.limit.map(|(key, max)| KeyLimit::new(key, max)),
+                    slot: d.slot,
                     lease: d
                         .lease
                         .map(|l| -> Result<Lease, StoreError> {

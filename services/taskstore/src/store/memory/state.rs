@@ -7,8 +7,8 @@ use std::time::Duration;
 use chrono::{DateTime, TimeDelta, Utc};
 
 use crate::domain::{
-    AttemptHistory, AttemptOutcome, IdempotencyKey, InputRequest, JsonObject, LeaseToken, Priority,
-    ProgressToken, Question, RequestId, RetryPolicy, Task, TaskId, TaskStatus, ToolName,
+    AttemptHistory, AttemptOutcome, IdempotencyKey, InputRequest, JsonObject, KeyLimit, LeaseToken,
+    Priority, ProgressToken, Question, RequestId, RetryPolicy, Task, TaskId, TaskStatus, ToolName,
 };
 
 /// (tenant, task id).
@@ -36,6 +36,28 @@ pub(super) struct Dispatch {
     pub retry: RetryPolicy,
     /// Its place in its tool's backlog.
     pub priority: Priority,
+    /// Its key's concurrency limit, if its tool declares one.
+    pub limit: Option<KeyLimit>,
+    /// The generation whose job took one of its key's slots (the
+    /// dispatch decision sets it; a new generation gives the slot back).
+    pub slot: Option<u64>,
+}
+
+impl Dispatch {
+    /// Whether this task holds one of its key's slots now: its job went
+    /// out and has not ended, been parked, dispatched again, or outlived
+    /// its lease (a killed worker's slot comes back when its lease
+    /// expires). PostgreSQL's `holds_slot!` is the same rule.
+    pub(super) fn holds_slot(&self, status: TaskStatus, now: DateTime<Utc>) -> bool {
+        self.limit.is_some()
+            && self.slot == Some(self.generation)
+            && status == TaskStatus::Working
+            && !self.parked
+            && self
+                .lease
+                .as_ref()
+                .is_none_or(|lease| lease.expires_at >= now)
+    }
 }
 
 /// One stored task.

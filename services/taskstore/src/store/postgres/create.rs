@@ -68,6 +68,10 @@ impl PgTaskStore {
                 .dispatch
                 .as_ref()
                 .and_then(|dispatch| dispatch.retry.to_stored()),
+            limit: self
+                .config
+                .dispatch_limit(scope, &task)
+                .map(|limit| (limit.key, i32::try_from(limit.max).unwrap_or(i32::MAX))),
         };
         let new_row = starts_at.map(|starts_at| group_commit::NewRow {
             starts_at,
@@ -121,7 +125,7 @@ impl PgTaskStore {
             .await
             .map_err(store_error)?;
         super::commit(tx).await?;
-        self.fresh.push(created.jobs);
+        self.fresh.push(created.jobs, created.to_decide);
         Ok(created.rows.into_values().next())
     }
 

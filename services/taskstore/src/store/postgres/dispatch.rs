@@ -130,13 +130,17 @@ impl DispatchStore for PgTaskStore {
     async fn hold_for_worker(&self, job: &DueJob) -> Result<(), StoreError> {
         let (tenant, task_id) = (&job.message.tenant_id, &job.message.task_id);
         let mut tx = self.begin().await?;
-        // The job is offered again later; the task's message is read
+        // The job is offered again later (giving back its key's slot until
+        // then); the task's message is read
         // (and the row locked) in the same statement.
         let message: Option<Option<String>> = sqlx::query_scalar(sql!(
             "WITH later AS (
                  UPDATE dispatch_outbox SET ready = false,
                      available_at = now() + $4 * interval '1 millisecond'
-                 WHERE id = $3)
+                 WHERE id = $3 RETURNING tenant_id, task_id, generation),
+             slot AS (DELETE FROM dispatch_slots s USING later
+                 WHERE s.tenant_id = later.tenant_id AND s.task_id = later.task_id
+                   AND s.generation = later.generation)
              SELECT status_message FROM tasks WHERE tenant_id = $1 AND task_id = $2 FOR UPDATE"
         ))
         .bind(tenant)
@@ -158,10 +162,16 @@ impl DispatchStore for PgTaskStore {
     }
 
     /// Their rows fall due now: the relay's next poll retries them (and
-    /// drops any that went stale).
+    /// drops any that went stale); a limited one gives back its key's slot
+    /// until then.
     async fn leave_to_outbox(&self, outbox_ids: &[i64]) {
         let due = sqlx::query(sql!(
-            "UPDATE dispatch_outbox SET ready = true, available_at = now() WHERE id = ANY($1)"
+            "WITH due AS (
+                 UPDATE dispatch_outbox SET ready = true, available_at = now() WHERE id = ANY($1)
+                 RETURNING tenant_id, task_id, generation)
+             DELETE FROM dispatch_slots s USING due
+             WHERE s.tenant_id = due.tenant_id AND s.task_id = due.task_id
+               AND s.generation = due.generation"
         ))
         .persistent(false) // planned for its array: batch_writer.rs, "Plans"
         .bind(outbox_ids)

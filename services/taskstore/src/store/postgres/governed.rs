@@ -16,7 +16,7 @@ use super::advisory::try_lock_until_commit;
 use super::error::store_error;
 use super::handoff::{FreshJob, HANDOFF_GRACE};
 use super::rows::millis;
-use crate::domain::{Priority, WaitingJob};
+use crate::domain::{KeyLimit, Priority, RunningPerKey, WaitingJob};
 use crate::error::StoreError;
 use crate::store::execution::{DueJob, JobPublisher};
 use crate::store::statements::sql;
@@ -33,6 +33,10 @@ struct Candidate {
     priority: i16,
     stale: bool,
     trace_context: Option<String>,
+    /// Its key's concurrency limit, and how many of the key run now.
+    limit_key: Option<String>,
+    limit_max: Option<i32>,
+    key_running: i32,
 }
 
 impl PgTaskStore {
@@ -72,13 +76,20 @@ impl PgTaskStore {
     }
 
     /// Makes ready the rows that fell due (through the index of rows not
-    /// yet ready: what waits for later is never read).
+    /// yet ready: what waits for later is never read). A job taken by a
+    /// decision whose publish never settled waits again: it gives back
+    /// its key's slot.
     async fn promote_due(&self) -> Result<(), StoreError> {
         sqlx::query(sql!(
-            "UPDATE dispatch_outbox SET ready = true
-             WHERE id IN (SELECT id FROM dispatch_outbox
-                          WHERE NOT ready AND available_at <= now()
-                          ORDER BY available_at, id LIMIT $1 FOR UPDATE SKIP LOCKED)"
+            "WITH due AS (
+                 UPDATE dispatch_outbox SET ready = true
+                 WHERE id IN (SELECT id FROM dispatch_outbox
+                              WHERE NOT ready AND available_at <= now()
+                              ORDER BY available_at, id LIMIT $1 FOR UPDATE SKIP LOCKED)
+                 RETURNING tenant_id, task_id, generation)
+             DELETE FROM dispatch_slots s USING due
+             WHERE s.tenant_id = due.tenant_id AND s.task_id = due.task_id
+               AND s.generation = due.generation"
         ))
         .bind(PROMOTE_BATCH)
         .execute(self.pool())
@@ -126,9 +137,23 @@ impl PgTaskStore {
             return Ok((Vec::new(), true));
         }
         // Each tenant's first `room + 1` (one more tells whether more wait),
-        // in its own order; the tenants found by a loose scan.
+        // in its own order, passing over the jobs of keys at their
+        // concurrency limit; the tenants found by a loose scan. The slots
+        // that no longer hold are forgotten on the way.
         let candidates = sqlx::query_as::<_, Candidate>(sql!(concat!(
-            "WITH RECURSIVE tenants(tenant_id) AS (",
+            "WITH RECURSIVE dead AS (",
+            " DELETE FROM dispatch_slots s WHERE s.tool = $1 AND NOT EXISTS (",
+            "  SELECT 1 FROM tasks t WHERE t.tenant_id = s.tenant_id AND t.task_id = s.task_id",
+            "  AND ",
+            holds_slot!("t.", "s."),
+            ")),",
+            " held AS MATERIALIZED (",
+            " SELECT s.limit_key, count(*)::int AS running FROM dispatch_slots s",
+            " JOIN tasks t ON t.tenant_id = s.tenant_id AND t.task_id = s.task_id",
+            " WHERE s.tool = $1 AND ",
+            holds_slot!("t.", "s."),
+            " GROUP BY s.limit_key),",
+            " tenants(tenant_id) AS (",
             " (SELECT tenant_id FROM dispatch_outbox WHERE ready AND tool = $1",
             "  ORDER BY tenant_id LIMIT 1)",
             " UNION ALL",
@@ -138,13 +163,16 @@ impl PgTaskStore {
             " FROM tenants t WHERE t.tenant_id IS NOT NULL)",
             " SELECT c.* FROM tenants t CROSS JOIN LATERAL (",
             "  SELECT o.id, o.tenant_id, o.task_id, o.generation, o.priority, k.trace_context,",
+            "   k.limit_key, k.limit_max, COALESCE(h.running, 0) AS key_running,",
             "   (k.task_id IS NULL OR k.dispatch_generation <> o.generation OR NOT (",
             claimable!("k."),
             "))",
             "   AS stale",
             "  FROM dispatch_outbox o",
             "  LEFT JOIN tasks k ON k.tenant_id = o.tenant_id AND k.task_id = o.task_id",
+            "  LEFT JOIN held h ON h.limit_key = k.limit_key",
             "  WHERE o.ready AND o.tool = $1 AND o.tenant_id = t.tenant_id",
+            "  AND (k.limit_key IS NULL OR COALESCE(h.running, 0) < k.limit_max)",
             "  ORDER BY o.priority DESC, o.id LIMIT $2) c",
             " WHERE t.tenant_id IS NOT NULL"
         )))
@@ -161,29 +189,54 @@ impl PgTaskStore {
                 id: c.id,
                 tenant: c.tenant_id.clone(),
                 priority: Priority::of_stored(c.priority),
+                limit: c.limit_key.clone().map(|key| {
+                    KeyLimit::new(key, c.limit_max.map_or(1, |max| max.max(1).unsigned_abs()))
+                }),
             })
             .collect();
+        let mut running: RunningPerKey = live
+            .iter()
+            .filter_map(|c| Some((c.limit_key.clone()?, c.key_running.max(0).unsigned_abs())))
+            .collect();
         let weight = |tenant: &str| self.config.dispatch_weight(tenant);
-        let chosen = self.gate.choose(tool, &waiting, room, &weight);
+        let chosen = self
+            .gate
+            .choose(tool, &waiting, room, &weight, &mut running);
         let chosen_ids: Vec<i64> = chosen.iter().map(|&i| live[i].id).collect();
         let stale_ids: Vec<i64> = stale.iter().map(|c| c.id).collect();
+        let slots = Slots::of(chosen.iter().map(|&i| &live[i]));
         // Taken: out of the decision, and not due again before the grace
-        // (the publish settles it: deleted once queued, ready again if not).
-        sqlx::query(sql!(
-            "WITH gone AS (DELETE FROM dispatch_outbox WHERE id = ANY($2))
-             UPDATE dispatch_outbox SET ready = false,
+        // (the publish settles it: deleted once queued, ready again if
+        // not); a limited one takes its key's slot. Whether more wait is
+        // asked of the rows (the candidates passed over full keys).
+        let more: bool = sqlx::query_scalar(sql!(
+            "WITH gone AS (DELETE FROM dispatch_outbox WHERE id = ANY($2)),
+             taken AS (UPDATE dispatch_outbox SET ready = false,
                  available_at = now() + $3 * interval '1 millisecond'
-             WHERE id = ANY($1)"
+             WHERE id = ANY($1)),
+             slots AS (INSERT INTO dispatch_slots (tenant_id, task_id, tool, limit_key, generation)
+                 SELECT s.tenant_id, s.task_id, $4, s.limit_key, s.generation
+                 FROM unnest($5::text[], $6::text[], $7::text[], $8::bigint[])
+                     AS s(tenant_id, task_id, limit_key, generation)
+                 ON CONFLICT (tenant_id, task_id) DO UPDATE SET tool = EXCLUDED.tool,
+                     limit_key = EXCLUDED.limit_key, generation = EXCLUDED.generation,
+                     taken_at = now())
+             SELECT EXISTS (SELECT 1 FROM dispatch_outbox WHERE ready AND tool = $4
+                            AND id <> ALL($1) AND id <> ALL($2))"
         ))
         .persistent(false) // planned for its arrays: batch_writer.rs, "Plans"
         .bind(&chosen_ids)
         .bind(&stale_ids)
         .bind(millis(HANDOFF_GRACE))
-        .execute(&mut *tx)
+        .bind(tool)
+        .bind(&slots.tenants)
+        .bind(&slots.tasks)
+        .bind(&slots.keys)
+        .bind(&slots.generations)
+        .fetch_one(&mut *tx)
         .await
         .map_err(store_error)?;
         super::commit(tx).await?;
-        let more = live.len() > chosen.len();
         let now = Instant::now();
         let mut live: Vec<Option<Candidate>> = live.into_iter().map(Some).collect();
         let jobs = chosen
@@ -203,5 +256,29 @@ impl PgTaskStore {
             })
             .collect();
         Ok((jobs, more))
+    }
+}
+
+/// The slots the chosen limited jobs take, as the arrays of one statement.
+#[derive(Default)]
+struct Slots {
+    tenants: Vec<String>,
+    tasks: Vec<String>,
+    keys: Vec<String>,
+    generations: Vec<i64>,
+}
+
+impl Slots {
+    fn of<'a>(chosen: impl Iterator<Item = &'a Candidate>) -> Self {
+        let mut slots = Self::default();
+        for c in chosen {
+            if let Some(key) = &c.limit_key {
+                slots.tenants.push(c.tenant_id.clone());
+                slots.tasks.push(c.task_id.clone());
+                slots.keys.push(key.clone());
+                slots.generations.push(c.generation);
+            }
+        }
+        slots
     }
 }

@@ -48,6 +48,9 @@ pub(super) struct NewRow {
     pub retry_policy: Option<String>,
     /// Its dispatch priority (0 for a task nobody dispatches).
     pub priority: i16,
+    /// Its key's concurrency limit (`None`: its tool declares none): its
+    /// job is left to the dispatch decision, which counts the key's slots.
+    pub limit: Option<(String, i32)>,
 }
 
 /// One create waiting for its batch; no row in the reply when a live task
@@ -71,6 +74,9 @@ struct CreatedRow {
 pub(super) struct Created {
     pub rows: HashMap<(String, String), TaskRow>,
     pub jobs: Vec<FreshJob>,
+    /// Jobs were left to the dispatch decision (limited ones): the relay
+    /// should look.
+    pub to_decide: bool,
 }
 
 /// Starts the writer, which hands the jobs it commits to `fresh`; it ends
@@ -96,7 +102,7 @@ fn split_repeated_ids(batch: Vec<PendingCreate>) -> (Vec<PendingCreate>, Vec<Pen
 async fn insert_batch(pool: &PgPool, fresh: &FreshJobs, batch: Vec<PendingCreate>) {
     let rows: Vec<NewRow> = batch.iter().map(|p| p.request.clone()).collect();
     let outcome = insert_rows(pool, &rows).await.map(|created| {
-        fresh.push(created.jobs);
+        fresh.push(created.jobs, created.to_decide);
         created.rows
     });
     super::batch_writer::answer(batch, outcome, |row| (row.tenant, row.task_id));
@@ -113,10 +119,14 @@ pub(super) async fn insert_rows<'e>(
     rows: &[NewRow],
 ) -> Result<Created, sqlx::Error> {
     let column = |f: fn(&NewRow) -> Option<String>| rows.iter().map(f).collect::<Vec<_>>();
-    // A job that starts later waits in the outbox until it is due.
+    let limited_now = rows
+        .iter()
+        .any(|r| r.limit.is_some() && r.starts_at.is_none());
+    // A job that starts later waits in the outbox until it is due; a
+    // limited one waits there for the decision.
     let later: std::collections::HashSet<(&str, &str)> = rows
         .iter()
-        .filter(|r| r.starts_at.is_some())
+        .filter(|r| r.starts_at.is_some() || r.limit.is_some())
         .map(|r| (r.tenant.as_str(), r.task_id.as_str()))
         .collect();
 
@@ -132,6 +142,9 @@ pub(super) async fn insert_rows<'e>(
     let messages = column(|r| r.status_message.clone());
     let retries = column(|r| r.retry_policy.clone());
     let priorities: Vec<i16> = rows.iter().map(|r| r.priority).collect();
+    let limit_keys = column(|r| r.limit.as_ref().map(|(key, _)| key.clone()));
+    let limit_maxes: Vec<Option<i32>> =
+        rows.iter().map(|r| r.limit.as_ref().map(|l| l.1)).collect();
     let starts: Vec<Option<chrono::DateTime<chrono::Utc>>> =
         rows.iter().map(|r| r.starts_at).collect();
     let ttls: Vec<Option<i64>> = rows.iter().map(|r| r.ttl_ms).collect();
@@ -142,21 +155,22 @@ pub(super) async fn insert_rows<'e>(
         " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],",
         "                      $6::bigint[], $7::bigint[], $8::text[], $9::int[], $10::text[],",
         "                      $11::text[], $13::text[], $14::text[], $15::timestamptz[],",
-        "                      $16::text[], $17::smallint[])",
+        "                      $16::text[], $17::smallint[], $18::text[], $19::int[])",
         "   AS i(tenant_id, task_id, session_id, request_id_json, request_json, ttl_ms,",
         "        poll_interval_ms, tool, max_attempts, trace_context, progress_token,",
-        "        idempotency_key, status_message, starts_at, retry_policy, priority)),",
+        "        idempotency_key, status_message, starts_at, retry_policy, priority,",
+        "        limit_key, limit_max)),",
         " task AS (",
         " INSERT INTO tasks (tenant_id, task_id, session_id, status, status_message,",
         "  request_id_json, request_json,",
         "  created_at, last_updated_at, ttl_ms, expires_at, poll_interval_ms,",
         "  tool, max_attempts, dispatch_generation, trace_context, progress_token,",
-        "  idempotency_key, retry_policy, priority)",
+        "  idempotency_key, retry_policy, priority, limit_key, limit_max)",
         " SELECT tenant_id, task_id, session_id, 'working', status_message,",
         "  request_id_json, request_json,",
         "  now(), now(), ttl_ms, now() + ttl_ms * interval '1 millisecond', poll_interval_ms,",
         "  tool, max_attempts, 1, trace_context, progress_token, idempotency_key, retry_policy,",
-        "  priority",
+        "  priority, limit_key, limit_max",
         " FROM input",
         " ON CONFLICT (tenant_id, task_id) DO UPDATE SET",
         "   session_id = EXCLUDED.session_id, status = EXCLUDED.status,",
@@ -168,7 +182,8 @@ pub(super) async fn insert_rows<'e>(
         "   tool = EXCLUDED.tool, max_attempts = EXCLUDED.max_attempts, attempt = 0,",
         "   trace_context = EXCLUDED.trace_context, progress_token = EXCLUDED.progress_token,",
         "   idempotency_key = EXCLUDED.idempotency_key, retry_policy = EXCLUDED.retry_policy,",
-        "   priority = EXCLUDED.priority,",
+        "   priority = EXCLUDED.priority, limit_key = EXCLUDED.limit_key,",
+        "   limit_max = EXCLUDED.limit_max,",
         "   dispatch_generation = tasks.dispatch_generation + 1,",
         "   lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, parked_at = NULL,",
         "   attempt_history = NULL",
@@ -181,9 +196,11 @@ pub(super) async fn insert_rows<'e>(
         " WHERE task.reused AND q.tenant_id = task.tenant_id AND q.task_id = task.task_id),",
         " job AS (",
         " INSERT INTO dispatch_outbox (tenant_id, task_id, generation, tool, priority,",
-        "  available_at)",
+        "  available_at, ready)",
         " SELECT t.tenant_id, t.task_id, t.dispatch_generation, t.tool, t.priority,",
-        "  COALESCE(i.starts_at, now() + $12 * interval '1 millisecond')",
+        "  COALESCE(i.starts_at, CASE WHEN t.limit_key IS NULL",
+        "   THEN now() + $12 * interval '1 millisecond' ELSE now() END),",
+        "  t.limit_key IS NOT NULL AND i.starts_at IS NULL",
         " FROM task t JOIN input i ON i.tenant_id = t.tenant_id AND i.task_id = t.task_id",
         " WHERE t.max_attempts IS NOT NULL",
         " RETURNING id AS job_id, tenant_id AS job_tenant, task_id AS job_task,",
@@ -211,6 +228,8 @@ pub(super) async fn insert_rows<'e>(
     .bind(&starts)
     .bind(&retries)
     .bind(&priorities)
+    .bind(&limit_keys)
+    .bind(&limit_maxes)
     .fetch_all(executor)
     .await?;
     let committed_at = std::time::Instant::now();
@@ -233,7 +252,12 @@ pub(super) async fn insert_rows<'e>(
         }
         rows.insert((row.tenant_id, row.task.task_id().to_owned()), row.task);
     }
-    Ok(Created { rows, jobs })
+    let to_decide = limited_now && !rows.is_empty();
+    Ok(Created {
+        rows,
+        jobs,
+        to_decide,
+    })
 }
 
 #[cfg(test)]
@@ -243,6 +267,7 @@ mod tests {
     fn pending(tenant: &str, id: &str) -> PendingCreate {
         let (reply, _) = tokio::sync::oneshot::channel();
         let row = NewRow {
+            limit: None,
             tenant: tenant.into(),
             task_id: id.into(),
             session: None,

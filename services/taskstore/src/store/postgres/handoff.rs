@@ -126,8 +126,9 @@ impl FreshJobs {
         true
     }
 
-    /// Hands committed jobs to the relay and wakes it.
-    pub(super) fn push(&self, jobs: impl IntoIterator<Item = FreshJob>) {
+    /// Hands committed jobs to the relay and wakes it (also when jobs were
+    /// only left to its decision: `to_decide`).
+    pub(super) fn push(&self, jobs: impl IntoIterator<Item = FreshJob>, to_decide: bool) {
         let added = {
             let mut waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
             let before = waiting.len();
@@ -135,7 +136,7 @@ impl FreshJobs {
             waiting.extend(jobs.into_iter().take(room));
             before < waiting.len()
         };
-        if added {
+        if added || to_decide {
             self.wake.notify_one();
         }
     }
@@ -241,8 +242,8 @@ mod tests {
     async fn jobs_go_out_oldest_first_and_wake_the_relay() {
         let wake = Arc::new(Notify::new());
         let fresh = FreshJobs::new(wake.clone());
-        fresh.push([job("a", Duration::ZERO), job("b", Duration::ZERO)]);
-        fresh.push([job("c", Duration::ZERO)]);
+        fresh.push([job("a", Duration::ZERO), job("b", Duration::ZERO)], false);
+        fresh.push([job("c", Duration::ZERO)], false);
         tokio::time::timeout(Duration::from_millis(100), wake.notified())
             .await
             .expect("woken");
@@ -254,14 +255,14 @@ mod tests {
     #[test]
     fn a_job_too_old_for_memory_is_left_to_the_outbox() {
         let fresh = FreshJobs::new(Arc::new(Notify::new()));
-        fresh.push([job("old", FRESH_FOR), job("new", Duration::ZERO)]);
+        fresh.push([job("old", FRESH_FOR), job("new", Duration::ZERO)], false);
         assert_eq!(ids(&fresh.take(10)), ["new"]);
     }
 
     #[test]
     fn an_ended_tasks_job_is_discarded() {
         let fresh = FreshJobs::new(Arc::new(Notify::new()));
-        fresh.push([job("a", Duration::ZERO), job("b", Duration::ZERO)]);
+        fresh.push([job("a", Duration::ZERO), job("b", Duration::ZERO)], false);
         fresh.discard("t", "a");
         fresh.discard("other tenant", "b");
         assert_eq!(ids(&fresh.take(10)), ["b"]);
@@ -270,7 +271,10 @@ mod tests {
     #[test]
     fn memory_holds_at_most_its_bound() {
         let fresh = FreshJobs::new(Arc::new(Notify::new()));
-        fresh.push((0..MAX_WAITING + 5).map(|n| job(&n.to_string(), Duration::ZERO)));
+        fresh.push(
+            (0..MAX_WAITING + 5).map(|n| job(&n.to_string(), Duration::ZERO)),
+            false,
+        );
         assert_eq!(fresh.take(usize::MAX).len(), MAX_WAITING);
     }
 

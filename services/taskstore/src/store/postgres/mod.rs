@@ -268,6 +268,11 @@ impl PgTaskStore {
         let transitioned = batch_writer::submit(&self.changes_writer, change).await?;
         if transitioned.is_some() {
             crate::metrics::task_finished(status);
+            // A task that ended gave back its key's slot, if it held one:
+            // while a backlog waits, the relay looks again.
+            if self.gate.any_backlog() {
+                self.outbox.notify_one();
+            }
         }
         Ok(transitioned)
     }

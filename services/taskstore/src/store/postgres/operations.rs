@@ -10,8 +10,8 @@ use super::PgTaskStore;
 use super::error::store_error;
 use super::rows::millis;
 use crate::domain::{
-    OutboxBacklog, Reach, RetryPolicy, TaskStatus, TaskSupport, ToolDescription, ToolName,
-    WorkerHeartbeat, WorkerId, WorkerInfo,
+    ConcurrencyLimit, OutboxBacklog, Reach, RetryPolicy, TaskStatus, TaskSupport, ToolDescription,
+    ToolName, WorkerHeartbeat, WorkerId, WorkerInfo,
 };
 use crate::error::StoreError;
 use crate::store::operations::OperationsStore;
@@ -59,6 +59,16 @@ struct StoredDescription {
     /// so that one this build cannot read spoils only itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     retry: Option<serde_json::Value>,
+    /// Its declared concurrency limit (`{"max": 3, "key": "tenant"}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    concurrency: Option<serde_json::Value>,
+}
+
+/// A concurrency limit as the workers table keeps it.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct StoredConcurrency {
+    max: u32,
+    key: String,
 }
 
 impl StoredDescription {
@@ -74,6 +84,12 @@ impl StoredDescription {
                 .then(|| serde_json::to_value(&d.retry))
                 .transpose()
                 .map_err(|err| StoreError::Internal(format!("a retry policy: {err}")))?,
+            concurrency: d.concurrency.as_ref().map(|limit| {
+                serde_json::json!(StoredConcurrency {
+                    max: limit.max,
+                    key: limit.key.source(),
+                })
+            }),
         })
     }
 
@@ -87,8 +103,18 @@ impl StoredDescription {
             .and_then(|retry| serde_json::from_value(retry).ok())
             .and_then(|retry| RetryPolicy::parse(retry).ok())
             .unwrap_or_default();
+        // One this build cannot read is no limit (and says so).
+        let concurrency = self.concurrency.and_then(|raw| {
+            let limit = serde_json::from_value::<StoredConcurrency>(raw)
+                .ok()
+                .and_then(|c| ConcurrencyLimit::parse(c.max, &c.key).ok());
+            if limit.is_none() {
+                tracing::warn!(tool = %self.name, "a stored concurrency limit cannot be read; the tool runs unlimited");
+            }
+            limit
+        });
         match ToolDescription::parse(name, &self.title, &self.description, &schema, support) {
-            Ok(description) => Some(description.with_retry(retry)),
+            Ok(description) => Some(description.with_retry(retry).with_concurrency(concurrency)),
             Err(err) => {
                 // Checked when reported; jsonb may write numbers out longer.
                 tracing::warn!(tool = %self.name, error = %err, "a stored tool description no longer passes its checks; listed as undescribed");

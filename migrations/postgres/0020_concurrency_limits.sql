@@ -1,0 +1,30 @@
+-- Concurrency limits per key (issue 40; docs/execution.md, "Concurrency
+-- limits per key"). A tool declares "at most N of my tasks run at once per
+-- key"; each task's key is computed when it is created and kept with it
+-- (`limit_key`, `limit_max`), so that a retry's job is limited again.
+--
+-- A limited job is published only by the dispatch decision, which counts
+-- the slots its key holds under the tool's lock. `dispatch_slots` records
+-- which task took a slot for which job generation; a row holds only while
+-- that generation's attempt can still run (the task is working, not
+-- dispatched again or parked, and under no expired lease: `holds_slot!` in
+-- store/postgres/conditions.rs), so nothing else has to give a slot back.
+-- The decision deletes the rows that no longer hold.
+--
+-- Expand only: the previous release neither reads nor writes these; while
+-- it runs beside this one, the tasks it creates carry no limit and its
+-- relay publishes limited jobs that fall due without counting them
+-- (docs/operations.md, upgrades).
+ALTER TABLE tasks ADD COLUMN limit_key text;
+ALTER TABLE tasks ADD COLUMN limit_max integer;
+
+CREATE TABLE dispatch_slots (
+    tenant_id text NOT NULL,
+    task_id text NOT NULL,
+    tool text NOT NULL,
+    limit_key text NOT NULL,
+    generation bigint NOT NULL,
+    taken_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant_id, task_id)
+);
+CREATE INDEX dispatch_slots_by_key ON dispatch_slots (tool, limit_key);

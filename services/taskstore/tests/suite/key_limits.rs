@@ -1,0 +1,174 @@
+//! Concurrency limits per key: a tool declares "at most N of my tasks at
+//! once per key", and the dispatch decision publishes a key's job only
+//! while fewer than N of the key's tasks are out (published and not yet
+//! ended). Directly, the create carries the limit (the store's contract);
+//! through gRPC, the service reads it from the heartbeat that declared it.
+
+use taskstore::domain::{
+    ConcurrencyLimit, DispatchRequest, TaskId, ToolDescription, ToolName, WorkerHeartbeat, WorkerId,
+};
+
+use super::*;
+use crate::common::recorder::Recorder;
+use crate::common::{Backend, Stores};
+
+const TOOL: &str = "limited";
+
+fn tool() -> ToolName {
+    ToolName::parse(TOOL).expect("tool")
+}
+
+/// A worker serving the tool, declaring `limit`.
+async fn declare(stores: &Stores, limit: &ConcurrencyLimit) {
+    let description = ToolDescription::undescribed(tool()).with_concurrency(Some(limit.clone()));
+    let heartbeat =
+        WorkerHeartbeat::new(WorkerId::parse("w-limits").expect("id"), vec![tool()], 8, 0)
+            .with_descriptions(vec![description]);
+    stores
+        .operations
+        .record_heartbeat(&heartbeat)
+        .await
+        .expect("heartbeat");
+}
+
+/// A task for `customer`, created as the edge creates it.
+async fn create_for(stores: &Stores, limit: &ConcurrencyLimit, customer: &str) -> TaskId {
+    let request = format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"{TOOL}","arguments":{{"customer":"{customer}"}}}}}}"#
+    );
+    let task = NewTask {
+        request: JsonObject::parse(request).expect("request"),
+        dispatch: Some(DispatchRequest {
+            concurrency: Some(limit.clone()),
+            priority: Default::default(),
+            tool: tool(),
+            max_attempts: None,
+            start: None,
+            retry: Default::default(),
+        }),
+        ..new_task()
+    };
+    stores
+        .store
+        .create_task(&all(), task)
+        .await
+        .expect("create")
+        .task_id
+}
+
+/// Relays once; the task ids published by this pass.
+async fn relay(stores: &Stores, queue: &Recorder) -> Vec<String> {
+    let before = queue.jobs.lock().expect("lock").len();
+    stores
+        .dispatch
+        .relay_due_jobs(queue, 100)
+        .await
+        .expect("relay");
+    queue.jobs.lock().expect("lock")[before..]
+        .iter()
+        .map(|job| job.task_id.clone())
+        .collect()
+}
+
+fn sorted(mut ids: Vec<String>) -> Vec<String> {
+    ids.sort();
+    ids
+}
+
+async fn complete(stores: &Stores, id: &TaskId, generation: u64) {
+    let claim = stores
+        .execution
+        .claim(&tenant(), id, generation, "w")
+        .await
+        .expect("claim");
+    let result = NewResult {
+        lease: Some(claim.lease_token),
+        ..completed(r#"{"content":[]}"#)
+    };
+    stores
+        .store
+        .store_result(&all(), id, result)
+        .await
+        .expect("result");
+}
+
+pub async fn a_key_runs_no_more_than_its_limit_at_once(backend: &dyn Backend) {
+    let stores = backend.stores(with_policy(short_leases())).await;
+    let limit = ConcurrencyLimit::parse(2, "arguments.customer").expect("limit");
+    declare(&stores, &limit).await;
+    let mut acme = Vec::new();
+    for _ in 0..4 {
+        acme.push(create_for(&stores, &limit, "acme").await);
+    }
+    let other = create_for(&stores, &limit, "globex").await;
+    // A queue with room for everything: only the limit holds jobs back.
+    let queue = Recorder {
+        routable: true,
+        ..Recorder::default()
+    };
+    let mut first = vec![acme[0].to_string(), acme[1].to_string(), other.to_string()];
+    first.sort();
+    assert_eq!(sorted(relay(&stores, &queue).await), first, "two of acme's");
+    assert!(
+        relay(&stores, &queue).await.is_empty(),
+        "acme is full: its others wait, spending no attempt"
+    );
+    // One of acme's ends: its slot goes to the next of acme's, oldest first.
+    complete(&stores, &acme[0], 1).await;
+    assert_eq!(relay(&stores, &queue).await, [acme[2].to_string()]);
+    assert!(relay(&stores, &queue).await.is_empty());
+    // A claimed task holds its slot while it runs; another customer's
+    // tasks are not held back by acme's.
+    let claim = stores
+        .execution
+        .claim(&tenant(), &acme[1], 1, "w")
+        .await
+        .expect("claim");
+    let more = create_for(&stores, &limit, "globex").await;
+    assert_eq!(relay(&stores, &queue).await, [more.to_string()]);
+    stores
+        .store
+        .store_result(
+            &all(),
+            &acme[1],
+            NewResult {
+                lease: Some(claim.lease_token),
+                ..completed(r#"{"content":[]}"#)
+            },
+        )
+        .await
+        .expect("result");
+    assert_eq!(relay(&stores, &queue).await, [acme[3].to_string()]);
+}
+
+pub async fn a_slot_comes_back_when_its_workers_lease_expires(backend: &dyn Backend) {
+    let stores = backend.stores(with_policy(short_leases())).await;
+    // One at a time for the whole tool.
+    let limit = ConcurrencyLimit::parse(1, "").expect("limit");
+    declare(&stores, &limit).await;
+    let first = create_for(&stores, &limit, "a").await;
+    let second = create_for(&stores, &limit, "b").await;
+    let queue = Recorder {
+        routable: true,
+        ..Recorder::default()
+    };
+    assert_eq!(relay(&stores, &queue).await, [first.to_string()]);
+    // Its worker claims it, then freezes (or is killed): the slot is held
+    // until the lease runs out, then the next job goes.
+    stores
+        .execution
+        .claim(&tenant(), &first, 1, "frozen")
+        .await
+        .expect("claim");
+    assert!(relay(&stores, &queue).await.is_empty());
+    let_leases_expire().await;
+    assert_eq!(relay(&stores, &queue).await, [second.to_string()]);
+    // The lost attempt's task is dispatched again, and waits for the slot.
+    assert_eq!(
+        stores.dispatch.reap_expired_leases().await.expect("reap"),
+        1
+    );
+    assert!(relay(&stores, &queue).await.is_empty(), "the key is full");
+    complete(&stores, &second, 1).await;
+    assert_eq!(relay(&stores, &queue).await, [first.to_string()]);
+}
