@@ -1,7 +1,6 @@
 //! The flags of `serve` and `dev` (the same flags, with different
 //! defaults), and the [`ServiceSettings`] they describe.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use clap::Args;
@@ -11,7 +10,7 @@ use super::tenant_limits;
 use super::values::{Limit, ListenAddress};
 use super::{DEFAULT_AMQP_URL, DatabaseArgs, Mode};
 use crate::auth::AuthMethod;
-use crate::domain::{AdmissionPolicy, ExecutionPolicy, PollPolicy, TenantId, Ttl, TtlPolicy};
+use crate::domain::{ExecutionPolicy, PollPolicy, Ttl, TtlPolicy};
 use crate::durations::parse_duration;
 use crate::grpc::InputLimits;
 use crate::settings::{
@@ -233,7 +232,7 @@ impl ServeArgs {
             pool: self.database.pool_settings(),
             config: self.store_config()?,
             limits: self.input_limits()?,
-            admission: self.tenant_limits()?.1,
+            admission: self.tenant_limits()?.admission,
             queue: Some(QueueSettings {
                 location: self.queue_location(mode),
                 broker_tls: self.amqp_tls.settings()?,
@@ -351,7 +350,8 @@ impl ServeArgs {
                 max_size: self.max_page_size,
             },
             quotas: self.default_quotas(),
-            tenant_quotas: self.tenant_limits()?.0,
+            tenant_quotas: self.tenant_limits()?.quotas,
+            tenant_concurrency: self.tenant_limits()?.concurrency,
             cleanup_batch_size: self.cleanup_batch_size,
             idempotency_retention: self.idempotency_retention,
             execution: ExecutionPolicy {
@@ -377,7 +377,7 @@ impl ServeArgs {
 
     /// Every tenant's quotas and admission limits: the flags' defaults,
     /// and the tenants of `--tenant-limits`.
-    pub fn tenant_limits(&self) -> Result<(BTreeMap<TenantId, Quotas>, AdmissionPolicy), String> {
+    pub fn tenant_limits(&self) -> Result<tenant_limits::TenantLimits, String> {
         let file =
             match &self.tenant_limits {
                 Some(path) => Some(std::fs::read_to_string(path).map_err(|err| {

@@ -5,14 +5,19 @@
 //! ```json
 //! {"tenants": {"acme": {"max_tasks": 100000, "creates_per_second": 200,
 //!                       "create_burst": 400, "max_waiting_calls": 1000,
-//!                       "max_priority": 5, "dispatch_weight": 3}}}
+//!                       "max_priority": 5, "dispatch_weight": 3,
+//!                       "concurrency": {"fetch_quote": 10}}}}
 //! ```
+//!
+//! `concurrency` sets, per tool, the most of the tenant's tasks of it that
+//! run at once per key: the key its workers declare (with the tenant's own
+//! number), or, for a tool that declares no limit, the tenant.
 
 use std::collections::BTreeMap;
 
 use serde::Deserialize;
 
-use crate::domain::{Admission, AdmissionPolicy, Rate, TenantId};
+use crate::domain::{Admission, AdmissionPolicy, ConcurrencyLimit, Rate, TenantId, ToolName};
 use crate::store::Quotas;
 
 #[derive(Debug, Deserialize)]
@@ -33,6 +38,18 @@ struct TenantEntry {
     max_priority: Option<u8>,
     /// Its turns per round when tenants share a busy tool (1 to 100).
     dispatch_weight: Option<u32>,
+    /// Per tool, the most of its tasks at once per key (1 to 10,000).
+    #[serde(default)]
+    concurrency: BTreeMap<String, u32>,
+}
+
+/// Every tenant's limits, as the file and the flags set them.
+#[derive(Debug, Clone, Default)]
+pub struct TenantLimits {
+    pub quotas: BTreeMap<TenantId, Quotas>,
+    pub admission: AdmissionPolicy,
+    /// Per tenant and tool, the concurrency limit's `max`.
+    pub concurrency: BTreeMap<TenantId, BTreeMap<ToolName, u32>>,
 }
 
 /// The defaults the flags set, before any tenant's own.
@@ -57,10 +74,7 @@ pub fn rate(per_second: Option<f64>, burst: Option<u32>) -> Result<Option<Rate>,
 }
 
 /// The quotas and admission limits of every tenant.
-pub fn resolve(
-    defaults: Defaults,
-    file: Option<&str>,
-) -> Result<(BTreeMap<TenantId, Quotas>, AdmissionPolicy), String> {
+pub fn resolve(defaults: Defaults, file: Option<&str>) -> Result<TenantLimits, String> {
     let default = Admission {
         creates: rate(defaults.creates_per_second, defaults.create_burst)?,
         max_waiting_calls: defaults.max_waiting_calls,
@@ -70,8 +84,13 @@ pub fn resolve(
         default,
         tenants: BTreeMap::new(),
     };
+    let mut concurrency = BTreeMap::new();
     let Some(text) = file else {
-        return Ok((quotas, admission));
+        return Ok(TenantLimits {
+            quotas,
+            admission,
+            concurrency,
+        });
     };
     let parsed: LimitsFile =
         serde_json::from_str(text).map_err(|err| format!("--tenant-limits: {err}"))?;
@@ -93,6 +112,21 @@ pub fn resolve(
                 "--tenant-limits: tenant {name}: dispatch_weight must be between 1 and {}",
                 crate::domain::MAX_DISPATCH_WEIGHT
             ));
+        }
+        let mut tools = BTreeMap::new();
+        for (tool, max) in &entry.concurrency {
+            let name = ToolName::parse(tool)
+                .map_err(|err| format!("--tenant-limits: tenant {name}: tool {tool:?} {err}"))?;
+            if !(1..=ConcurrencyLimit::MAX).contains(max) {
+                return Err(format!(
+                    "--tenant-limits: tenant {name}: concurrency of {tool} must be between 1 and {}",
+                    ConcurrencyLimit::MAX
+                ));
+            }
+            tools.insert(name, *max);
+        }
+        if !tools.is_empty() {
+            concurrency.insert(tenant.clone(), tools);
         }
         quotas.insert(
             tenant.clone(),
@@ -121,7 +155,11 @@ pub fn resolve(
             },
         );
     }
-    Ok((quotas, admission))
+    Ok(TenantLimits {
+        quotas,
+        admission,
+        concurrency,
+    })
 }
 
 #[cfg(test)]
@@ -145,9 +183,16 @@ mod tests {
     #[test]
     fn a_tenant_overrides_what_it_names_and_keeps_the_rest() {
         let file = r#"{"tenants": {"acme": {"max_tasks": 5, "creates_per_second": 2.5,
-                                           "max_priority": 4, "dispatch_weight": 3}}}"#;
-        let (quotas, admission) = resolve(defaults(), Some(file)).expect("valid");
+                                           "max_priority": 4, "dispatch_weight": 3,
+                                           "concurrency": {"fetch": 7}}}}"#;
+        let TenantLimits {
+            quotas,
+            admission,
+            concurrency,
+        } = resolve(defaults(), Some(file)).expect("valid");
         let acme = TenantId::parse("acme").expect("tenant");
+        let fetch = ToolName::parse("fetch").expect("tool");
+        assert_eq!(concurrency[&acme][&fetch], 7);
         assert_eq!(quotas[&acme].max_tasks, Some(5));
         assert_eq!(quotas[&acme].max_priority, Some(4));
         assert_eq!(quotas[&acme].dispatch_weight, Some(3));
@@ -178,6 +223,14 @@ mod tests {
             (
                 r#"{"tenants": {"acme": {"dispatch_weight": 101}}}"#,
                 "dispatch_weight",
+            ),
+            (
+                r#"{"tenants": {"acme": {"concurrency": {"fetch": 0}}}}"#,
+                "concurrency of fetch",
+            ),
+            (
+                r#"{"tenants": {"acme": {"concurrency": {"bad tool": 2}}}}"#,
+                "tool \"bad tool\"",
             ),
         ] {
             let err = resolve(defaults(), Some(file)).expect_err(file);

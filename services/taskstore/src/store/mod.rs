@@ -188,6 +188,10 @@ pub struct StoreConfig {
     pub quotas: Quotas,
     /// Tenants with quotas of their own.
     pub tenant_quotas: BTreeMap<TenantId, Quotas>,
+    /// Tenants' own concurrency limits per tool (the tenant-limits file):
+    /// the `max` of the tool's declared limit, or of one keyed on the
+    /// tenant for a tool that declares none.
+    pub tenant_concurrency: BTreeMap<TenantId, BTreeMap<crate::domain::ToolName, u32>>,
     /// How many expired tasks one cleanup statement deletes at most, so that
     /// a large backlog never becomes one long-running delete.
     pub cleanup_batch_size: u32,
@@ -205,6 +209,7 @@ impl Default for StoreConfig {
             paging: PagePolicy::default(),
             quotas: Quotas::default(),
             tenant_quotas: BTreeMap::new(),
+            tenant_concurrency: BTreeMap::new(),
             cleanup_batch_size: 1000,
             idempotency_retention: crate::domain::DEFAULT_IDEMPOTENCY_RETENTION,
             execution: ExecutionPolicy::default(),
@@ -314,7 +319,20 @@ impl StoreConfig {
         task: &NewTask,
     ) -> Option<crate::domain::KeyLimit> {
         let dispatch = task.dispatch.as_ref()?;
-        let limit = dispatch.concurrency.as_ref()?;
+        let own = self
+            .tenant_concurrency
+            .get(&scope.tenant)
+            .and_then(|tools| tools.get(&dispatch.tool))
+            .copied();
+        let limit = match (&dispatch.concurrency, own) {
+            (Some(declared), None) => declared.clone(),
+            (Some(declared), Some(max)) => crate::domain::ConcurrencyLimit {
+                max,
+                key: declared.key.clone(),
+            },
+            (None, Some(max)) => crate::domain::ConcurrencyLimit::per_tenant(max),
+            (None, None) => return None,
+        };
         // Only a limited tool's creates read their request again.
         let request: serde_json::Value =
             serde_json::from_str(task.request.as_str()).unwrap_or_default();

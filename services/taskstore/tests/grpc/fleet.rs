@@ -147,6 +147,32 @@ async fn tools_are_listed_while_their_workers_report() {
             declaring(retry(None, Some((2, 0)), Some((1, 0)))),
             "descriptions retry.backoff_max",
         ),
+        (limiting(0, "tenant"), "descriptions concurrency.max"),
+        (limiting(10_001, "tenant"), "descriptions concurrency.max"),
+        (
+            limiting(2, "customer_id"),
+            "descriptions concurrency.key term",
+        ),
+        (
+            limiting(2, "arguments..a"),
+            "descriptions concurrency.key term",
+        ),
+        (
+            limiting(2, "arguments.a b"),
+            "descriptions concurrency.key term",
+        ),
+        (
+            limiting(2, &format!("arguments.{}", ["a"; 9].join("."))),
+            "descriptions concurrency.key term",
+        ),
+        (
+            limiting(2, &["tenant"; 9].join(",")),
+            "descriptions concurrency.key has more",
+        ),
+        (
+            limiting(2, &"x".repeat(257)),
+            "descriptions concurrency.key must be at most",
+        ),
     ] {
         let refused = execution.heartbeat(bad).await.expect_err("refused");
         assert_eq!(refused.code(), Code::InvalidArgument, "{field}");
@@ -220,6 +246,54 @@ async fn tools_are_listed_while_their_workers_report() {
         .find_map(|tool| tool.description.clone().filter(|d| d.name == "zeta"))
         .expect("zeta listed");
     assert_eq!(zeta.retry, Some(policy));
+
+    // So does a concurrency limit, its key written the one way.
+    execution
+        .heartbeat(pb::HeartbeatRequest {
+            descriptions: vec![pb::ToolDescription {
+                concurrency: Some(pb::ConcurrencyLimit {
+                    max: 3,
+                    key: " tenant , arguments.customer.id".into(),
+                }),
+                ..described("limited", "")
+            }],
+            ..report("w6", &["limited"], 0, false)
+        })
+        .await
+        .expect("heartbeat with a concurrency limit");
+    let tools = client
+        .list_tools(pb::ListToolsRequest {})
+        .await
+        .expect("list tools")
+        .into_inner()
+        .tools;
+    let limited = tools
+        .iter()
+        .find_map(|tool| tool.description.clone().filter(|d| d.name == "limited"))
+        .expect("limited listed");
+    assert_eq!(
+        limited.concurrency,
+        Some(pb::ConcurrencyLimit {
+            max: 3,
+            key: "tenant,arguments.customer.id".into(),
+        })
+    );
+    assert_eq!(zeta.concurrency, None, "none declared, none listed");
+}
+
+/// A report from `w3` describing `echo` limited to `max` per `key`.
+fn limiting(max: u32, key: &str) -> pb::HeartbeatRequest {
+    pb::HeartbeatRequest {
+        consuming: None,
+        descriptions: vec![pb::ToolDescription {
+            concurrency: Some(pb::ConcurrencyLimit {
+                max,
+                key: key.into(),
+            }),
+            ..described("echo", "")
+        }],
+        ..report("w3", &["echo"], 0, false)
+    }
 }
 
 fn report(worker: &str, tools: &[&str], busy: u32, stopping: bool) -> pb::HeartbeatRequest {

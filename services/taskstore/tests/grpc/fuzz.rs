@@ -332,9 +332,13 @@ fn valid_requests() -> Vec<(&'static str, bool, Vec<u8>)> {
                 slots: 1,
                 busy: 0,
                 stopping: false,
-                // Mutations reach every field of a declared retry policy.
+                // Mutations reach every field of a declared retry policy
+                // and concurrency limit.
                 descriptions: vec![pb::ToolDescription {
-                    concurrency: None,
+                    concurrency: Some(pb::ConcurrencyLimit {
+                        max: 3,
+                        key: "tenant,arguments.customer.id".into(),
+                    }),
                     name: "echo".into(),
                     title: String::new(),
                     description: String::new(),

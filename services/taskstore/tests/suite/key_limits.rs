@@ -172,3 +172,98 @@ pub async fn a_slot_comes_back_when_its_workers_lease_expires(backend: &dyn Back
     complete(&stores, &second, 1).await;
     assert_eq!(relay(&stores, &queue).await, [first.to_string()]);
 }
+
+pub async fn an_operator_sets_a_tenants_own_limit_per_tool(backend: &dyn Backend) {
+    // The tenant-limits file gives the tenant one of `limited` at a time,
+    // a tool whose workers declare no limit, and two of `shared`, whose
+    // workers declare four per customer.
+    let own = std::collections::BTreeMap::from([
+        (tool(), 1),
+        (ToolName::parse("shared").expect("tool"), 2),
+    ]);
+    let stores = backend
+        .stores(taskstore::store::StoreConfig {
+            tenant_concurrency: std::collections::BTreeMap::from([(tenant(), own)]),
+            ..with_policy(short_leases())
+        })
+        .await;
+    let queue = Recorder {
+        routable: true,
+        ..Recorder::default()
+    };
+    // (Declared before the first create: an edge reads the tools served
+    // once in a while.)
+    let shared = ConcurrencyLimit::parse(4, "arguments.customer").expect("limit");
+    let description = ToolDescription::undescribed(ToolName::parse("shared").expect("tool"))
+        .with_concurrency(Some(shared.clone()));
+    let heartbeat = WorkerHeartbeat::new(
+        WorkerId::parse("w-shared").expect("id"),
+        vec![ToolName::parse("shared").expect("tool")],
+        8,
+        0,
+    )
+    .with_descriptions(vec![description]);
+    stores
+        .operations
+        .record_heartbeat(&heartbeat)
+        .await
+        .expect("heartbeat");
+    let first = create_undeclared(&stores).await;
+    create_undeclared(&stores).await;
+    assert_eq!(relay(&stores, &queue).await, [first.to_string()]);
+
+    for _ in 0..3 {
+        create_shared(&stores, &shared, "acme").await;
+    }
+    create_shared(&stores, &shared, "globex").await;
+    assert_eq!(
+        relay(&stores, &queue).await.len(),
+        3,
+        "two of acme's (the tenant's own number), one of globex's"
+    );
+}
+
+/// A task of `limited`, whose workers (none here) declare no limit.
+async fn create_undeclared(stores: &Stores) -> TaskId {
+    let task = NewTask {
+        dispatch: Some(DispatchRequest {
+            concurrency: None,
+            priority: Default::default(),
+            tool: tool(),
+            max_attempts: None,
+            start: None,
+            retry: Default::default(),
+        }),
+        ..new_task()
+    };
+    stores
+        .store
+        .create_task(&all(), task)
+        .await
+        .expect("create")
+        .task_id
+}
+
+async fn create_shared(stores: &Stores, limit: &ConcurrencyLimit, customer: &str) -> TaskId {
+    let request = format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"shared","arguments":{{"customer":"{customer}"}}}}}}"#
+    );
+    let task = NewTask {
+        request: JsonObject::parse(request).expect("request"),
+        dispatch: Some(DispatchRequest {
+            concurrency: Some(limit.clone()),
+            priority: Default::default(),
+            tool: ToolName::parse("shared").expect("tool"),
+            max_attempts: None,
+            start: None,
+            retry: Default::default(),
+        }),
+        ..new_task()
+    };
+    stores
+        .store
+        .create_task(&all(), task)
+        .await
+        .expect("create")
+        .task_id
+}

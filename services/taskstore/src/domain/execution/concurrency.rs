@@ -145,6 +145,17 @@ impl ConcurrencyLimit {
         })
     }
 
+    /// At most `max` per tenant: an operator's limit for a tool whose
+    /// workers declare none.
+    pub fn per_tenant(max: u32) -> Self {
+        Self {
+            max,
+            key: KeyExpr {
+                terms: vec![Term::Tenant],
+            },
+        }
+    }
+
     /// The key of one task: each term's value, in the order declared. A
     /// path that is missing (or runs into a non-object) gives `null`: such
     /// tasks share one key, and still run under the limit.
