@@ -8,6 +8,8 @@ mod command_tools;
 mod common;
 #[path = "e2e/fairness.rs"]
 mod fairness;
+#[path = "e2e/limits.rs"]
+mod limits;
 #[path = "e2e/questions.rs"]
 mod questions;
 #[path = "e2e/readme.rs"]

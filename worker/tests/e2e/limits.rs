@@ -1,0 +1,199 @@
+//! Concurrency limits per key, held at every instant (issue 40): a command
+//! tool declares "at most 3 at once per customer" and records its own
+//! start and end times; two service replicas take the creates, three
+//! workers of 4 slots each run them, and a worker and a replica are
+//! SIGKILLed mid-run. No customer ever has more than 3 running, every task
+//! completes once, and the killed worker's tasks run again elsewhere.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::json;
+use sqlx::postgres::PgPoolOptions;
+
+use crate::common::{Env, dispatch};
+
+/// Records `start <ns> <task> <arguments>` and `end <ns> <task>` around a
+/// short sleep (appends of one short line each: atomic).
+const SCRIPT: &str = r#"#!/bin/sh
+read -r arguments
+echo "start $(date +%s%N) $TASKSTORE_TASK_ID $arguments" >> "$RUNS_LOG"
+sleep 0.3
+echo "end $(date +%s%N) $TASKSTORE_TASK_ID" >> "$RUNS_LOG"
+echo done
+"#;
+
+const LIMIT: usize = 3;
+const ACME: usize = 24;
+const GLOBEX: usize = 6;
+
+fn now_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_nanos())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_keys_limit_holds_at_every_instant_through_kills() {
+    let mut env = Env::new().await;
+    env.start_service(&[]);
+    let mut other = env.sibling();
+    other.start_service(&[]);
+
+    let dir = std::env::temp_dir().join(format!("taskworker-limits-{}", env.prefix));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let script = dir.join("tool.sh");
+    std::fs::write(&script, SCRIPT).expect("script");
+    let log = dir.join("runs.log");
+    let tools = dir.join("tools.json");
+    std::fs::write(
+        &tools,
+        json!({"tools": {"limited": {
+            "command": ["sh", script.to_str().expect("utf-8 path")],
+            "env": {"RUNS_LOG": log.to_str().expect("utf-8 path")},
+            "concurrency": {"max": LIMIT, "key": "arguments.customer"},
+        }}})
+        .to_string(),
+    )
+    .expect("tools file");
+    let mut doomed = env.start_worker("worker-limits-1", "none", Some(&tools), &[]);
+    let _second = env.start_worker("worker-limits-2", "none", Some(&tools), &[]);
+    let _third = env.start_worker("worker-limits-3", "none", Some(&tools), &[]);
+    env.wait_for_consumers("limited", 3).await;
+
+    // The creates alternate between the replicas.
+    let (mut here, mut there) = (env.client().await, other.client().await);
+    let mut ids = Vec::new();
+    for n in 0..ACME + GLOBEX {
+        let customer = if n % 5 == 4 { "globex" } else { "acme" };
+        let client = if n % 2 == 0 { &mut here } else { &mut there };
+        ids.push(dispatch(client, "limited", json!({ "customer": customer }), None).await);
+    }
+    // Mid-run, a worker dies, then a replica.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    doomed.kill_9();
+    let worker_killed_at = now_ns();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    if let Some(replica) = other.service.as_mut() {
+        replica.kill_9();
+    }
+
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&env.database_url)
+        .await
+        .expect("PostgreSQL");
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        let done: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM tasks WHERE status = 'completed' AND task_id = ANY($1)",
+        )
+        .bind(&ids)
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+        if done as usize == ids.len() {
+            break;
+        }
+        let statuses: Vec<(String, String, i32)> =
+            sqlx::query_as("SELECT task_id, status, attempt FROM tasks WHERE task_id = ANY($1)")
+                .bind(&ids)
+                .fetch_all(&pool)
+                .await
+                .expect("statuses");
+        assert!(
+            Instant::now() < deadline,
+            "{done} of {} completed: {statuses:?}",
+            ids.len()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+
+    // Every run the tool recorded, as (customer, start, end); a run whose
+    // end is missing died with its worker, when it was killed.
+    let text = std::fs::read_to_string(&log).expect("runs log");
+    let mut starts: HashMap<(String, String), (String, u128)> = HashMap::new();
+    let mut runs: Vec<(String, u128, u128)> = Vec::new();
+    let mut order: Vec<(String, String)> = Vec::new();
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    for line in text.lines() {
+        let mut parts = line.splitn(4, ' ');
+        let (kind, at, task) = (
+            parts.next().unwrap_or_default(),
+            parts
+                .next()
+                .and_then(|at| at.parse::<u128>().ok())
+                .expect("a time"),
+            parts.next().unwrap_or_default().to_owned(),
+        );
+        match kind {
+            "start" => {
+                let arguments: serde_json::Value =
+                    serde_json::from_str(parts.next().unwrap_or("{}")).expect("arguments");
+                let customer = arguments["customer"].as_str().expect("customer").to_owned();
+                let n = seen.entry(task.clone()).or_default();
+                *n += 1;
+                let run = (task.clone(), n.to_string());
+                starts.insert(run.clone(), (customer, at));
+                order.push(run);
+            }
+            "end" => {
+                let n = seen.get(&task).copied().unwrap_or_default().to_string();
+                if let Some((customer, start)) = starts.remove(&(task, n)) {
+                    runs.push((customer, start, at));
+                }
+            }
+            other => panic!("unexpected line {other:?}"),
+        }
+    }
+    let cut_short = starts.len();
+    for (_, (customer, start)) in starts {
+        runs.push((customer, start, worker_killed_at.max(start)));
+    }
+    for customer in ["acme", "globex"] {
+        // A sweep over the runs' starts and ends (an end before a start at
+        // the same instant).
+        let mut events: Vec<(u128, i32)> = runs
+            .iter()
+            .filter(|(c, _, _)| c == customer)
+            .flat_map(|(_, start, end)| [(*start, 1), (*end, -1)])
+            .collect();
+        events.sort();
+        let (mut running, mut most) = (0, 0);
+        for (_, step) in events {
+            running += step;
+            most = most.max(running);
+        }
+        eprintln!("limits: {customer} ran at most {most} at once");
+        assert!(
+            most <= LIMIT as i32,
+            "{customer} ran {most} at once, over its limit of {LIMIT}"
+        );
+        if customer == "acme" {
+            assert_eq!(
+                most, LIMIT as i32,
+                "acme's backlog used its whole limit (else this proves nothing)"
+            );
+        }
+    }
+    // Each task completed once: one run per task, plus a second run for
+    // each run the killed worker cut short.
+    let reruns: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM tasks WHERE attempt > 1 AND task_id = ANY($1)")
+            .bind(&ids)
+            .fetch_one(&pool)
+            .await
+            .expect("reruns");
+    eprintln!(
+        "limits: {} runs, {cut_short} cut short by the kill, {reruns} tasks run again",
+        order.len()
+    );
+    assert!(
+        order.len() >= ids.len() && order.len() <= ids.len() + 4,
+        "{} runs of {} tasks (the killed worker held at most 4)",
+        order.len(),
+        ids.len()
+    );
+    env.cleanup(&["limited"]).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
