@@ -6,7 +6,7 @@
 -- A limited job is published only by the dispatch decision, which counts
 -- the slots its key holds under the tool's lock. `dispatch_slots` records
 -- which task took a slot for which job generation; a row holds only while
--- that generation's attempt can still run (the task is working, not
+-- that generation's attempt can still run (the task is open, not
 -- dispatched again or parked, and under no expired lease: `holds_slot!` in
 -- store/postgres/conditions.rs), so nothing else has to give a slot back.
 -- The decision deletes the rows that no longer hold.

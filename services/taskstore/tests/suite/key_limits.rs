@@ -267,3 +267,50 @@ async fn create_shared(stores: &Stores, limit: &ConcurrencyLimit, customer: &str
         .expect("create")
         .task_id
 }
+
+pub async fn a_parked_task_holds_no_slot(backend: &dyn Backend) {
+    let stores = backend.stores(with_policy(short_leases())).await;
+    let limit = ConcurrencyLimit::parse(1, "").expect("limit");
+    declare(&stores, &limit).await;
+    let asking = create_for(&stores, &limit, "a").await;
+    let next = create_for(&stores, &limit, "b").await;
+    let queue = Recorder {
+        routable: true,
+        ..Recorder::default()
+    };
+    assert_eq!(relay(&stores, &queue).await, [asking.to_string()]);
+    let lease = stores
+        .execution
+        .claim(&tenant(), &asking, 1, "w")
+        .await
+        .expect("claim")
+        .lease_token;
+    stores
+        .execution
+        .ask(
+            &tenant(),
+            &asking,
+            &lease,
+            &input_key("k"),
+            &confirm_question("Proceed?"),
+        )
+        .await
+        .expect("ask");
+    assert!(
+        relay(&stores, &queue).await.is_empty(),
+        "asking still holds it"
+    );
+    stores
+        .execution
+        .release(
+            &tenant(),
+            &asking,
+            &lease,
+            taskstore::domain::ReleaseReason::Parked,
+            "waiting",
+        )
+        .await
+        .expect("park");
+    // Waiting for its answer, it holds nothing: the next task runs.
+    assert_eq!(relay(&stores, &queue).await, [next.to_string()]);
+}

@@ -119,6 +119,7 @@ macro_rules! conformance_suite {
             key_limits::a_key_runs_no_more_than_its_limit_at_once,
             key_limits::a_slot_comes_back_when_its_workers_lease_expires,
             key_limits::an_operator_sets_a_tenants_own_limit_per_tool,
+            key_limits::a_parked_task_holds_no_slot,
             questions::a_question_waits_for_its_answer_and_is_answered_once,
             questions::a_partial_answer_keeps_the_task_waiting,
             questions::only_the_attempt_holding_the_lease_asks,

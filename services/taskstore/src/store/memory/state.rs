@@ -51,7 +51,7 @@ impl Dispatch {
     pub(super) fn holds_slot(&self, status: TaskStatus, now: DateTime<Utc>) -> bool {
         self.limit.is_some()
             && self.slot == Some(self.generation)
-            && status == TaskStatus::Working
+            && !status.is_terminal()
             && !self.parked
             && self
                 .lease

@@ -108,7 +108,8 @@ macro_rules! visible_task {
 
 /// The slot `$s` (a `dispatch_slots` row) still holds for its task `$t`:
 /// the generation whose job took it is the task's current one, the task is
-/// working (not ended, not parked: a park starts a new generation), and no
+/// open (a question asked mid-attempt keeps it: the attempt may go on; a
+/// park starts a new generation), and no
 /// lease of it has expired (a killed worker's slot comes back when its
 /// lease does). Memory's `Dispatch::holds_slot` is the same rule.
 macro_rules! holds_slot {
@@ -118,8 +119,8 @@ macro_rules! holds_slot {
             "dispatch_generation = ",
             $s,
             "generation AND ",
-            $t,
-            "status = 'working' AND (",
+            open!($t),
+            " AND (",
             $t,
             "lease_expires_at IS NULL OR ",
             $t,
