@@ -50,6 +50,11 @@ pub(crate) struct Heartbeat {
 /// A tool's description as the service takes it.
 pub(crate) fn description(name: &str, info: &crate::ToolInfo) -> pb::ToolDescription {
     pb::ToolDescription {
+        rate: info.rate.as_ref().map(|rate| pb::RateLimit {
+            starts: rate.starts,
+            per: Some(pb_duration(rate.per)),
+            key: rate.key.clone(),
+        }),
         name: name.to_owned(),
         title: info.title.clone().unwrap_or_default(),
         description: info.description.clone().unwrap_or_default(),

@@ -49,6 +49,6 @@ pub use delivery::JobDelivery;
 pub use runtime::{Worker, WorkerConfig, WorkerError};
 pub use source::JobSource;
 pub use tool::{
-    ConcurrencyLimit, RetryPolicy, TaskSupport, Tool, ToolContext, ToolError, ToolInfo,
+    ConcurrencyLimit, RateLimit, RetryPolicy, TaskSupport, Tool, ToolContext, ToolError, ToolInfo,
     error_result, is_error, text_result,
 };

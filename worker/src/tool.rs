@@ -65,6 +65,21 @@ pub struct ToolInfo {
     pub retry: Option<RetryPolicy>,
     /// At most how many of its tasks run at once per key; `None`: no limit.
     pub concurrency: Option<ConcurrencyLimit>,
+    /// At most how many of its tasks start per window per key; `None`: no
+    /// limit.
+    pub rate: Option<RateLimit>,
+}
+
+/// "At most `starts` of this tool's tasks start within any `per`, per value
+/// of `key`" (a key as [`ConcurrencyLimit::key`]), across every replica of
+/// the service; further tasks of the key wait, spending no attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateLimit {
+    /// 1 to 100,000.
+    pub starts: u32,
+    /// 10 ms to 24 h.
+    pub per: std::time::Duration,
+    pub key: String,
 }
 
 /// "At most `max` of this tool's tasks run at once per value of `key`",
@@ -130,6 +145,19 @@ impl ToolInfo {
     pub fn with_retry(self, retry: RetryPolicy) -> Self {
         Self {
             retry: Some(retry),
+            ..self
+        }
+    }
+
+    /// With at most `starts` tasks starting within any `per`, per value of
+    /// `key` ([`RateLimit`]).
+    pub fn with_rate(self, starts: u32, per: std::time::Duration, key: impl Into<String>) -> Self {
+        Self {
+            rate: Some(RateLimit {
+                starts,
+                per,
+                key: key.into(),
+            }),
             ..self
         }
     }

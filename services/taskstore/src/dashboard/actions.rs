@@ -416,6 +416,7 @@ async fn create(
         return Err(Refused::BadRequest("the arguments are too large".into()));
     }
     let mut dispatch = DispatchRequest {
+        rate: None,
         concurrency: None,
         start: None,
         tool,

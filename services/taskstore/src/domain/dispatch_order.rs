@@ -6,8 +6,9 @@
 //! tenants take turns (round-robin, weighted by each tenant's
 //! `dispatch_weight`, so one tenant's flood cannot make another's task
 //! wait behind it); within a tenant, first in, first out. A job whose key
-//! already runs as many tasks as its tool's concurrency limit allows is
-//! passed over (it keeps its place) until one of them ends.
+//! already runs as many tasks as its tool's concurrency limit allows, or
+//! started as many as its rate allows within the window, is passed over
+//! (it keeps its place).
 
 use std::collections::HashMap;
 
@@ -113,11 +114,42 @@ pub struct WaitingJob {
     pub priority: Priority,
     /// Its key's concurrency limit, if its tool declares one.
     pub limit: Option<crate::domain::KeyLimit>,
+    /// Its key's rate of starts, if its tool declares one.
+    pub rate: Option<crate::domain::TaskRate>,
 }
 
-/// How many tasks of each key run now (published and not yet ended), as
-/// the store counts them; the decision adds the jobs it sends.
-pub type RunningPerKey = HashMap<String, u32>;
+/// Per key, as the store counts them: how many tasks run now (published
+/// and not yet ended), and how many started within each rate key's
+/// window. The decision adds the jobs it sends.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct KeyCounts {
+    pub running: HashMap<String, u32>,
+    pub started: HashMap<String, u32>,
+}
+
+impl KeyCounts {
+    /// Whether `job` may go now, and if so counts it.
+    fn admit(&mut self, job: &WaitingJob) -> bool {
+        let running = job.limit.as_ref().map(|limit| {
+            let n = self.running.get(&limit.key).copied().unwrap_or(0);
+            (n < limit.max, &limit.key)
+        });
+        let started = job.rate.as_ref().map(|rate| {
+            let n = self.started.get(&rate.key).copied().unwrap_or(0);
+            (n < rate.starts, &rate.key)
+        });
+        if running.is_some_and(|(room, _)| !room) || started.is_some_and(|(room, _)| !room) {
+            return false;
+        }
+        if let Some((_, key)) = running {
+            *self.running.entry(key.clone()).or_default() += 1;
+        }
+        if let Some((_, key)) = started {
+            *self.started.entry(key.clone()).or_default() += 1;
+        }
+        true
+    }
+}
 
 /// How far each tenant of a tool has been served, carried from one decision
 /// to the next (per tool; a replica's own memory: replicas that share a
@@ -174,15 +206,15 @@ pub const MAX_DISPATCH_WEIGHT: u32 = 100;
 
 /// Picks up to `room` of `waiting` (indexes into it, in the order they go
 /// out), recording whom it served in `turns`; `weight` gives each tenant's
-/// turns per round (1 to [`MAX_DISPATCH_WEIGHT`]). A job whose key has
-/// `running` at its limit is passed over; `running` counts the jobs
+/// turns per round (1 to [`MAX_DISPATCH_WEIGHT`]). A job whose key is at
+/// its limit or rate in `counts` is passed over; `counts` counts the jobs
 /// chosen.
 pub fn next_jobs(
     waiting: &[WaitingJob],
     room: usize,
     turns: &mut Turns,
     weight: &dyn Fn(&str) -> u32,
-    running: &mut RunningPerKey,
+    counts: &mut KeyCounts,
 ) -> Vec<usize> {
     // Each tenant's candidates, in its own order.
     let mut queues: Vec<(&str, Vec<usize>)> = Vec::new();
@@ -217,12 +249,8 @@ pub fn next_jobs(
             break;
         };
         queues[q].1.pop();
-        if let Some(limit) = &waiting[i].limit {
-            let running = running.entry(limit.key.clone()).or_default();
-            if *running >= limit.max {
-                continue; // its key is full: the tenant's next job, if any
-            }
-            *running += 1;
+        if !counts.admit(&waiting[i]) {
+            continue; // its key is full: the tenant's next job, if any
         }
         turns.served(tenant, weight(tenant).clamp(1, MAX_DISPATCH_WEIGHT));
         chosen.push(i);
@@ -240,6 +268,7 @@ mod tests {
             tenant: tenant.into(),
             priority: Priority(priority),
             limit: None,
+            rate: None,
         }
     }
 
@@ -256,7 +285,7 @@ mod tests {
             room,
             turns,
             &|_| DEFAULT_DISPATCH_WEIGHT,
-            &mut RunningPerKey::new(),
+            &mut KeyCounts::default(),
         )
         .into_iter()
         .map(|i| waiting[i].id)
@@ -309,7 +338,7 @@ mod tests {
                 0,
                 &mut Turns::default(),
                 one,
-                &mut RunningPerKey::new()
+                &mut KeyCounts::default()
             )
             .is_empty()
         );
@@ -320,7 +349,7 @@ mod tests {
                 5,
                 &mut Turns::default(),
                 one,
-                &mut RunningPerKey::new()
+                &mut KeyCounts::default()
             )
             .is_empty()
         );
@@ -370,7 +399,7 @@ mod tests {
         }
         let weight = |tenant: &str| if tenant == "big" { 3 } else { 1 };
         let mut turns = Turns::default();
-        let picked = next_jobs(&waiting, 8, &mut turns, &weight, &mut RunningPerKey::new());
+        let picked = next_jobs(&waiting, 8, &mut turns, &weight, &mut KeyCounts::default());
         let big = picked
             .iter()
             .filter(|&&i| waiting[i].tenant == "big")
@@ -379,7 +408,7 @@ mod tests {
         // A tenant that waited for nothing meanwhile starts where the tool
         // is: one turn now, not a burst of the turns it missed.
         let late = [job(200, "late", 0), job(201, "late", 0), job(10, "big", 0)];
-        let next = next_jobs(&late, 2, &mut turns, &weight, &mut RunningPerKey::new());
+        let next = next_jobs(&late, 2, &mut turns, &weight, &mut KeyCounts::default());
         assert_eq!(
             next.iter().map(|&i| late[i].id).collect::<Vec<_>>(),
             [200, 10]
@@ -398,14 +427,17 @@ mod tests {
             limited(5, "b", "m", 1),
             limited(6, "b", "m", 1),
         ];
-        let mut running = RunningPerKey::from([("k".to_owned(), 1)]);
+        let mut running = KeyCounts {
+            running: HashMap::from([("k".to_owned(), 1)]),
+            ..KeyCounts::default()
+        };
         let weight = |_: &str| 1;
         let picked = next_jobs(&waiting, 10, &mut Turns::default(), &weight, &mut running);
         let mut picked: Vec<i64> = picked.into_iter().map(|i| waiting[i].id).collect();
         picked.sort_unstable();
         assert_eq!(picked, [1, 4, 5]);
-        assert_eq!(running["k"], 2);
-        assert_eq!(running["m"], 1);
+        assert_eq!(running.running["k"], 2);
+        assert_eq!(running.running["m"], 1);
         // A priority does not lift a limit, nor does a full key block a
         // lower priority of another.
         let waiting = [
@@ -417,6 +449,35 @@ mod tests {
         ];
         let picked = next_jobs(&waiting, 10, &mut Turns::default(), &weight, &mut running);
         assert_eq!(picked, [1]);
+    }
+
+    #[test]
+    fn a_key_that_started_its_rate_waits_for_its_window() {
+        let rated = |id: i64, key: &str| WaitingJob {
+            rate: Some(crate::domain::TaskRate {
+                key: key.into(),
+                starts: 3,
+                per: std::time::Duration::from_secs(1),
+            }),
+            ..job(id, "a", 0)
+        };
+        let waiting = [rated(1, "r"), rated(2, "r"), rated(3, "r"), rated(4, "s")];
+        // Two of r's started within the window already: one more may.
+        let mut counts = KeyCounts {
+            started: HashMap::from([("r".to_owned(), 2)]),
+            ..KeyCounts::default()
+        };
+        let picked = next_jobs(&waiting, 10, &mut Turns::default(), &|_| 1, &mut counts);
+        assert_eq!(picked, [0, 3]);
+        assert_eq!(counts.started["r"], 3);
+        // A job limited both ways goes only when both allow it.
+        let both = WaitingJob {
+            limit: Some(crate::domain::KeyLimit::new("k".into(), 5)),
+            ..rated(5, "r")
+        };
+        let picked = next_jobs(&[both], 10, &mut Turns::default(), &|_| 1, &mut counts);
+        assert!(picked.is_empty());
+        assert!(!counts.running.contains_key("k"), "nothing counted");
     }
 
     #[test]

@@ -36,17 +36,17 @@ pub use access::{
 pub use caller::{Caller, Reach, Role, TENANT_METADATA, TenantRefused, UnknownRole};
 pub use cursor::{CursorCodec, CursorPosition, InvalidCursor};
 pub use dispatch_order::{
-    DEFAULT_DISPATCH_WEIGHT, InvalidPriority, MAX_DISPATCH_WEIGHT, PRIORITY_META_KEY, Priority,
-    QueueDepth, RunningPerKey, Turns, WaitingJob, next_jobs,
+    DEFAULT_DISPATCH_WEIGHT, InvalidPriority, KeyCounts, MAX_DISPATCH_WEIGHT, PRIORITY_META_KEY,
+    Priority, QueueDepth, Turns, WaitingJob, next_jobs,
 };
 pub use execution::{
     AttemptEnd, AttemptHistory, AttemptOutcome, AttemptRecord, AttemptState, Claim, ClaimRefusal,
     ConcurrencyLimit, DispatchChange, DispatchRequest, Effects, ExecutionPolicy, Fence,
-    FenceRefusal, HoldOutcome, HoldRefusal, HoldState, HoldStep, Holder, InvalidConcurrencyLimit,
+    FenceRefusal, HoldOutcome, HoldRefusal, HoldState, HoldStep, Holder, InvalidKeyLimit,
     InvalidRetryPolicy, KeyExpr, KeyInputs, KeyLimit, LeaseChange, LeaseGrant, LeaseToken,
     MAX_ATTEMPT_RECORDS, MAX_END_MESSAGE_CHARS, MAX_HOLDER_BYTES, NextStep, RUNNING_MESSAGE_FORMAT,
-    ReleaseOutcome, ReleaseReason, Renewal, RetryPolicy, StopReason, ToolName, after_attempt,
-    decide_hold, error_result, held_by, running_message, waiting_for_worker_message,
+    RateLimit, ReleaseOutcome, ReleaseReason, Renewal, RetryPolicy, StopReason, TaskRate, ToolName,
+    after_attempt, decide_hold, error_result, held_by, running_message, waiting_for_worker_message,
 };
 pub use fleet::{
     FleetPolicy, OutboxBacklog, ServedTool, WorkerHeartbeat, WorkerId, WorkerInfo,

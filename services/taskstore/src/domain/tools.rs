@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use super::execution::{ConcurrencyLimit, RetryPolicy, ToolName};
+use super::execution::{ConcurrencyLimit, RateLimit, RetryPolicy, ToolName};
 use super::json::{InvalidJson, JsonObject};
 
 /// MCP `execution.taskSupport`: how a tool may be called.
@@ -58,6 +58,9 @@ pub struct ToolDescription {
     pub retry: RetryPolicy,
     /// How many of its tasks may run at once per key (`None`: no limit).
     pub concurrency: Option<ConcurrencyLimit>,
+    /// How many of its tasks may start per window per key (`None`: no
+    /// limit).
+    pub rate: Option<RateLimit>,
 }
 
 /// Why a worker's description of a tool was refused.
@@ -87,6 +90,7 @@ impl ToolDescription {
             task_support: TaskSupport::Optional,
             retry: RetryPolicy::default(),
             concurrency: None,
+            rate: None,
         }
     }
 
@@ -94,6 +98,11 @@ impl ToolDescription {
     /// `RetryPolicy::parse`).
     pub fn with_retry(self, retry: RetryPolicy) -> Self {
         Self { retry, ..self }
+    }
+
+    /// With the rate of starts its workers declare.
+    pub fn with_rate(self, rate: Option<RateLimit>) -> Self {
+        Self { rate, ..self }
     }
 
     /// With the concurrency limit its workers declare.
@@ -124,6 +133,14 @@ impl ToolDescription {
         }
         if let Some(limit) = &self.concurrency {
             whole.push_str(&format!("\u{0}{}\u{0}{}", limit.max, limit.key.source()));
+        }
+        if let Some(rate) = &self.rate {
+            whole.push_str(&format!(
+                "\u{0}{}/{:?}\u{0}{}",
+                rate.starts,
+                rate.per,
+                rate.key.source()
+            ));
         }
         let digest = sha2::Sha256::digest(whole.as_bytes());
         let fingerprint: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
@@ -184,6 +201,7 @@ impl ToolDescription {
         };
         let non_empty = |s: &str| (!s.is_empty()).then(|| s.to_owned());
         Ok(Self {
+            rate: None,
             concurrency: None,
             name,
             title: non_empty(title),

@@ -60,6 +60,11 @@ impl From<ServedTool> for pb::ServedTool {
 impl From<ToolDescription> for pb::ToolDescription {
     fn from(d: ToolDescription) -> Self {
         pb::ToolDescription {
+            rate: d.rate.map(|rate| pb::RateLimit {
+                starts: rate.starts,
+                per: Some(duration(rate.per)),
+                key: rate.key.source(),
+            }),
             name: d.name.to_string(),
             title: d.title.unwrap_or_default(),
             description: d.description.unwrap_or_default(),

@@ -5,9 +5,9 @@ use crate::domain::questions::MAX_QUESTIONS;
 use crate::domain::{
     Answers, ConcurrencyLimit, DispatchRequest, Holder, IdempotencyKey, InputKey, InputRequest,
     JsonObject, LeaseToken, MAX_HOLDER_BYTES, MAX_POLL_INTERVAL, NewResult, NewTask, PageRequest,
-    Priority, RequestId, ResultStatus, RetryPolicy, Scope, SessionId, StartTime, StatusUpdate,
-    TaskFilter, TaskId, TaskStatus, TaskSupport, TenantId, ToolDescription, ToolName, TraceContext,
-    Ttl, TtlRequest, WorkerHeartbeat,
+    Priority, RateLimit, RequestId, ResultStatus, RetryPolicy, Scope, SessionId, StartTime,
+    StatusUpdate, TaskFilter, TaskId, TaskStatus, TaskSupport, TenantId, ToolDescription, ToolName,
+    TraceContext, Ttl, TtlRequest, WorkerHeartbeat,
 };
 use crate::error::StoreError;
 
@@ -63,7 +63,8 @@ pub(super) fn tool_descriptions(
                 .concurrency
                 .map(|limit| ConcurrencyLimit::parse(limit.max, &limit.key))
                 .transpose()
-                .map_err(|err| StoreError::invalid("descriptions", err))?;
+                .map_err(|err| StoreError::invalid("descriptions.concurrency", err))?;
+            let rate = d.rate.map(rate_limit).transpose()?;
             ToolDescription::parse(
                 name,
                 &d.title,
@@ -71,10 +72,26 @@ pub(super) fn tool_descriptions(
                 &d.input_schema_json,
                 support,
             )
-            .map(|description| description.with_retry(retry).with_concurrency(concurrency))
+            .map(|description| {
+                description
+                    .with_retry(retry)
+                    .with_concurrency(concurrency)
+                    .with_rate(rate)
+            })
             .map_err(|err| StoreError::invalid("descriptions", err))
         })
         .collect()
+}
+
+/// A tool's declared rate of starts per key.
+fn rate_limit(raw: pb::RateLimit) -> Result<RateLimit, StoreError> {
+    let per = non_negative_duration(
+        "descriptions.rate.per",
+        raw.per
+            .ok_or_else(|| StoreError::invalid("descriptions.rate.per", "is required"))?,
+    )?;
+    RateLimit::parse(raw.starts, per, &raw.key)
+        .map_err(|err| StoreError::invalid("descriptions.rate", err))
 }
 
 /// A tool's declared retry policy; unset is the service's.
@@ -357,6 +374,7 @@ fn dispatch(dispatch: pb::Dispatch, request: &JsonObject) -> Result<DispatchRequ
         (None, None) => None,
     };
     Ok(DispatchRequest {
+        rate: None,
         concurrency: None,
         // Its tool's, read from the tools served (`TaskStoreService::prepare_dispatch`).
         retry: RetryPolicy::default(),

@@ -16,7 +16,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::domain::{RunningPerKey, Turns, WaitingJob, next_jobs};
+use crate::domain::{KeyCounts, Turns, WaitingJob, next_jobs};
 use crate::store::execution::JobPublisher;
 
 /// How long a tool's measured room is trusted.
@@ -121,17 +121,17 @@ impl DispatchGate {
 
     /// Which of `waiting` (jobs of `tool` ready in the store) go now, in
     /// the order they go, with each tenant's `weight` and each key's
-    /// `running` tasks; the tenants' turns carry over to the next call.
+    /// `counts`; the tenants' turns carry over to the next call.
     pub fn choose(
         &self,
         tool: &str,
         waiting: &[WaitingJob],
         room: usize,
         weight: &dyn Fn(&str) -> u32,
-        running: &mut RunningPerKey,
+        counts: &mut KeyCounts,
     ) -> Vec<usize> {
         self.with(tool, |gate| {
-            next_jobs(waiting, room, &mut gate.turns, weight, running)
+            next_jobs(waiting, room, &mut gate.turns, weight, counts)
         })
     }
 

@@ -11,6 +11,7 @@ pub mod operations;
 pub mod postgres;
 pub mod sqlite;
 pub mod statements;
+mod task_limits;
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -308,43 +309,6 @@ impl StoreConfig {
             .unwrap_or(crate::domain::Priority::MAX);
         crate::domain::Priority::parse(u32::from(dispatch.priority.get()), cap)
             .map_err(|err| StoreError::invalid("dispatch.priority", err))
-    }
-
-    /// A new task's concurrency limit: its key under its tool's declared
-    /// limit, computed once here from the create (tenant, session,
-    /// arguments); `None` when its tool declares none.
-    pub(crate) fn dispatch_limit(
-        &self,
-        scope: &crate::domain::Scope,
-        task: &NewTask,
-    ) -> Option<crate::domain::KeyLimit> {
-        let dispatch = task.dispatch.as_ref()?;
-        let own = self
-            .tenant_concurrency
-            .get(&scope.tenant)
-            .and_then(|tools| tools.get(&dispatch.tool))
-            .copied();
-        let limit = match (&dispatch.concurrency, own) {
-            (Some(declared), None) => declared.clone(),
-            (Some(declared), Some(max)) => crate::domain::ConcurrencyLimit {
-                max,
-                key: declared.key.clone(),
-            },
-            (None, Some(max)) => crate::domain::ConcurrencyLimit::per_tenant(max),
-            (None, None) => return None,
-        };
-        // Only a limited tool's creates read their request again.
-        let request: serde_json::Value =
-            serde_json::from_str(task.request.as_str()).unwrap_or_default();
-        let arguments = request
-            .pointer("/params/arguments")
-            .unwrap_or(&serde_json::Value::Null);
-        Some(limit.key_of(crate::domain::KeyInputs {
-            tenant: scope.tenant.as_str(),
-            tool: dispatch.tool.as_str(),
-            session: scope.session.as_ref().map(|session| session.as_str()),
-            arguments,
-        }))
     }
 
     /// The attempts a new dispatched task gets (`RetryPolicy::attempts`).

@@ -147,31 +147,44 @@ async fn tools_are_listed_while_their_workers_report() {
             declaring(retry(None, Some((2, 0)), Some((1, 0)))),
             "descriptions retry.backoff_max",
         ),
-        (limiting(0, "tenant"), "descriptions concurrency.max"),
-        (limiting(10_001, "tenant"), "descriptions concurrency.max"),
+        (limiting(0, "tenant"), "descriptions.concurrency max"),
+        (limiting(10_001, "tenant"), "descriptions.concurrency max"),
         (
             limiting(2, "customer_id"),
-            "descriptions concurrency.key term",
+            "descriptions.concurrency key term",
         ),
         (
             limiting(2, "arguments..a"),
-            "descriptions concurrency.key term",
+            "descriptions.concurrency key term",
         ),
         (
             limiting(2, "arguments.a b"),
-            "descriptions concurrency.key term",
+            "descriptions.concurrency key term",
         ),
         (
             limiting(2, &format!("arguments.{}", ["a"; 9].join("."))),
-            "descriptions concurrency.key term",
+            "descriptions.concurrency key term",
         ),
         (
             limiting(2, &["tenant"; 9].join(",")),
-            "descriptions concurrency.key has more",
+            "descriptions.concurrency key has more",
         ),
         (
             limiting(2, &"x".repeat(257)),
-            "descriptions concurrency.key must be at most",
+            "descriptions.concurrency key must be at most",
+        ),
+        (rating(0, Some((1, 0)), ""), "descriptions.rate starts"),
+        (
+            rating(100_001, Some((1, 0)), ""),
+            "descriptions.rate starts",
+        ),
+        (rating(5, None, ""), "descriptions.rate.per is required"),
+        (rating(5, Some((0, 5_000_000)), ""), "descriptions.rate per"),
+        (rating(5, Some((90_000, 0)), ""), "descriptions.rate per"),
+        (rating(5, Some((-1, 0)), ""), "descriptions.rate.per"),
+        (
+            rating(5, Some((1, 0)), "nope"),
+            "descriptions.rate key term",
         ),
     ] {
         let refused = execution.heartbeat(bad).await.expect_err("refused");
@@ -255,6 +268,14 @@ async fn tools_are_listed_while_their_workers_report() {
                     max: 3,
                     key: " tenant , arguments.customer.id".into(),
                 }),
+                rate: Some(pb::RateLimit {
+                    starts: 20,
+                    per: Some(prost_types::Duration {
+                        seconds: 1,
+                        nanos: 500_000_000,
+                    }),
+                    key: "tenant".into(),
+                }),
                 ..described("limited", "")
             }],
             ..report("w6", &["limited"], 0, false)
@@ -278,7 +299,35 @@ async fn tools_are_listed_while_their_workers_report() {
             key: "tenant,arguments.customer.id".into(),
         })
     );
+    assert_eq!(
+        limited.rate,
+        Some(pb::RateLimit {
+            starts: 20,
+            per: Some(prost_types::Duration {
+                seconds: 1,
+                nanos: 500_000_000,
+            }),
+            key: "tenant".into(),
+        })
+    );
     assert_eq!(zeta.concurrency, None, "none declared, none listed");
+}
+
+/// A report from `w3` describing `echo` rated `starts` per `per` (seconds,
+/// nanos) per `key`.
+fn rating(starts: u32, per: Option<(i64, i32)>, key: &str) -> pb::HeartbeatRequest {
+    pb::HeartbeatRequest {
+        consuming: None,
+        descriptions: vec![pb::ToolDescription {
+            rate: Some(pb::RateLimit {
+                starts,
+                per: per.map(|(seconds, nanos)| prost_types::Duration { seconds, nanos }),
+                key: key.into(),
+            }),
+            ..described("echo", "")
+        }],
+        ..report("w3", &["echo"], 0, false)
+    }
 }
 
 /// A report from `w3` describing `echo` limited to `max` per `key`.
@@ -338,6 +387,7 @@ fn declaring(policy: pb::RetryPolicy) -> pb::HeartbeatRequest {
 
 fn described(tool: &str, schema: &str) -> pb::ToolDescription {
     pb::ToolDescription {
+        rate: None,
         concurrency: None,
         retry: Default::default(),
         name: tool.to_owned(),

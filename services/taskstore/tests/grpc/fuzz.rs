@@ -332,12 +332,20 @@ fn valid_requests() -> Vec<(&'static str, bool, Vec<u8>)> {
                 slots: 1,
                 busy: 0,
                 stopping: false,
-                // Mutations reach every field of a declared retry policy
-                // and concurrency limit.
+                // Mutations reach every field of a declared retry policy,
+                // concurrency limit and rate.
                 descriptions: vec![pb::ToolDescription {
                     concurrency: Some(pb::ConcurrencyLimit {
                         max: 3,
                         key: "tenant,arguments.customer.id".into(),
+                    }),
+                    rate: Some(pb::RateLimit {
+                        starts: 20,
+                        per: Some(prost_types::Duration {
+                            seconds: 1,
+                            nanos: 0,
+                        }),
+                        key: "tenant".into(),
                     }),
                     name: "echo".into(),
                     title: String::new(),

@@ -21,6 +21,7 @@ fn heartbeat(worker: &str, tools: &[&str], described: &str, support: i32) -> pb:
         descriptions: tools
             .iter()
             .map(|tool| pb::ToolDescription {
+                rate: None,
                 concurrency: None,
                 retry: Default::default(),
                 name: (*tool).to_owned(),

@@ -14,6 +14,7 @@ use crate::common::{Backend, Stores};
 fn with_priority(priority: u32) -> NewTask {
     NewTask {
         dispatch: Some(DispatchRequest {
+            rate: None,
             concurrency: None,
             tool: ToolName::parse("echo").expect("tool"),
             max_attempts: None,

@@ -1,11 +1,16 @@
-//! Concurrency limits per key: a tool declares "at most N of my tasks at
-//! once per key", and the dispatch decision publishes a key's job only
-//! while fewer than N of the key's tasks are out (published and not yet
-//! ended). Directly, the create carries the limit (the store's contract);
-//! through gRPC, the service reads it from the heartbeat that declared it.
+//! Limits per key: a tool declares "at most N of my tasks at once per
+//! key", and the dispatch decision publishes a key's job only while fewer
+//! than N of the key's tasks are out (published and not yet ended); or "at
+//! most N starts per window per key", and it publishes no more than that
+//! within any window. Directly, the create carries the limit (the store's
+//! contract); through gRPC, the service reads it from the heartbeat that
+//! declared it.
+
+use std::time::Duration;
 
 use taskstore::domain::{
-    ConcurrencyLimit, DispatchRequest, TaskId, ToolDescription, ToolName, WorkerHeartbeat, WorkerId,
+    ConcurrencyLimit, DispatchRequest, RateLimit, TaskId, TaskStatus, ToolDescription, ToolName,
+    WorkerHeartbeat, WorkerId,
 };
 
 use super::*;
@@ -39,6 +44,7 @@ async fn create_for(stores: &Stores, limit: &ConcurrencyLimit, customer: &str) -
     let task = NewTask {
         request: JsonObject::parse(request).expect("request"),
         dispatch: Some(DispatchRequest {
+            rate: None,
             concurrency: Some(limit.clone()),
             priority: Default::default(),
             tool: tool(),
@@ -227,6 +233,7 @@ pub async fn an_operator_sets_a_tenants_own_limit_per_tool(backend: &dyn Backend
 async fn create_undeclared(stores: &Stores) -> TaskId {
     let task = NewTask {
         dispatch: Some(DispatchRequest {
+            rate: None,
             concurrency: None,
             priority: Default::default(),
             tool: tool(),
@@ -251,6 +258,7 @@ async fn create_shared(stores: &Stores, limit: &ConcurrencyLimit, customer: &str
     let task = NewTask {
         request: JsonObject::parse(request).expect("request"),
         dispatch: Some(DispatchRequest {
+            rate: None,
             concurrency: Some(limit.clone()),
             priority: Default::default(),
             tool: ToolName::parse("shared").expect("tool"),
@@ -313,4 +321,72 @@ pub async fn a_parked_task_holds_no_slot(backend: &dyn Backend) {
         .expect("park");
     // Waiting for its answer, it holds nothing: the next task runs.
     assert_eq!(relay(&stores, &queue).await, [next.to_string()]);
+}
+
+pub async fn a_keys_rate_holds_its_starts_per_window(backend: &dyn Backend) {
+    let stores = backend.stores(with_policy(short_leases())).await;
+    // Two starts per second per customer.
+    let rate = RateLimit::parse(2, Duration::from_secs(1), "arguments.customer").expect("rate");
+    let description = ToolDescription::undescribed(tool()).with_rate(Some(rate.clone()));
+    let heartbeat =
+        WorkerHeartbeat::new(WorkerId::parse("w-rates").expect("id"), vec![tool()], 8, 0)
+            .with_descriptions(vec![description]);
+    stores
+        .operations
+        .record_heartbeat(&heartbeat)
+        .await
+        .expect("heartbeat");
+    let rated = |customer: &'static str| {
+        let rate = rate.clone();
+        let stores = &stores;
+        async move {
+            let request = format!(
+                r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"{TOOL}","arguments":{{"customer":"{customer}"}}}}}}"#
+            );
+            let task = NewTask {
+                request: JsonObject::parse(request).expect("request"),
+                dispatch: Some(DispatchRequest {
+                    concurrency: None,
+                    rate: Some(rate),
+                    priority: Default::default(),
+                    tool: tool(),
+                    max_attempts: None,
+                    start: None,
+                    retry: Default::default(),
+                }),
+                ..new_task()
+            };
+            stores
+                .store
+                .create_task(&all(), task)
+                .await
+                .expect("create")
+                .task_id
+                .to_string()
+        }
+    };
+    let mut acme = Vec::new();
+    for _ in 0..3 {
+        acme.push(rated("acme").await);
+    }
+    let globex = rated("globex").await;
+    let queue = Recorder {
+        routable: true,
+        ..Recorder::default()
+    };
+    let started = std::time::Instant::now();
+    let mut first = vec![acme[0].clone(), acme[1].clone(), globex];
+    first.sort();
+    assert_eq!(sorted(relay(&stores, &queue).await), first);
+    // The third of acme's waits for the window, spending no attempt, while
+    // nothing else holds it back (no limit on running tasks).
+    assert!(relay(&stores, &queue).await.is_empty());
+    tokio::time::sleep(Duration::from_millis(1050).saturating_sub(started.elapsed())).await;
+    assert_eq!(relay(&stores, &queue).await, [acme[2].clone()]);
+    let task = stores
+        .store
+        .get_task(&all(), &TaskId::parse(&acme[2]).expect("id"))
+        .await
+        .expect("get");
+    assert_eq!(task.status, TaskStatus::Working);
 }

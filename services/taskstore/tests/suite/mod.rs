@@ -120,6 +120,7 @@ macro_rules! conformance_suite {
             key_limits::a_slot_comes_back_when_its_workers_lease_expires,
             key_limits::an_operator_sets_a_tenants_own_limit_per_tool,
             key_limits::a_parked_task_holds_no_slot,
+            key_limits::a_keys_rate_holds_its_starts_per_window,
             questions::a_question_waits_for_its_answer_and_is_answered_once,
             questions::a_partial_answer_keeps_the_task_waiting,
             questions::only_the_attempt_holding_the_lease_asks,
@@ -213,6 +214,7 @@ pub async fn let_leases_expire() {
 pub async fn dispatched(store: &Store, max_attempts: Option<u32>) -> TaskId {
     let task = NewTask {
         dispatch: Some(DispatchRequest {
+            rate: None,
             concurrency: None,
             priority: Default::default(),
             retry: Default::default(),

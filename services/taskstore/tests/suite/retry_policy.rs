@@ -45,6 +45,7 @@ async fn dispatched_to(
 ) -> TaskId {
     let task = NewTask {
         dispatch: Some(DispatchRequest {
+            rate: None,
             concurrency: None,
             priority: Default::default(),
             tool: tool(name),

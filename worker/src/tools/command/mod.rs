@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::tool::{ConcurrencyLimit, RetryPolicy, TaskSupport, Tool, ToolInfo};
+use crate::tool::{ConcurrencyLimit, RateLimit, RetryPolicy, TaskSupport, Tool, ToolInfo};
 
 pub use protocol::{Line, Message, PROTOCOL_VERSION, answer_line};
 
@@ -117,6 +117,31 @@ pub struct CommandSpec {
     /// (`{"max": 3, "key": "tenant, arguments.customer_id"}`).
     #[serde(default)]
     pub concurrency: Option<ConcurrencyLimit>,
+    /// At most how many of its tasks start per window per key
+    /// (`{"starts": 20, "per": "1s", "key": "tenant"}`).
+    #[serde(default)]
+    pub rate: Option<RateSpec>,
+}
+
+/// A command tool's rate of starts, as the tools file writes it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateSpec {
+    pub starts: u32,
+    /// The window, e.g. `"1s"`, `"1m"`.
+    pub per: String,
+    #[serde(default)]
+    pub key: String,
+}
+
+impl RateSpec {
+    fn limit(self) -> Result<RateLimit, String> {
+        Ok(RateLimit {
+            starts: self.starts,
+            per: duration("rate.per", &self.per)?,
+            key: self.key,
+        })
+    }
 }
 
 /// A command tool's retry policy, as the tools file writes it.
@@ -218,6 +243,7 @@ impl CommandTool {
             task_support: spec.task_support,
             retry: spec.retry.map(RetrySpec::policy).transpose()?,
             concurrency: spec.concurrency,
+            rate: spec.rate.map(RateSpec::limit).transpose()?,
         };
         let mut command = spec.command.into_iter();
         let program = command.next().ok_or("command must name a program")?;

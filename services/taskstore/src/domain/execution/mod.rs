@@ -3,15 +3,14 @@
 //! backend takes the same way. The protocol is explained in
 //! `docs/execution.md`.
 
-mod concurrency;
 mod decide;
 mod effects;
 mod history;
 mod hold;
+mod key_limits;
 mod refusals;
 mod retry;
 
-pub use concurrency::{ConcurrencyLimit, InvalidConcurrencyLimit, KeyExpr, KeyInputs, KeyLimit};
 pub use decide::{AttemptEnd, AttemptState, NextStep, after_attempt};
 pub use effects::{DispatchChange, Effects, LeaseChange, LeaseGrant};
 pub use history::{
@@ -19,6 +18,9 @@ pub use history::{
 };
 pub use hold::{
     HoldOutcome, HoldRefusal, HoldState, HoldStep, Holder, MAX_HOLDER_BYTES, decide_hold, held_by,
+};
+pub use key_limits::{
+    ConcurrencyLimit, InvalidKeyLimit, KeyExpr, KeyInputs, KeyLimit, RateLimit, TaskRate,
 };
 pub use refusals::{
     ClaimRefusal, Fence, FenceRefusal, RUNNING_MESSAGE_FORMAT, error_result, running_message,
@@ -75,15 +77,18 @@ pub struct DispatchRequest {
     /// Its tool's concurrency limit as its workers declare it (the edge
     /// reads it from the tools served now, as `retry`).
     pub concurrency: Option<ConcurrencyLimit>,
+    /// Its tool's rate of starts as its workers declare it.
+    pub rate: Option<RateLimit>,
 }
 
 impl DispatchRequest {
     /// Takes what its tool declares for its tasks (retry policy,
-    /// concurrency limit) from the tool's description: every edge calls
+    /// concurrency limit, rate) from the tool's description: every edge calls
     /// this with the tool it serves.
     pub fn follow(&mut self, tool: &super::tools::ToolDescription) {
         self.retry = tool.retry.clone();
         self.concurrency = tool.concurrency.clone();
+        self.rate = tool.rate.clone();
     }
 }
 

@@ -10,7 +10,7 @@ use tokio::sync::Notify;
 use super::MemoryTaskStore;
 use super::apply::apply;
 use super::state::{Key, State, delta};
-use crate::domain::{AttemptEnd, Effects, NextStep, RunningPerKey, WaitingJob};
+use crate::domain::{AttemptEnd, Effects, KeyCounts, NextStep, WaitingJob};
 use crate::error::StoreError;
 use crate::store::execution::{DispatchStore, DueJob, JobPublisher, log_held_for_worker};
 
@@ -100,6 +100,7 @@ impl DispatchStore for MemoryTaskStore {
             outbox,
             tasks,
             dirty_tasks,
+            starts,
             ..
         } = &mut *state;
         let config = self.config();
@@ -123,18 +124,22 @@ impl DispatchStore for MemoryTaskStore {
                         tenant: job.key.0.clone(),
                         priority: dispatch.map(|d| d.priority).unwrap_or_default(),
                         limit: dispatch.and_then(|d| d.limit.clone()),
+                        rate: dispatch.and_then(|d| d.rate.clone()),
                     }
                 })
                 .collect();
-            let mut running = if candidates.iter().any(|job| job.limit.is_some()) {
-                running_per_key(tasks, outbox, &tool, now)
-            } else {
-                RunningPerKey::new()
+            let mut counts = KeyCounts {
+                running: if candidates.iter().any(|job| job.limit.is_some()) {
+                    running_per_key(tasks, outbox, &tool, now)
+                } else {
+                    std::collections::HashMap::new()
+                },
+                started: started_per_key(starts, &tool, &candidates, now),
             };
             let chosen =
                 self.inner
                     .gate
-                    .choose(&tool, &candidates, room.min(left), &weight, &mut running);
+                    .choose(&tool, &candidates, room.min(left), &weight, &mut counts);
             self.inner
                 .gate
                 .decided(&tool, candidates.len() > chosen.len());
@@ -164,11 +169,18 @@ impl DispatchStore for MemoryTaskStore {
         for i in due {
             outbox[i].in_flight = true;
             let job = &outbox[i];
-            if let Some(dispatch) = tasks.get_mut(&job.key).and_then(|r| r.dispatch.as_mut())
-                && dispatch.limit.is_some()
-            {
+            let Some(dispatch) = tasks.get_mut(&job.key).and_then(|r| r.dispatch.as_mut()) else {
+                continue;
+            };
+            if dispatch.limit.is_some() {
                 dispatch.slot = Some(job.generation);
                 dirty_tasks.insert(job.key.clone());
+            }
+            if let Some(rate) = &dispatch.rate {
+                starts
+                    .entry((job.tool.clone(), rate.key.clone()))
+                    .or_default()
+                    .push_back(now);
             }
         }
         self.commit(&mut state).await?;
@@ -241,13 +253,13 @@ fn running_per_key(
     outbox: &[super::state::Job],
     tool: &str,
     now: chrono::DateTime<chrono::Utc>,
-) -> RunningPerKey {
+) -> std::collections::HashMap<String, u32> {
     let waiting: std::collections::HashSet<(&Key, u64)> = outbox
         .iter()
         .filter(|job| job.tool == tool && !job.in_flight)
         .map(|job| (&job.key, job.generation))
         .collect();
-    let mut running = RunningPerKey::new();
+    let mut running = std::collections::HashMap::new();
     for (key, record) in tasks {
         if let Some(dispatch) = &record.dispatch
             && dispatch.tool.as_str() == tool
@@ -259,4 +271,35 @@ fn running_per_key(
         }
     }
     running
+}
+
+/// Per rate key of `candidates`, how many of its jobs were sent within its
+/// window, forgetting the older ones.
+fn started_per_key(
+    starts: &mut std::collections::HashMap<
+        (String, String),
+        std::collections::VecDeque<chrono::DateTime<chrono::Utc>>,
+    >,
+    tool: &str,
+    candidates: &[WaitingJob],
+    now: chrono::DateTime<chrono::Utc>,
+) -> std::collections::HashMap<String, u32> {
+    let mut started = std::collections::HashMap::new();
+    for rate in candidates.iter().filter_map(|job| job.rate.as_ref()) {
+        if started.contains_key(&rate.key) {
+            continue;
+        }
+        let since = now - super::state::delta(rate.per);
+        let recent = starts
+            .entry((tool.to_owned(), rate.key.clone()))
+            .or_default();
+        while recent.front().is_some_and(|at| *at <= since) {
+            recent.pop_front();
+        }
+        started.insert(
+            rate.key.clone(),
+            u32::try_from(recent.len()).unwrap_or(u32::MAX),
+        );
+    }
+    started
 }

@@ -14,7 +14,7 @@ use super::state::{Dispatch, Job, Key, Lease, Record, State};
 use crate::domain::{
     Answer, AttemptHistory, IdempotencyKey, InputKey, InputRequest, JsonObject, KeyLimit,
     LeaseToken, Priority, ProgressToken, Question, RequestId, RetryPolicy, SessionId, Task, TaskId,
-    TaskStatus, ToolName, Ttl, tool_of,
+    TaskRate, TaskStatus, ToolName, Ttl, tool_of,
 };
 use crate::error::StoreError;
 
@@ -97,6 +97,9 @@ pub struct StoredDispatch {
     /// Its key's concurrency limit: the key and its most at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<(String, u32)>,
+    /// Its key's rate: the key, its starts and its window in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<(String, u32, u64)>,
     /// The generation holding one of its key's slots.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slot: Option<u64>,
@@ -163,6 +166,10 @@ impl From<&Record> for StoredRecord {
                 retry: d.retry.to_stored(),
                 priority: d.priority.get(),
                 limit: d.limit.as_ref().map(|l| (l.key.clone(), l.max)),
+                rate: d.rate.as_ref().map(|r| {
+                    let per = u64::try_from(r.per.as_millis()).unwrap_or(u64::MAX);
+                    (r.key.clone(), r.starts, per)
+                }),
                 slot: d.slot,
                 lease: d.lease.as_ref().map(|l| StoredLease {
                     token: l.token.as_str().to_owned(),
@@ -235,6 +242,11 @@ impl TryFrom<StoredRecord> for (Key, Record) {
                     retry: RetryPolicy::of_stored(d.retry.as_deref()),
                     priority: Priority::of_stored(i16::from(d.priority)),
                     limit: d.limit.map(|(key, max)| KeyLimit::new(key, max)),
+                    rate: d.rate.map(|(key, starts, per)| TaskRate {
+                        key,
+                        starts,
+                        per: Duration::from_millis(per),
+                    }),
                     slot: d.slot,
                     lease: d
                         .lease

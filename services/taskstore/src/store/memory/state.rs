@@ -8,7 +8,8 @@ use chrono::{DateTime, TimeDelta, Utc};
 
 use crate::domain::{
     AttemptHistory, AttemptOutcome, IdempotencyKey, InputRequest, JsonObject, KeyLimit, LeaseToken,
-    Priority, ProgressToken, Question, RequestId, RetryPolicy, Task, TaskId, TaskStatus, ToolName,
+    Priority, ProgressToken, Question, RequestId, RetryPolicy, Task, TaskId, TaskRate, TaskStatus,
+    ToolName,
 };
 
 /// (tenant, task id).
@@ -38,6 +39,8 @@ pub(super) struct Dispatch {
     pub priority: Priority,
     /// Its key's concurrency limit, if its tool declares one.
     pub limit: Option<KeyLimit>,
+    /// Its key's rate of starts, if its tool declares one.
+    pub rate: Option<TaskRate>,
     /// The generation whose job took one of its key's slots (the
     /// dispatch decision sets it; a new generation gives the slot back).
     pub slot: Option<u64>,
@@ -146,6 +149,9 @@ pub(super) struct State {
     /// the persistence layer to write through.
     pub dirty_tasks: HashSet<Key>,
     pub dirty_jobs: HashSet<u64>,
+    /// Per (tool, rate key), when its recent jobs were sent, oldest first
+    /// (kept in memory only: after a restart a key's window starts empty).
+    pub starts: HashMap<(String, String), std::collections::VecDeque<DateTime<Utc>>>,
 }
 
 impl State {

@@ -28,7 +28,7 @@ impl TaskStore for MemoryTaskStore {
             ),
             None => (0, Default::default()),
         };
-        let limit = config.dispatch_limit(scope, &task);
+        let limits = config.dispatch_limits(scope, &task);
         let key = key(scope.tenant.as_str(), &task_id);
         let created = {
             let mut state = self.lock().await;
@@ -82,7 +82,8 @@ impl TaskStore for MemoryTaskStore {
             let ttl = config.ttl.effective(task.ttl);
             let starts_at = crate::store::start_of(task.dispatch.as_ref(), now, ttl)?;
             let dispatch = task.dispatch.map(|d| Dispatch {
-                limit,
+                limit: limits.concurrency,
+                rate: limits.rate,
                 slot: None,
                 tool: d.tool,
                 max_attempts,

@@ -12,7 +12,7 @@ use super::advisory::lock_until_commit;
 use super::error::store_error;
 use super::group_commit;
 use super::idempotent::KeyedOutcome;
-use super::rows::TaskRow;
+use super::rows::{TaskRow, millis};
 use crate::domain::{NewTask, ProgressToken, Scope, starts_at_message};
 use crate::error::StoreError;
 use crate::store::quota_reached;
@@ -47,6 +47,7 @@ impl PgTaskStore {
             None => (None, 0),
         };
 
+        let limits = self.config.dispatch_limits(scope, &task);
         let new_row = group_commit::NewRow {
             tenant: scope.tenant.as_str().to_owned(),
             task_id: task_id.as_str().to_owned(),
@@ -68,10 +69,16 @@ impl PgTaskStore {
                 .dispatch
                 .as_ref()
                 .and_then(|dispatch| dispatch.retry.to_stored()),
-            limit: self
-                .config
-                .dispatch_limit(scope, &task)
+            limit: limits
+                .concurrency
                 .map(|limit| (limit.key, i32::try_from(limit.max).unwrap_or(i32::MAX))),
+            rate: limits.rate.map(|rate| {
+                (
+                    rate.key,
+                    i32::try_from(rate.starts).unwrap_or(i32::MAX),
+                    millis(rate.per),
+                )
+            }),
         };
         let new_row = starts_at.map(|starts_at| group_commit::NewRow {
             starts_at,

@@ -16,7 +16,7 @@ use super::advisory::try_lock_until_commit;
 use super::error::store_error;
 use super::handoff::{FreshJob, HANDOFF_GRACE};
 use super::rows::millis;
-use crate::domain::{KeyLimit, Priority, RunningPerKey, WaitingJob};
+use crate::domain::{KeyCounts, KeyLimit, Priority, TaskRate, WaitingJob};
 use crate::error::StoreError;
 use crate::store::execution::{DueJob, JobPublisher};
 use crate::store::statements::sql;
@@ -37,6 +37,11 @@ struct Candidate {
     limit_key: Option<String>,
     limit_max: Option<i32>,
     key_running: i32,
+    /// Its key's rate, and how many of the key started within the window.
+    rate_key: Option<String>,
+    rate_starts: Option<i32>,
+    rate_per_ms: Option<i64>,
+    key_started: i32,
 }
 
 impl PgTaskStore {
@@ -138,8 +143,9 @@ impl PgTaskStore {
         }
         // Each tenant's first `room + 1` (one more tells whether more wait),
         // in its own order, passing over the jobs of keys at their
-        // concurrency limit; the tenants found by a loose scan. The slots
-        // that no longer hold are forgotten on the way.
+        // concurrency limit or rate; the tenants found by a loose scan. The
+        // slots that no longer hold and the starts out of their windows are
+        // forgotten on the way.
         let candidates = sqlx::query_as::<_, Candidate>(sql!(concat!(
             "WITH RECURSIVE dead AS (",
             " DELETE FROM dispatch_slots s WHERE s.tool = $1 AND NOT EXISTS (",
@@ -153,6 +159,10 @@ impl PgTaskStore {
             " WHERE s.tool = $1 AND ",
             holds_slot!("t.", "s."),
             " GROUP BY s.limit_key),",
+            " old AS (DELETE FROM dispatch_starts WHERE tool = $1 AND expires_at <= now()),",
+            " rated AS MATERIALIZED (",
+            " SELECT rate_key, count(*)::int AS started FROM dispatch_starts",
+            " WHERE tool = $1 AND expires_at > now() GROUP BY rate_key),",
             " tenants(tenant_id) AS (",
             " (SELECT tenant_id FROM dispatch_outbox WHERE ready AND tool = $1",
             "  ORDER BY tenant_id LIMIT 1)",
@@ -164,6 +174,7 @@ impl PgTaskStore {
             " SELECT c.* FROM tenants t CROSS JOIN LATERAL (",
             "  SELECT o.id, o.tenant_id, o.task_id, o.generation, o.priority, k.trace_context,",
             "   k.limit_key, k.limit_max, COALESCE(h.running, 0) AS key_running,",
+            "   k.rate_key, k.rate_starts, k.rate_per_ms, COALESCE(r.started, 0) AS key_started,",
             "   (k.task_id IS NULL OR k.dispatch_generation <> o.generation OR NOT (",
             claimable!("k."),
             "))",
@@ -171,8 +182,10 @@ impl PgTaskStore {
             "  FROM dispatch_outbox o",
             "  LEFT JOIN tasks k ON k.tenant_id = o.tenant_id AND k.task_id = o.task_id",
             "  LEFT JOIN held h ON h.limit_key = k.limit_key",
+            "  LEFT JOIN rated r ON r.rate_key = k.rate_key",
             "  WHERE o.ready AND o.tool = $1 AND o.tenant_id = t.tenant_id",
             "  AND (k.limit_key IS NULL OR COALESCE(h.running, 0) < k.limit_max)",
+            "  AND (k.rate_key IS NULL OR COALESCE(r.started, 0) < k.rate_starts)",
             "  ORDER BY o.priority DESC, o.id LIMIT $2) c",
             " WHERE t.tenant_id IS NOT NULL"
         )))
@@ -192,16 +205,28 @@ impl PgTaskStore {
                 limit: c.limit_key.clone().map(|key| {
                     KeyLimit::new(key, c.limit_max.map_or(1, |max| max.max(1).unsigned_abs()))
                 }),
+                rate: c.rate_key.clone().map(|key| TaskRate {
+                    key,
+                    starts: c.rate_starts.map_or(1, |n| n.max(1).unsigned_abs()),
+                    per: std::time::Duration::from_millis(
+                        c.rate_per_ms.map_or(0, |ms| ms.max(0).unsigned_abs()),
+                    ),
+                }),
             })
             .collect();
-        let mut running: RunningPerKey = live
-            .iter()
-            .filter_map(|c| Some((c.limit_key.clone()?, c.key_running.max(0).unsigned_abs())))
-            .collect();
+        let count = |key: &Option<String>, n: i32| Some((key.clone()?, n.max(0).unsigned_abs()));
+        let mut counts = KeyCounts {
+            running: live
+                .iter()
+                .filter_map(|c| count(&c.limit_key, c.key_running))
+                .collect(),
+            started: live
+                .iter()
+                .filter_map(|c| count(&c.rate_key, c.key_started))
+                .collect(),
+        };
         let weight = |tenant: &str| self.config.dispatch_weight(tenant);
-        let chosen = self
-            .gate
-            .choose(tool, &waiting, room, &weight, &mut running);
+        let chosen = self.gate.choose(tool, &waiting, room, &weight, &mut counts);
         let chosen_ids: Vec<i64> = chosen.iter().map(|&i| live[i].id).collect();
         let stale_ids: Vec<i64> = stale.iter().map(|c| c.id).collect();
         let slots = Slots::of(chosen.iter().map(|&i| &live[i]));
@@ -214,6 +239,9 @@ impl PgTaskStore {
              taken AS (UPDATE dispatch_outbox SET ready = false,
                  available_at = now() + $3 * interval '1 millisecond'
              WHERE id = ANY($1)),
+             started AS (INSERT INTO dispatch_starts (tool, rate_key, expires_at)
+                 SELECT $4, r.key, now() + r.per * interval '1 millisecond'
+                 FROM unnest($9::text[], $10::bigint[]) AS r(key, per)),
              slots AS (INSERT INTO dispatch_slots (tenant_id, task_id, tool, limit_key, generation)
                  SELECT s.tenant_id, s.task_id, $4, s.limit_key, s.generation
                  FROM unnest($5::text[], $6::text[], $7::text[], $8::bigint[])
@@ -233,6 +261,8 @@ impl PgTaskStore {
         .bind(&slots.tasks)
         .bind(&slots.keys)
         .bind(&slots.generations)
+        .bind(&slots.rate_keys)
+        .bind(&slots.rate_pers)
         .fetch_one(&mut *tx)
         .await
         .map_err(store_error)?;
@@ -259,13 +289,16 @@ impl PgTaskStore {
     }
 }
 
-/// The slots the chosen limited jobs take, as the arrays of one statement.
+/// The slots the chosen limited jobs take and the starts of the rated
+/// ones, as the arrays of one statement.
 #[derive(Default)]
 struct Slots {
     tenants: Vec<String>,
     tasks: Vec<String>,
     keys: Vec<String>,
     generations: Vec<i64>,
+    rate_keys: Vec<String>,
+    rate_pers: Vec<i64>,
 }
 
 impl Slots {
@@ -277,6 +310,10 @@ impl Slots {
                 slots.tasks.push(c.task_id.clone());
                 slots.keys.push(key.clone());
                 slots.generations.push(c.generation);
+            }
+            if let (Some(key), Some(per)) = (&c.rate_key, c.rate_per_ms) {
+                slots.rate_keys.push(key.clone());
+                slots.rate_pers.push(per);
             }
         }
         slots

@@ -51,6 +51,9 @@ pub(super) struct NewRow {
     /// Its key's concurrency limit (`None`: its tool declares none): its
     /// job is left to the dispatch decision, which counts the key's slots.
     pub limit: Option<(String, i32)>,
+    /// Its key's rate (key, starts, window in milliseconds): its job is
+    /// left to the decision too.
+    pub rate: Option<(String, i32, i64)>,
 }
 
 /// One create waiting for its batch; no row in the reply when a live task
@@ -121,12 +124,12 @@ pub(super) async fn insert_rows<'e>(
     let column = |f: fn(&NewRow) -> Option<String>| rows.iter().map(f).collect::<Vec<_>>();
     let limited_now = rows
         .iter()
-        .any(|r| r.limit.is_some() && r.starts_at.is_none());
+        .any(|r| (r.limit.is_some() || r.rate.is_some()) && r.starts_at.is_none());
     // A job that starts later waits in the outbox until it is due; a
     // limited one waits there for the decision.
     let later: std::collections::HashSet<(&str, &str)> = rows
         .iter()
-        .filter(|r| r.starts_at.is_some() || r.limit.is_some())
+        .filter(|r| r.starts_at.is_some() || r.limit.is_some() || r.rate.is_some())
         .map(|r| (r.tenant.as_str(), r.task_id.as_str()))
         .collect();
 
@@ -143,6 +146,9 @@ pub(super) async fn insert_rows<'e>(
     let retries = column(|r| r.retry_policy.clone());
     let priorities: Vec<i16> = rows.iter().map(|r| r.priority).collect();
     let limit_keys = column(|r| r.limit.as_ref().map(|(key, _)| key.clone()));
+    let rate_keys = column(|r| r.rate.as_ref().map(|(key, _, _)| key.clone()));
+    let rate_starts: Vec<Option<i32>> = rows.iter().map(|r| r.rate.as_ref().map(|r| r.1)).collect();
+    let rate_pers: Vec<Option<i64>> = rows.iter().map(|r| r.rate.as_ref().map(|r| r.2)).collect();
     let limit_maxes: Vec<Option<i32>> =
         rows.iter().map(|r| r.limit.as_ref().map(|l| l.1)).collect();
     let starts: Vec<Option<chrono::DateTime<chrono::Utc>>> =
@@ -155,22 +161,24 @@ pub(super) async fn insert_rows<'e>(
         " SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],",
         "                      $6::bigint[], $7::bigint[], $8::text[], $9::int[], $10::text[],",
         "                      $11::text[], $13::text[], $14::text[], $15::timestamptz[],",
-        "                      $16::text[], $17::smallint[], $18::text[], $19::int[])",
+        "                      $16::text[], $17::smallint[], $18::text[], $19::int[],",
+        "                      $20::text[], $21::int[], $22::bigint[])",
         "   AS i(tenant_id, task_id, session_id, request_id_json, request_json, ttl_ms,",
         "        poll_interval_ms, tool, max_attempts, trace_context, progress_token,",
         "        idempotency_key, status_message, starts_at, retry_policy, priority,",
-        "        limit_key, limit_max)),",
+        "        limit_key, limit_max, rate_key, rate_starts, rate_per_ms)),",
         " task AS (",
         " INSERT INTO tasks (tenant_id, task_id, session_id, status, status_message,",
         "  request_id_json, request_json,",
         "  created_at, last_updated_at, ttl_ms, expires_at, poll_interval_ms,",
         "  tool, max_attempts, dispatch_generation, trace_context, progress_token,",
-        "  idempotency_key, retry_policy, priority, limit_key, limit_max)",
+        "  idempotency_key, retry_policy, priority, limit_key, limit_max, rate_key, rate_starts,",
+        "  rate_per_ms)",
         " SELECT tenant_id, task_id, session_id, 'working', status_message,",
         "  request_id_json, request_json,",
         "  now(), now(), ttl_ms, now() + ttl_ms * interval '1 millisecond', poll_interval_ms,",
         "  tool, max_attempts, 1, trace_context, progress_token, idempotency_key, retry_policy,",
-        "  priority, limit_key, limit_max",
+        "  priority, limit_key, limit_max, rate_key, rate_starts, rate_per_ms",
         " FROM input",
         " ON CONFLICT (tenant_id, task_id) DO UPDATE SET",
         "   session_id = EXCLUDED.session_id, status = EXCLUDED.status,",
@@ -183,7 +191,8 @@ pub(super) async fn insert_rows<'e>(
         "   trace_context = EXCLUDED.trace_context, progress_token = EXCLUDED.progress_token,",
         "   idempotency_key = EXCLUDED.idempotency_key, retry_policy = EXCLUDED.retry_policy,",
         "   priority = EXCLUDED.priority, limit_key = EXCLUDED.limit_key,",
-        "   limit_max = EXCLUDED.limit_max,",
+        "   limit_max = EXCLUDED.limit_max, rate_key = EXCLUDED.rate_key,",
+        "   rate_starts = EXCLUDED.rate_starts, rate_per_ms = EXCLUDED.rate_per_ms,",
         "   dispatch_generation = tasks.dispatch_generation + 1,",
         "   lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, parked_at = NULL,",
         "   attempt_history = NULL",
@@ -198,9 +207,9 @@ pub(super) async fn insert_rows<'e>(
         " INSERT INTO dispatch_outbox (tenant_id, task_id, generation, tool, priority,",
         "  available_at, ready)",
         " SELECT t.tenant_id, t.task_id, t.dispatch_generation, t.tool, t.priority,",
-        "  COALESCE(i.starts_at, CASE WHEN t.limit_key IS NULL",
+        "  COALESCE(i.starts_at, CASE WHEN t.limit_key IS NULL AND t.rate_key IS NULL",
         "   THEN now() + $12 * interval '1 millisecond' ELSE now() END),",
-        "  t.limit_key IS NOT NULL AND i.starts_at IS NULL",
+        "  (t.limit_key IS NOT NULL OR t.rate_key IS NOT NULL) AND i.starts_at IS NULL",
         " FROM task t JOIN input i ON i.tenant_id = t.tenant_id AND i.task_id = t.task_id",
         " WHERE t.max_attempts IS NOT NULL",
         " RETURNING id AS job_id, tenant_id AS job_tenant, task_id AS job_task,",
@@ -230,6 +239,9 @@ pub(super) async fn insert_rows<'e>(
     .bind(&priorities)
     .bind(&limit_keys)
     .bind(&limit_maxes)
+    .bind(&rate_keys)
+    .bind(&rate_starts)
+    .bind(&rate_pers)
     .fetch_all(executor)
     .await?;
     let committed_at = std::time::Instant::now();
@@ -267,6 +279,7 @@ mod tests {
     fn pending(tenant: &str, id: &str) -> PendingCreate {
         let (reply, _) = tokio::sync::oneshot::channel();
         let row = NewRow {
+            rate: None,
             limit: None,
             tenant: tenant.into(),
             task_id: id.into(),

@@ -10,8 +10,8 @@ use super::PgTaskStore;
 use super::error::store_error;
 use super::rows::millis;
 use crate::domain::{
-    ConcurrencyLimit, OutboxBacklog, Reach, RetryPolicy, TaskStatus, TaskSupport, ToolDescription,
-    ToolName, WorkerHeartbeat, WorkerId, WorkerInfo,
+    ConcurrencyLimit, OutboxBacklog, RateLimit, Reach, RetryPolicy, TaskStatus, TaskSupport,
+    ToolDescription, ToolName, WorkerHeartbeat, WorkerId, WorkerInfo,
 };
 use crate::error::StoreError;
 use crate::store::operations::OperationsStore;
@@ -62,6 +62,18 @@ struct StoredDescription {
     /// Its declared concurrency limit (`{"max": 3, "key": "tenant"}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     concurrency: Option<serde_json::Value>,
+    /// Its declared rate (`{"starts": 20, "perMs": 1000, "key": ""}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    rate: Option<serde_json::Value>,
+}
+
+/// A rate as the workers table keeps it.
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StoredRate {
+    starts: u32,
+    per_ms: u64,
+    key: String,
 }
 
 /// A concurrency limit as the workers table keeps it.
@@ -90,6 +102,13 @@ impl StoredDescription {
                     key: limit.key.source(),
                 })
             }),
+            rate: d.rate.as_ref().map(|rate| {
+                serde_json::json!(StoredRate {
+                    starts: rate.starts,
+                    per_ms: u64::try_from(rate.per.as_millis()).unwrap_or(u64::MAX),
+                    key: rate.key.source(),
+                })
+            }),
         })
     }
 
@@ -113,8 +132,22 @@ impl StoredDescription {
             }
             limit
         });
+        let rate = self.rate.and_then(|raw| {
+            let rate = serde_json::from_value::<StoredRate>(raw).ok().and_then(|r| {
+                RateLimit::parse(r.starts, std::time::Duration::from_millis(r.per_ms), &r.key).ok()
+            });
+            if rate.is_none() {
+                tracing::warn!(tool = %self.name, "a stored rate cannot be read; the tool runs unlimited");
+            }
+            rate
+        });
         match ToolDescription::parse(name, &self.title, &self.description, &schema, support) {
-            Ok(description) => Some(description.with_retry(retry).with_concurrency(concurrency)),
+            Ok(description) => Some(
+                description
+                    .with_retry(retry)
+                    .with_concurrency(concurrency)
+                    .with_rate(rate),
+            ),
             Err(err) => {
                 // Checked when reported; jsonb may write numbers out longer.
                 tracing::warn!(tool = %self.name, error = %err, "a stored tool description no longer passes its checks; listed as undescribed");

@@ -1,7 +1,9 @@
--- Concurrency limits per key (issue 40; docs/execution.md, "Concurrency
--- limits per key"). A tool declares "at most N of my tasks run at once per
--- key"; each task's key is computed when it is created and kept with it
--- (`limit_key`, `limit_max`), so that a retry's job is limited again.
+-- Limits per key (issue 40; docs/execution.md, "Concurrency limits per
+-- key" and "Rates per key"). A tool declares "at most N of my tasks run at
+-- once per key" and "at most N start per window per key"; each task's keys
+-- are computed when it is created and kept with it (`limit_key`,
+-- `limit_max`; `rate_key`, `rate_starts`, `rate_per_ms`), so that a retry's
+-- job is limited again.
 --
 -- A limited job is published only by the dispatch decision, which counts
 -- the slots its key holds under the tool's lock. `dispatch_slots` records
@@ -17,6 +19,9 @@
 -- (docs/operations.md, upgrades).
 ALTER TABLE tasks ADD COLUMN limit_key text;
 ALTER TABLE tasks ADD COLUMN limit_max integer;
+ALTER TABLE tasks ADD COLUMN rate_key text;
+ALTER TABLE tasks ADD COLUMN rate_starts integer;
+ALTER TABLE tasks ADD COLUMN rate_per_ms bigint;
 
 CREATE TABLE dispatch_slots (
     tenant_id text NOT NULL,
@@ -28,3 +33,14 @@ CREATE TABLE dispatch_slots (
     PRIMARY KEY (tenant_id, task_id)
 );
 CREATE INDEX dispatch_slots_by_key ON dispatch_slots (tool, limit_key);
+
+-- The jobs of rated keys the decision sent, each until its window is over
+-- (`expires_at`): a key's count is its rows not yet expired, read and
+-- written under the tool's lock, so every replica shares it. The decision
+-- deletes the expired rows of the tool it decides.
+CREATE TABLE dispatch_starts (
+    tool text NOT NULL,
+    rate_key text NOT NULL,
+    expires_at timestamptz NOT NULL
+);
+CREATE INDEX dispatch_starts_by_key ON dispatch_starts (tool, rate_key, expires_at);

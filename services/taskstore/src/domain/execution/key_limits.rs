@@ -1,11 +1,13 @@
-//! Concurrency limits per key: a tool declares "at most N of my tasks run at
-//! once per key", where the key is an expression over the task's tenant,
-//! tool, session and paths into its arguments. The declaration is parsed
-//! once, where it enters (a worker's heartbeat, a tools file); each task's
-//! key is computed once, when it is created ([`ConcurrencyLimit::key_of`]),
-//! and kept with the task, so the dispatch decision only compares strings.
+//! Limits per key: a tool declares "at most N of my tasks run at once per
+//! key" ([`ConcurrencyLimit`]) and "at most N of my tasks start per window
+//! per key" ([`RateLimit`]), where a key is an expression over the task's
+//! tenant, tool, session and paths into its arguments. A declaration is
+//! parsed once, where it enters (a worker's heartbeat, a tools file); each
+//! task's keys are computed once, when it is created, and kept with the
+//! task, so the dispatch decision only compares strings.
 
 use std::fmt::Write as _;
+use std::time::Duration;
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -44,20 +46,24 @@ pub struct KeyLimit {
     pub max: u32,
 }
 
-/// Why a declaration was refused.
+/// Why a declared limit was refused (the caller names which).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum InvalidConcurrencyLimit {
-    #[error("concurrency.max must be between 1 and {}", ConcurrencyLimit::MAX)]
+pub enum InvalidKeyLimit {
+    #[error("max must be between 1 and {}", ConcurrencyLimit::MAX)]
     Max,
-    #[error("concurrency.key must be at most {} characters", KeyExpr::MAX_CHARS)]
+    #[error("key must be at most {} characters", KeyExpr::MAX_CHARS)]
     TooLong,
     #[error(
-        "concurrency.key term {0:?} is not tenant, tool, session or arguments.<path> (at most {depth} names of A-Z a-z 0-9 _ -)",
+        "key term {0:?} is not tenant, tool, session or arguments.<path> (at most {depth} names of A-Z a-z 0-9 _ -)",
         depth = KeyExpr::MAX_DEPTH
     )]
     Term(String),
-    #[error("concurrency.key has more than {} terms", KeyExpr::MAX_TERMS)]
+    #[error("key has more than {} terms", KeyExpr::MAX_TERMS)]
     TooManyTerms,
+    #[error("starts must be between 1 and {}", RateLimit::MAX_STARTS)]
+    Starts,
+    #[error("per must be between 10ms and 24h")]
+    Per,
 }
 
 impl KeyExpr {
@@ -65,9 +71,9 @@ impl KeyExpr {
     pub const MAX_TERMS: usize = 8;
     pub const MAX_DEPTH: usize = 8;
 
-    pub fn parse(raw: &str) -> Result<Self, InvalidConcurrencyLimit> {
+    pub fn parse(raw: &str) -> Result<Self, InvalidKeyLimit> {
         if raw.chars().count() > Self::MAX_CHARS {
-            return Err(InvalidConcurrencyLimit::TooLong);
+            return Err(InvalidKeyLimit::TooLong);
         }
         let raw = raw.trim();
         if raw.is_empty() {
@@ -78,13 +84,13 @@ impl KeyExpr {
             .map(|term| Self::term(term.trim()))
             .collect::<Result<Vec<_>, _>>()?;
         if terms.len() > Self::MAX_TERMS {
-            return Err(InvalidConcurrencyLimit::TooManyTerms);
+            return Err(InvalidKeyLimit::TooManyTerms);
         }
         Ok(Self { terms })
     }
 
-    fn term(raw: &str) -> Result<Term, InvalidConcurrencyLimit> {
-        let refuse = || InvalidConcurrencyLimit::Term(raw.to_owned());
+    fn term(raw: &str) -> Result<Term, InvalidKeyLimit> {
+        let refuse = || InvalidKeyLimit::Term(raw.to_owned());
         match raw {
             "tenant" => return Ok(Term::Tenant),
             "tool" => return Ok(Term::Tool),
@@ -135,9 +141,9 @@ pub struct KeyInputs<'a> {
 impl ConcurrencyLimit {
     pub const MAX: u32 = 10_000;
 
-    pub fn parse(max: u32, key: &str) -> Result<Self, InvalidConcurrencyLimit> {
+    pub fn parse(max: u32, key: &str) -> Result<Self, InvalidKeyLimit> {
         if !(1..=Self::MAX).contains(&max) {
-            return Err(InvalidConcurrencyLimit::Max);
+            return Err(InvalidKeyLimit::Max);
         }
         Ok(Self {
             max,
@@ -156,12 +162,69 @@ impl ConcurrencyLimit {
         }
     }
 
+    /// The key of one task ([`KeyExpr::value_of`]) under this limit.
+    pub fn key_of(&self, inputs: KeyInputs<'_>) -> KeyLimit {
+        KeyLimit {
+            key: self.key.value_of(inputs),
+            max: self.max,
+        }
+    }
+}
+
+/// A declared rate: at most `starts` of the tool's tasks start within any
+/// `per` per value of `key` (counted when the dispatcher sends a job).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RateLimit {
+    pub starts: u32,
+    pub per: Duration,
+    pub key: KeyExpr,
+}
+
+/// One task's rate: its key's value and the key's allowance.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TaskRate {
+    pub key: String,
+    pub starts: u32,
+    pub per: Duration,
+}
+
+impl RateLimit {
+    pub const MAX_STARTS: u32 = 100_000;
+    const MIN_PER: Duration = Duration::from_millis(10);
+    const MAX_PER: Duration = Duration::from_secs(24 * 3600);
+
+    pub fn parse(starts: u32, per: Duration, key: &str) -> Result<Self, InvalidKeyLimit> {
+        if !(1..=Self::MAX_STARTS).contains(&starts) {
+            return Err(InvalidKeyLimit::Starts);
+        }
+        if !(Self::MIN_PER..=Self::MAX_PER).contains(&per) {
+            return Err(InvalidKeyLimit::Per);
+        }
+        Ok(Self {
+            starts,
+            per,
+            key: KeyExpr::parse(key)?,
+        })
+    }
+
+    /// The key of one task under this rate.
+    pub fn key_of(&self, inputs: KeyInputs<'_>) -> TaskRate {
+        TaskRate {
+            key: self.key.value_of(inputs),
+            starts: self.starts,
+            per: self.per,
+        }
+    }
+}
+
+impl KeyExpr {
     /// The key of one task: each term's value, in the order declared. A
     /// path that is missing (or runs into a non-object) gives `null`: such
-    /// tasks share one key, and still run under the limit.
-    pub fn key_of(&self, inputs: KeyInputs<'_>) -> KeyLimit {
+    /// tasks share one key, and still run under the limit. A value longer
+    /// than [`KeyLimit::MAX_KEY_BYTES`] is kept as its SHA-256.
+    pub fn value_of(&self, inputs: KeyInputs<'_>) -> String {
         let mut key = String::new();
-        for (i, term) in self.key.terms.iter().enumerate() {
+        for (i, term) in self.terms.iter().enumerate() {
             if i > 0 {
                 key.push(',');
             }
@@ -182,7 +245,7 @@ impl ConcurrencyLimit {
                 }
             };
         }
-        KeyLimit::new(key, self.max)
+        KeyLimit::new(key, 0).key
     }
 }
 
@@ -274,6 +337,38 @@ mod tests {
                 .key
                 .source(),
             "tenant,arguments.a-b_c"
+        );
+    }
+
+    #[test]
+    fn rates_are_bounded_and_keyed_like_limits() {
+        let second = Duration::from_secs(1);
+        assert_eq!(
+            RateLimit::parse(0, second, ""),
+            Err(InvalidKeyLimit::Starts)
+        );
+        assert_eq!(
+            RateLimit::parse(100_001, second, ""),
+            Err(InvalidKeyLimit::Starts)
+        );
+        assert_eq!(
+            RateLimit::parse(5, Duration::from_millis(9), ""),
+            Err(InvalidKeyLimit::Per)
+        );
+        assert_eq!(
+            RateLimit::parse(5, Duration::from_secs(24 * 3600 + 1), ""),
+            Err(InvalidKeyLimit::Per)
+        );
+        assert!(RateLimit::parse(5, second, "nope").is_err());
+        let rate = RateLimit::parse(20, second, "tenant").expect("valid");
+        let arguments = json!({});
+        assert_eq!(
+            rate.key_of(inputs(&arguments)),
+            TaskRate {
+                key: r#"tenant="acme""#.into(),
+                starts: 20,
+                per: second
+            }
         );
     }
 
