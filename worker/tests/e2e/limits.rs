@@ -197,3 +197,101 @@ async fn a_keys_limit_holds_at_every_instant_through_kills() {
     env.cleanup(&["limited"]).await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Records `start <ns> <task>` and sleeps a little.
+const QUICK_SCRIPT: &str = r#"#!/bin/sh
+read -r arguments
+echo "start $(date +%s%N) $TASKSTORE_TASK_ID" >> "$RUNS_LOG"
+sleep 0.05
+echo done
+"#;
+
+const RATE: usize = 20;
+const RATED_TASKS: usize = 70;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_keys_rate_holds_in_every_window() {
+    let mut env = Env::new().await;
+    env.start_service(&[]);
+    let dir = std::env::temp_dir().join(format!("taskworker-rates-{}", env.prefix));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let script = dir.join("tool.sh");
+    std::fs::write(&script, QUICK_SCRIPT).expect("script");
+    let log = dir.join("runs.log");
+    let tools = dir.join("tools.json");
+    std::fs::write(
+        &tools,
+        json!({"tools": {"rated": {
+            "command": ["sh", script.to_str().expect("utf-8 path")],
+            "env": {"RUNS_LOG": log.to_str().expect("utf-8 path")},
+            "rate": {"starts": RATE, "per": "1s"},
+        }}})
+        .to_string(),
+    )
+    .expect("tools file");
+    // 12 slots of 50 ms tasks could start 240 a second: the rate binds.
+    let _workers: Vec<_> = (1..=3)
+        .map(|n| env.start_worker(&format!("worker-rates-{n}"), "none", Some(&tools), &[]))
+        .collect();
+    env.wait_for_consumers("rated", 3).await;
+    let mut client = env.client().await;
+    let mut ids = Vec::new();
+    for _ in 0..RATED_TASKS {
+        ids.push(dispatch(&mut client, "rated", json!({}), None).await);
+    }
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&env.database_url)
+        .await
+        .expect("PostgreSQL");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let done: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM tasks WHERE status = 'completed' AND attempt = 1
+             AND task_id = ANY($1)",
+        )
+        .bind(&ids)
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+        if done as usize == ids.len() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{done} of {} completed",
+            ids.len()
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    let mut starts: Vec<u128> = std::fs::read_to_string(&log)
+        .expect("runs log")
+        .lines()
+        .filter_map(|line| line.split(' ').nth(1)?.parse().ok())
+        .collect();
+    starts.sort_unstable();
+    assert_eq!(starts.len(), RATED_TASKS, "each task started once");
+    // The most starts within any one second (a window from each start).
+    let second = 1_000_000_000u128;
+    let most = (0..starts.len())
+        .map(|i| {
+            starts[i..]
+                .iter()
+                .take_while(|at| **at < starts[i] + second)
+                .count()
+        })
+        .max()
+        .unwrap_or(0);
+    let took = (starts[starts.len() - 1] - starts[0]) as f64 / 1e9;
+    eprintln!("rates: at most {most} starts in any second; {RATED_TASKS} starts took {took:.2} s");
+    assert!(
+        most <= RATE + 1,
+        "{most} starts within one second, over the rate of {RATE} (+1)"
+    );
+    assert!(
+        took >= (RATED_TASKS / RATE - 1) as f64,
+        "the starts took {took:.2} s: the rate did not bind (else this proves nothing)"
+    );
+    env.cleanup(&["rated"]).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}
