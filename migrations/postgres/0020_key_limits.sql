@@ -44,3 +44,15 @@ CREATE TABLE dispatch_starts (
     expires_at timestamptz NOT NULL
 );
 CREATE INDEX dispatch_starts_by_key ON dispatch_starts (tool, rate_key, expires_at);
+
+-- Keys a tool was told to leave alone until a time (a release with
+-- RELEASE_REASON_BACK_OFF: a 429's Retry-After). The key is the task's
+-- rate key, else its concurrency key, else '' (the whole tool); the
+-- decision passes over the jobs of a paused key, and deletes the pauses
+-- that are over.
+CREATE TABLE dispatch_pauses (
+    tool text NOT NULL,
+    pause_key text NOT NULL,
+    until timestamptz NOT NULL,
+    PRIMARY KEY (tool, pause_key)
+);

@@ -137,6 +137,7 @@ impl Reporter {
     /// Gives the task back (retryable error, or shutdown).
     pub async fn release(&self, reason: pb::ReleaseReason, message: String) -> Reported {
         let request = pb::ReleaseTaskRequest {
+            back_off_until: None,
             task_id: self.task_id.clone(),
             lease_token: self.lease_token.clone(),
             reason: reason.into(),

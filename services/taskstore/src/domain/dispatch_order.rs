@@ -125,11 +125,20 @@ pub struct WaitingJob {
 pub struct KeyCounts {
     pub running: HashMap<String, u32>,
     pub started: HashMap<String, u32>,
+    /// The keys paused now (`domain::pause_key`): their jobs wait.
+    pub paused: std::collections::HashSet<String>,
 }
 
 impl KeyCounts {
     /// Whether `job` may go now, and if so counts it.
     fn admit(&mut self, job: &WaitingJob) -> bool {
+        let pause = crate::domain::pause_key(
+            job.rate.as_ref().map(|rate| rate.key.as_str()),
+            job.limit.as_ref().map(|limit| limit.key.as_str()),
+        );
+        if self.paused.contains(pause) {
+            return false;
+        }
         let running = job.limit.as_ref().map(|limit| {
             let n = self.running.get(&limit.key).copied().unwrap_or(0);
             (n < limit.max, &limit.key)
@@ -478,6 +487,22 @@ mod tests {
         let picked = next_jobs(&[both], 10, &mut Turns::default(), &|_| 1, &mut counts);
         assert!(picked.is_empty());
         assert!(!counts.running.contains_key("k"), "nothing counted");
+    }
+
+    #[test]
+    fn a_paused_key_waits_and_the_others_go() {
+        let waiting = [
+            limited(1, "a", "k", 5),
+            limited(2, "a", "m", 5),
+            job(3, "b", 0),
+        ];
+        let mut counts = KeyCounts {
+            paused: ["k".to_owned(), String::new()].into(),
+            ..KeyCounts::default()
+        };
+        // k is paused, and so is every job of no key ("" pauses the tool).
+        let picked = next_jobs(&waiting, 10, &mut Turns::default(), &|_| 1, &mut counts);
+        assert_eq!(picked, [1]);
     }
 
     #[test]

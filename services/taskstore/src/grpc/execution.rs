@@ -172,6 +172,9 @@ impl TaskExecutionRpc for TaskExecutionService {
             Ok(pb::ReleaseReason::RetryableError) => ReleaseReason::RetryableError,
             Ok(pb::ReleaseReason::Shutdown) => ReleaseReason::Shutdown,
             Ok(pb::ReleaseReason::Parked) => ReleaseReason::Parked,
+            Ok(pb::ReleaseReason::BackOff) => ReleaseReason::BackOff {
+                wait: back_off_wait(req.back_off_until.as_ref())?,
+            },
             Ok(pb::ReleaseReason::Unspecified) => {
                 return Err(StoreError::invalid("reason", "must be set").into());
             }
@@ -265,4 +268,22 @@ impl TaskExecutionRpc for TaskExecutionService {
             topology: self.topology.as_ref().map(|t| t.to_pb()),
         }))
     }
+}
+
+/// How long a back-off waits: until `until`, from now (a time passed is
+/// no wait); required, and at most `MAX_BACK_OFF` ahead.
+fn back_off_wait(until: Option<&prost_types::Timestamp>) -> Result<std::time::Duration, Status> {
+    let until = until.ok_or_else(|| {
+        StoreError::invalid("back_off_until", "is required with RELEASE_REASON_BACK_OFF")
+    })?;
+    let until = chrono::DateTime::from_timestamp(
+        until.seconds,
+        u32::try_from(until.nanos).unwrap_or(u32::MAX),
+    )
+    .ok_or_else(|| StoreError::invalid("back_off_until", "is not a time"))?;
+    let wait = (until - chrono::Utc::now()).to_std().unwrap_or_default();
+    if wait > crate::domain::MAX_BACK_OFF {
+        return Err(StoreError::invalid("back_off_until", "is more than 24h ahead").into());
+    }
+    Ok(wait)
 }

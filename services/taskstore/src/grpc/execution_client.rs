@@ -112,13 +112,22 @@ impl ExecutionStore for GrpcExecutionStore {
         reason: ReleaseReason,
         message: &str,
     ) -> Result<ReleaseOutcome, StoreError> {
+        let back_off_until = match reason {
+            ReleaseReason::BackOff { wait } => {
+                let until = std::time::SystemTime::now() + wait;
+                Some(prost_types::Timestamp::from(until))
+            }
+            _ => None,
+        };
         let request = pb::ReleaseTaskRequest {
             task_id: task_id.to_string(),
             lease_token: lease.as_str().to_owned(),
+            back_off_until,
             reason: match reason {
                 ReleaseReason::RetryableError => pb::ReleaseReason::RetryableError,
                 ReleaseReason::Shutdown => pb::ReleaseReason::Shutdown,
                 ReleaseReason::Parked => pb::ReleaseReason::Parked,
+                ReleaseReason::BackOff { .. } => pb::ReleaseReason::BackOff,
             }
             .into(),
             message: message.to_owned(),

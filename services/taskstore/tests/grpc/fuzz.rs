@@ -314,9 +314,14 @@ fn valid_requests() -> Vec<(&'static str, bool, Vec<u8>)> {
             leak(execution, "ReleaseTask"),
             false,
             pb::ReleaseTaskRequest {
+                // Mutations reach a back-off's time too.
+                back_off_until: Some(prost_types::Timestamp {
+                    seconds: 1_900_000_000,
+                    nanos: 0,
+                }),
                 task_id: id(),
                 lease_token: "l".into(),
-                reason: 1,
+                reason: 4,
                 message: "m".into(),
                 tenant_id: String::new(),
             }

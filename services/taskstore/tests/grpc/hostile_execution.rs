@@ -68,6 +68,7 @@ async fn the_execution_api_refuses_hostile_input_and_changes_nothing() {
     );
     for reason in [0, 99, -7] {
         let release = pb::ReleaseTaskRequest {
+            back_off_until: None,
             task_id: id.to_string(),
             lease_token: "token".into(),
             reason,
@@ -84,6 +85,7 @@ async fn the_execution_api_refuses_hostile_input_and_changes_nothing() {
         );
     }
     let forged = pb::ReleaseTaskRequest {
+        back_off_until: None,
         task_id: id.to_string(),
         lease_token: "forged".into(),
         reason: pb::ReleaseReason::Shutdown.into(),

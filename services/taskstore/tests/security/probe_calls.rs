@@ -268,6 +268,7 @@ pub(super) async fn calls(
                     .map(|r| format!("{r:?}")),
             ));
             let release = pb::ReleaseTaskRequest {
+                back_off_until: None,
                 task_id: id.into(),
                 lease_token: lease.into(),
                 reason: pb::ReleaseReason::RetryableError.into(),

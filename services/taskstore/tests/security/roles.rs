@@ -183,6 +183,7 @@ async fn every_rpc(who: &mut Identity) -> Vec<(&'static str, Result<(), Status>)
             "ReleaseTask",
             who.execution
                 .release_task(pb::ReleaseTaskRequest {
+                    back_off_until: None,
                     task_id: id(),
                     lease_token: "x".into(),
                     reason: pb::ReleaseReason::Shutdown.into(),

@@ -390,3 +390,68 @@ pub async fn a_keys_rate_holds_its_starts_per_window(backend: &dyn Backend) {
         .expect("get");
     assert_eq!(task.status, TaskStatus::Working);
 }
+
+pub async fn a_back_off_holds_its_key_until_the_time_and_spends_no_attempt(backend: &dyn Backend) {
+    let stores = backend.stores(with_policy(short_leases())).await;
+    let limit = ConcurrencyLimit::parse(1, "arguments.customer").expect("limit");
+    declare(&stores, &limit).await;
+    let told = create_for(&stores, &limit, "acme").await;
+    let waiting = create_for(&stores, &limit, "acme").await;
+    let queue = Recorder {
+        routable: true,
+        ..Recorder::default()
+    };
+    assert_eq!(relay(&stores, &queue).await, [told.to_string()]);
+    let lease = stores
+        .execution
+        .claim(&tenant(), &told, 1, "w")
+        .await
+        .expect("claim")
+        .lease_token;
+    // Its upstream answered 429, Retry-After: 1 s.
+    let outcome = stores
+        .execution
+        .release(
+            &tenant(),
+            &told,
+            &lease,
+            taskstore::domain::ReleaseReason::BackOff {
+                wait: Duration::from_secs(1),
+            },
+            "429 from upstream",
+        )
+        .await
+        .expect("release");
+    let paused_at = std::time::Instant::now();
+    match outcome {
+        taskstore::domain::ReleaseOutcome::Retry { after } => assert!(
+            after > Duration::from_millis(800) && after <= Duration::from_secs(1),
+            "{after:?}"
+        ),
+        other => panic!("expected a retry, got {other:?}"),
+    }
+    let task = stores.store.get_task(&all(), &told).await.expect("get");
+    assert!(
+        task.status_message
+            .as_deref()
+            .is_some_and(|m| m.starts_with("backing off for") && m.ends_with("429 from upstream")),
+        "{:?}",
+        task.status_message
+    );
+    // The key's other task waits too, though its slot is free; another
+    // key's goes.
+    assert!(relay(&stores, &queue).await.is_empty(), "acme is paused");
+    let other = create_for(&stores, &limit, "globex").await;
+    assert_eq!(relay(&stores, &queue).await, [other.to_string()]);
+    tokio::time::sleep(Duration::from_millis(1100).saturating_sub(paused_at.elapsed())).await;
+    // Then acme's go, one at a time (its limit), oldest first.
+    assert_eq!(relay(&stores, &queue).await, [waiting.to_string()]);
+    complete(&stores, &waiting, 1).await;
+    assert_eq!(relay(&stores, &queue).await, [told.to_string()]);
+    let again = stores
+        .execution
+        .claim(&tenant(), &told, 2, "w")
+        .await
+        .expect("claim");
+    assert_eq!(again.attempt, 1, "the back-off spent no attempt");
+}

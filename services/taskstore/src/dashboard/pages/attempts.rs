@@ -61,6 +61,10 @@ fn ending(end: &AttemptOutcome) -> Markup {
             AttemptEnd::Shutdown => ("given back: its worker shut down", None),
             AttemptEnd::LeaseExpired => ("lease expired: its worker stopped renewing it", None),
             AttemptEnd::Parked => ("parked until its questions are answered", None),
+            AttemptEnd::BackOff { message, .. } => (
+                "given back: its tool was told to wait",
+                Some(message.as_str()),
+            ),
         },
     };
     html! {

@@ -40,6 +40,9 @@ pub enum AttemptEnd {
     /// The tool waited for an answer longer than its worker holds a slot
     /// for one: the attempt gives the task back until the answer comes.
     Parked,
+    /// The tool was told to wait `wait` (saying `message`): the attempt is
+    /// given back, and the task runs again after it.
+    BackOff { wait: Duration, message: String },
 }
 
 /// What becomes of the task.
@@ -103,6 +106,20 @@ pub fn after_attempt(
             delay: Duration::ZERO,
             message: crate::domain::questions::RESUMED_MESSAGE.to_owned(),
         },
+        // Told to wait by what it calls: not a failure, and no attempt
+        // spent (the key's other tasks wait too: the store pauses it).
+        AttemptEnd::BackOff { wait, message } => {
+            let wait_for = humantime::format_duration(Duration::from_secs(wait.as_secs()));
+            NextStep::Redispatch {
+                attempts: attempt.saturating_sub(1),
+                delay: *wait,
+                message: if message.is_empty() {
+                    format!("backing off for {wait_for}")
+                } else {
+                    format!("backing off for {wait_for}: {message}")
+                },
+            }
+        }
         // Not the tool's fault: the attempt is given back.
         AttemptEnd::Shutdown => NextStep::Redispatch {
             attempts: attempt.saturating_sub(1),
@@ -176,6 +193,30 @@ mod tests {
             open_questions: 0,
             retry: RetryPolicy::default(),
         }
+    }
+
+    #[test]
+    fn a_back_off_spends_no_attempt_and_waits_as_long_as_told() {
+        let told = AttemptEnd::BackOff {
+            wait: Duration::from_secs(30),
+            message: "429 from upstream".into(),
+        };
+        // Even on the last attempt, and for a tool that retries no errors.
+        let last = AttemptState {
+            retry: RetryPolicy {
+                retry_errors: false,
+                ..RetryPolicy::default()
+            },
+            ..state(TaskStatus::Working, 3, 3)
+        };
+        assert_eq!(
+            after_attempt(&last, &told, &policy(), 0.5),
+            NextStep::Redispatch {
+                attempts: 2,
+                delay: Duration::from_secs(30),
+                message: "backing off for 30s: 429 from upstream".into()
+            }
+        );
     }
 
     #[test]

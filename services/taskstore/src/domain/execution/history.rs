@@ -29,6 +29,10 @@ impl AttemptEnd {
             },
             ReleaseReason::Shutdown => AttemptEnd::Shutdown,
             ReleaseReason::Parked => AttemptEnd::Parked,
+            ReleaseReason::BackOff { wait } => AttemptEnd::BackOff {
+                wait,
+                message: message.to_owned(),
+            },
         }
     }
 
@@ -38,6 +42,7 @@ impl AttemptEnd {
             AttemptEnd::RetryableFailure { .. } => "retryable_error",
             AttemptEnd::Shutdown => "shutdown",
             AttemptEnd::LeaseExpired => "lease_expired",
+            AttemptEnd::BackOff { .. } => "back_off",
             AttemptEnd::Parked => "parked",
         }
     }
@@ -73,6 +78,7 @@ impl AttemptOutcome {
         match self {
             AttemptOutcome::Finished { message, .. } => message.as_deref(),
             AttemptOutcome::WithoutResult(AttemptEnd::RetryableFailure { error }) => Some(error),
+            AttemptOutcome::WithoutResult(AttemptEnd::BackOff { message, .. }) => Some(message),
             AttemptOutcome::WithoutResult(_) => None,
         }
     }
@@ -90,6 +96,12 @@ impl AttemptOutcome {
             },
             AttemptOutcome::WithoutResult(AttemptEnd::RetryableFailure { error }) => {
                 AttemptOutcome::WithoutResult(AttemptEnd::RetryableFailure { error: cut(error) })
+            }
+            AttemptOutcome::WithoutResult(AttemptEnd::BackOff { wait, message }) => {
+                AttemptOutcome::WithoutResult(AttemptEnd::BackOff {
+                    wait,
+                    message: cut(message),
+                })
             }
             other => other,
         }
@@ -125,6 +137,11 @@ impl TryFrom<StoredOutcome> for AttemptOutcome {
             "shutdown" => AttemptEnd::Shutdown,
             "lease_expired" => AttemptEnd::LeaseExpired,
             "parked" => AttemptEnd::Parked,
+            // How long it waited is in the task's status message, not here.
+            "back_off" => AttemptEnd::BackOff {
+                wait: std::time::Duration::ZERO,
+                message: stored.message.unwrap_or_default(),
+            },
             kind => {
                 let status: TaskStatus = kind
                     .parse()

@@ -202,6 +202,21 @@ pub enum ReleaseReason {
     /// it: the attempt does not count, and the answer dispatches the task
     /// again.
     Parked,
+    /// The tool was told to wait `wait` (a Retry-After): the attempt does
+    /// not count, and the task and every other task of its key
+    /// ([`pause_key`]) wait that long.
+    BackOff { wait: Duration },
+}
+
+/// The longest back-off a tool may ask for.
+pub const MAX_BACK_OFF: Duration = Duration::from_secs(24 * 3600);
+
+/// The key a back-off pauses: the task's rate key if its tool declares a
+/// rate, else its concurrency key, else the whole tool (`""`).
+/// PostgreSQL's decision says the same in SQL (`store/postgres/governed.rs`:
+/// `COALESCE(rate_key, limit_key, '')`).
+pub fn pause_key<'a>(rate_key: Option<&'a str>, limit_key: Option<&'a str>) -> &'a str {
+    rate_key.or(limit_key).unwrap_or("")
 }
 
 /// What became of a released task.

@@ -101,8 +101,10 @@ impl DispatchStore for MemoryTaskStore {
             tasks,
             dirty_tasks,
             starts,
+            pauses,
             ..
         } = &mut *state;
+        pauses.retain(|_, until| *until > now);
         let config = self.config();
         let weight = |tenant: &str| config.dispatch_weight(tenant);
         let mut due = Vec::new();
@@ -129,6 +131,11 @@ impl DispatchStore for MemoryTaskStore {
                 })
                 .collect();
             let mut counts = KeyCounts {
+                paused: pauses
+                    .iter()
+                    .filter(|((paused_tool, _), until)| *paused_tool == tool && **until > now)
+                    .map(|((_, key), _)| key.clone())
+                    .collect(),
                 running: if candidates.iter().any(|job| job.limit.is_some()) {
                     running_per_key(tasks, outbox, &tool, now)
                 } else {

@@ -163,6 +163,9 @@ impl ExecutionStore for MemoryTaskStore {
             super::held_record(&mut state, &key, lease, now)?;
             let end = AttemptEnd::of_release(reason, message);
             let next = self.end_attempt(&mut state, &key, &end, now);
+            if let ReleaseReason::BackOff { wait } = reason {
+                pause(&mut state, &key, now + delta(wait));
+            }
             self.commit(&mut state).await?;
             self.changed(&state, &key);
             next
@@ -211,4 +214,25 @@ impl ExecutionStore for MemoryTaskStore {
         }
         Ok(None)
     }
+}
+
+/// Pauses the key of the task under `key` (`domain::pause_key`) until
+/// `until`; a later pause of the key wins.
+fn pause(
+    state: &mut super::state::State,
+    key: &super::state::Key,
+    until: chrono::DateTime<chrono::Utc>,
+) {
+    let Some(dispatch) = state.tasks.get(key).and_then(|r| r.dispatch.as_ref()) else {
+        return;
+    };
+    let paused = crate::domain::pause_key(
+        dispatch.rate.as_ref().map(|rate| rate.key.as_str()),
+        dispatch.limit.as_ref().map(|limit| limit.key.as_str()),
+    );
+    let at = state
+        .pauses
+        .entry((dispatch.tool.as_str().to_owned(), paused.to_owned()))
+        .or_insert(until);
+    *at = (*at).max(until);
 }

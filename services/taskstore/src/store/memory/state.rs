@@ -152,6 +152,9 @@ pub(super) struct State {
     /// Per (tool, rate key), when its recent jobs were sent, oldest first
     /// (kept in memory only: after a restart a key's window starts empty).
     pub starts: HashMap<(String, String), std::collections::VecDeque<DateTime<Utc>>>,
+    /// Per (tool, pause key), until when its jobs wait (a back-off; kept in
+    /// memory only).
+    pub pauses: HashMap<(String, String), DateTime<Utc>>,
 }
 
 impl State {

@@ -225,6 +225,9 @@ impl ExecutionStore for PgTaskStore {
             .await?;
         let end = AttemptEnd::of_release(reason, message);
         let next = self.end_attempt(&mut tx, &held, &end).await?;
+        if let ReleaseReason::BackOff { wait } = reason {
+            pause_key_of(&mut tx, &held, wait).await?;
+        }
         super::commit(tx).await?;
         self.outbox.notify_one();
         // The row was locked in a live status, so something was decided.
@@ -286,4 +289,28 @@ impl ExecutionStore for PgTaskStore {
         super::commit(tx).await?;
         Ok(None)
     }
+}
+
+/// Pauses the key of `held`'s task (`domain::pause_key`, written here in
+/// SQL) for `wait`, in the release's transaction; a later pause of the key
+/// wins over an earlier one, never the other way.
+async fn pause_key_of(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    held: &HeldRow,
+    wait: std::time::Duration,
+) -> Result<(), StoreError> {
+    sqlx::query(sql!(
+        "INSERT INTO dispatch_pauses (tool, pause_key, until)
+         SELECT tool, COALESCE(rate_key, limit_key, ''), now() + $3 * interval '1 millisecond'
+         FROM tasks WHERE tenant_id = $1 AND task_id = $2 AND tool IS NOT NULL
+         ON CONFLICT (tool, pause_key)
+         DO UPDATE SET until = GREATEST(dispatch_pauses.until, EXCLUDED.until)"
+    ))
+    .bind(&held.tenant_id)
+    .bind(&held.task_id)
+    .bind(millis(wait))
+    .execute(&mut **tx)
+    .await
+    .map_err(store_error)?;
+    Ok(())
 }

@@ -160,6 +160,7 @@ impl PgTaskStore {
             holds_slot!("t.", "s."),
             " GROUP BY s.limit_key),",
             " old AS (DELETE FROM dispatch_starts WHERE tool = $1 AND expires_at <= now()),",
+            " over AS (DELETE FROM dispatch_pauses WHERE tool = $1 AND until <= now()),",
             " rated AS MATERIALIZED (",
             " SELECT rate_key, count(*)::int AS started FROM dispatch_starts",
             " WHERE tool = $1 AND expires_at > now() GROUP BY rate_key),",
@@ -186,6 +187,9 @@ impl PgTaskStore {
             "  WHERE o.ready AND o.tool = $1 AND o.tenant_id = t.tenant_id",
             "  AND (k.limit_key IS NULL OR COALESCE(h.running, 0) < k.limit_max)",
             "  AND (k.rate_key IS NULL OR COALESCE(r.started, 0) < k.rate_starts)",
+            // A paused key's jobs wait (`domain::pause_key`, in SQL).
+            "  AND NOT EXISTS (SELECT 1 FROM dispatch_pauses p WHERE p.tool = $1",
+            "   AND p.pause_key = COALESCE(k.rate_key, k.limit_key, '') AND p.until > now())",
             "  ORDER BY o.priority DESC, o.id LIMIT $2) c",
             " WHERE t.tenant_id IS NOT NULL"
         )))
@@ -215,7 +219,9 @@ impl PgTaskStore {
             })
             .collect();
         let count = |key: &Option<String>, n: i32| Some((key.clone()?, n.max(0).unsigned_abs()));
+        // (Paused keys were passed over in SQL.)
         let mut counts = KeyCounts {
+            paused: Default::default(),
             running: live
                 .iter()
                 .filter_map(|c| count(&c.limit_key, c.key_running))
