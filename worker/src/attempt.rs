@@ -112,6 +112,10 @@ impl Attempt {
                     .await;
                 (reported, "released")
             }
+            (_, Err(ToolError::BackOff { until, message })) => {
+                let reported = self.reporter.back_off(until, message).await;
+                (reported, "backed off")
+            }
             (_, Err(ToolError::Permanent(message))) => {
                 let reported = self
                     .reporter

@@ -136,8 +136,24 @@ impl Reporter {
 
     /// Gives the task back (retryable error, or shutdown).
     pub async fn release(&self, reason: pb::ReleaseReason, message: String) -> Reported {
+        self.give_back(reason, None, message).await
+    }
+
+    /// Gives the task back until `until`: its tool was told to wait.
+    pub async fn back_off(&self, until: std::time::SystemTime, message: String) -> Reported {
+        let until = prost_types::Timestamp::from(until);
+        self.give_back(pb::ReleaseReason::BackOff, Some(until), message)
+            .await
+    }
+
+    async fn give_back(
+        &self,
+        reason: pb::ReleaseReason,
+        back_off_until: Option<prost_types::Timestamp>,
+        message: String,
+    ) -> Reported {
         let request = pb::ReleaseTaskRequest {
-            back_off_until: None,
+            back_off_until,
             task_id: self.task_id.clone(),
             lease_token: self.lease_token.clone(),
             reason: reason.into(),

@@ -25,6 +25,16 @@ pub enum ToolError {
     /// The tool stopped because its cancellation token fired.
     #[error("cancelled")]
     Cancelled,
+    /// What the tool calls told it to wait (an HTTP 429 or 503 with
+    /// Retry-After): the attempt does not count, the task runs again at
+    /// `until`, and every other task of its key (the tool's rate key, else
+    /// its concurrency key, else the whole tool) waits until then too (at
+    /// most 24 h ahead).
+    #[error("backing off: {message}")]
+    BackOff {
+        until: std::time::SystemTime,
+        message: String,
+    },
 }
 
 /// A tool a worker serves.

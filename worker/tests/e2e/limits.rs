@@ -295,3 +295,94 @@ async fn a_keys_rate_holds_in_every_window() {
     env.cleanup(&["rated"]).await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The first run of all is told to wait a second (a 429): it says so and
+/// fails; every later run records its start and succeeds.
+const POLITE_SCRIPT: &str = r#"#!/bin/sh
+read -r arguments
+if mkdir "$RUNS_LOG.told" 2>/dev/null; then
+  echo "told $(date +%s%N) $TASKSTORE_TASK_ID" >> "$RUNS_LOG"
+  echo '{"taskstore":"back_off","after":"1s"}' >&2
+  echo 'upstream said 429' >&2
+  exit 1
+fi
+echo "start $(date +%s%N) $TASKSTORE_TASK_ID" >> "$RUNS_LOG"
+echo done
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_back_off_holds_the_tools_tasks_until_its_time() {
+    let mut env = Env::new().await;
+    env.start_service(&[]);
+    let dir = std::env::temp_dir().join(format!("taskworker-backoff-{}", env.prefix));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let script = dir.join("tool.sh");
+    std::fs::write(&script, POLITE_SCRIPT).expect("script");
+    let log = dir.join("runs.log");
+    let tools = dir.join("tools.json");
+    std::fs::write(
+        &tools,
+        json!({"tools": {"polite": {
+            "command": ["sh", script.to_str().expect("utf-8 path")],
+            "env": {"RUNS_LOG": log.to_str().expect("utf-8 path")},
+            // One at a time: the second task waits for the first.
+            "concurrency": {"max": 1},
+        }}})
+        .to_string(),
+    )
+    .expect("tools file");
+    let _worker = env.start_worker("worker-backoff", "none", Some(&tools), &[]);
+    env.wait_for_consumers("polite", 1).await;
+    let mut client = env.client().await;
+    let first = dispatch(&mut client, "polite", json!({}), None).await;
+    let second = dispatch(&mut client, "polite", json!({}), None).await;
+    let pool = PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&env.database_url)
+        .await
+        .expect("PostgreSQL");
+    let ids = [first.clone(), second.clone()];
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let done: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM tasks WHERE status = 'completed' AND task_id = ANY($1)",
+        )
+        .bind(&ids[..])
+        .fetch_one(&pool)
+        .await
+        .expect("count");
+        if done == 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{done} of 2 completed");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let text = std::fs::read_to_string(&log).expect("runs log");
+    let at = |kind: &str, task: &str| -> u128 {
+        text.lines()
+            .find(|line| line.starts_with(kind) && line.ends_with(task))
+            .and_then(|line| line.split(' ').nth(1)?.parse().ok())
+            .unwrap_or_else(|| panic!("no {kind} of {task} in {text}"))
+    };
+    let told = at("told", &first);
+    let second_started = at("start", &second);
+    let first_started = at("start", &first);
+    let waited = |at: u128| (at.saturating_sub(told)) as f64 / 1e6;
+    eprintln!(
+        "back-off: the second task started {:.0} ms, the first again {:.0} ms after the 429",
+        waited(second_started),
+        waited(first_started)
+    );
+    // Nothing of the tool started before the time it was told (the key is
+    // the whole tool: it declares no key).
+    assert!(waited(second_started) >= 950.0, "{text}");
+    assert!(waited(first_started) >= 950.0, "{text}");
+    let attempts: Vec<i32> = sqlx::query_scalar("SELECT attempt FROM tasks WHERE task_id = $1")
+        .bind(&first)
+        .fetch_all(&pool)
+        .await
+        .expect("attempts");
+    assert_eq!(attempts, [1], "the back-off spent no attempt");
+    env.cleanup(&["polite"]).await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

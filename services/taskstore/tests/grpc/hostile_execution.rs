@@ -84,6 +84,34 @@ async fn the_execution_api_refuses_hostile_input_and_changes_nothing() {
             Code::InvalidArgument
         );
     }
+    // A back-off needs its time, within a day.
+    let far = std::time::SystemTime::now() + std::time::Duration::from_secs(25 * 3600);
+    for until in [
+        None,
+        Some(prost_types::Timestamp::from(far)),
+        Some(prost_types::Timestamp {
+            seconds: i64::MAX,
+            nanos: 0,
+        }),
+    ] {
+        let release = pb::ReleaseTaskRequest {
+            back_off_until: until,
+            task_id: id.to_string(),
+            lease_token: "token".into(),
+            reason: pb::ReleaseReason::BackOff.into(),
+            message: String::new(),
+            tenant_id: String::new(),
+        };
+        let refused = client
+            .release_task(release)
+            .await
+            .expect_err("bad back-off");
+        assert_eq!(refused.code(), Code::InvalidArgument, "{refused:?}");
+        assert!(
+            refused.message().starts_with("back_off_until"),
+            "{refused:?}"
+        );
+    }
     let forged = pb::ReleaseTaskRequest {
         back_off_until: None,
         task_id: id.to_string(),

@@ -13,7 +13,11 @@
 //! Messages: `{"taskstore":"progress","message":"…","progress":3,"total":10}`
 //! (every field but `taskstore` optional), and
 //! `{"taskstore":"ask","key":"…","request":{"method":…,"params":{…}}}`
-//! (an MCP input request; its answer comes on stdin). A message of a type this
+//! (an MCP input request; its answer comes on stdin), and
+//! `{"taskstore":"back_off","after":"30s"}` or `{…,"until":"<RFC 3339>"}`
+//! (what it calls told it to wait: when the program then exits with a
+//! failure, the attempt is given back until then, and its key waits too).
+//! A message of a type this
 //! worker does not know is logged and skipped, so that tools written for a
 //! newer worker still run; a known type with wrong fields fails the call.
 
@@ -47,6 +51,30 @@ pub enum Message {
     },
     /// A question for the task's caller, under a key of the tool's.
     Ask { key: String, request: Value },
+    /// Told to wait until then.
+    BackOff { until: std::time::SystemTime },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct BackOffFields {
+    #[serde(rename = "taskstore")]
+    _kind: String,
+    after: Option<String>,
+    until: Option<String>,
+}
+
+impl BackOffFields {
+    fn until(self) -> Result<std::time::SystemTime, String> {
+        match (self.after, self.until) {
+            (Some(after), None) => humantime::parse_duration(&after)
+                .map(|after| std::time::SystemTime::now() + after)
+                .map_err(|err| format!("back_off: after {after:?}: {err}")),
+            (None, Some(until)) => humantime::parse_rfc3339_weak(&until)
+                .map_err(|err| format!("back_off: until {until:?}: {err}")),
+            _ => Err("back_off: give one of after (\"30s\") and until (RFC 3339)".into()),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -105,6 +133,13 @@ impl Line {
                     request: Value::Object(fields.request),
                 }),
                 Err(err) => Line::Malformed(format!("ask: {err}")),
+            },
+            "back_off" => match serde_json::from_value::<BackOffFields>(Value::Object(object))
+                .map_err(|err| format!("back_off: {err}"))
+                .and_then(BackOffFields::until)
+            {
+                Ok(until) => Line::Message(Message::BackOff { until }),
+                Err(why) => Line::Malformed(why),
             },
             other => Line::Unknown(other.to_owned()),
         }
@@ -170,6 +205,36 @@ mod tests {
             progress,
             total,
         })
+    }
+
+    #[test]
+    fn a_back_off_names_a_delay_or_a_time() {
+        let soon = std::time::SystemTime::now() + std::time::Duration::from_secs(30);
+        match Line::parse(r#"{"taskstore":"back_off","after":"30s"}"#) {
+            Line::Message(Message::BackOff { until }) => {
+                let off = until
+                    .duration_since(soon)
+                    .or_else(|err| Ok::<_, ()>(err.duration()))
+                    .unwrap_or_default();
+                assert!(off < std::time::Duration::from_secs(2), "{until:?}");
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            Line::parse(r#"{"taskstore":"back_off","until":"2030-01-01T00:00:00Z"}"#),
+            Line::Message(Message::BackOff {
+                until: humantime::parse_rfc3339("2030-01-01T00:00:00Z").expect("time")
+            })
+        );
+        for bad in [
+            r#"{"taskstore":"back_off"}"#,
+            r#"{"taskstore":"back_off","after":"soon"}"#,
+            r#"{"taskstore":"back_off","until":"tomorrow"}"#,
+            r#"{"taskstore":"back_off","after":"1s","until":"2030-01-01T00:00:00Z"}"#,
+            r#"{"taskstore":"back_off","after":"1s","why":"x"}"#,
+        ] {
+            assert!(matches!(Line::parse(bad), Line::Malformed(_)), "{bad}");
+        }
     }
 
     #[test]

@@ -28,6 +28,8 @@ struct Stderr {
     last_text: String,
     /// The first message that broke the protocol.
     broken: Option<String>,
+    /// The latest back-off it asked for.
+    back_off: Option<std::time::SystemTime>,
 }
 
 #[async_trait]
@@ -166,6 +168,12 @@ impl CommandTool {
         if status.success() {
             return Ok(call_tool_result(&stdout).unwrap_or_else(|| text_result(stdout)));
         }
+        if let Some(until) = stderr.back_off {
+            return Err(ToolError::BackOff {
+                until,
+                message: format!("{program} was told to wait{reason}"),
+            });
+        }
         if status
             .code()
             .is_some_and(|code| self.retry_exit_codes.contains(&code))
@@ -266,6 +274,9 @@ async fn follow_stderr(
                     );
                 }
             },
+            Line::Message(Message::BackOff { until }) => {
+                said.back_off = Some(until);
+            }
             Line::Message(message) => {
                 if let Some(status) = message.status_message() {
                     ctx.progress(truncate(&status, MAX_PROGRESS_BYTES)).await;
