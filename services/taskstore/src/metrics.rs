@@ -176,3 +176,45 @@ pub fn snapshot(by_status: &[(TaskStatus, u64)], backlog: &OutboxBacklog) {
     gauge!("taskstore_outbox_jobs_due").set(backlog.due as f64);
     gauge!("taskstore_outbox_oldest_due_seconds").set(backlog.oldest_due_age.as_secs_f64());
 }
+
+/// The tools the last dispatch snapshot reported: one gone from the next
+/// is set to zero rather than left at its last value.
+static DISPATCH_TOOLS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Governed dispatch per tool: jobs waiting for room and the oldest wait,
+/// keys at their concurrency limit, keys paused (per tool, never per key:
+/// keys carry tenants' and arguments' values, and would be unbounded).
+pub fn dispatch_snapshot(tools: &[crate::domain::ToolDispatch]) {
+    let mut reported = DISPATCH_TOOLS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    for gone in reported
+        .iter()
+        .filter(|name| !tools.iter().any(|tool| &tool.tool == *name))
+    {
+        set_dispatch(gone.clone(), 0, 0.0, 0, 0);
+    }
+    for tool in tools {
+        let full = tool.keys.iter().filter(|key| key.full()).count();
+        let paused = tool
+            .keys
+            .iter()
+            .filter(|key| key.paused_until.is_some())
+            .count();
+        set_dispatch(
+            tool.tool.clone(),
+            tool.waiting,
+            tool.oldest_wait.as_secs_f64(),
+            full,
+            paused,
+        );
+    }
+    *reported = tools.iter().map(|tool| tool.tool.clone()).collect();
+}
+
+fn set_dispatch(tool: String, waiting: u64, oldest: f64, full: usize, paused: usize) {
+    gauge!("taskstore_dispatch_waiting", "tool" => tool.clone()).set(waiting as f64);
+    gauge!("taskstore_dispatch_oldest_wait_seconds", "tool" => tool.clone()).set(oldest);
+    gauge!("taskstore_dispatch_keys_full", "tool" => tool.clone()).set(full as f64);
+    gauge!("taskstore_dispatch_keys_paused", "tool" => tool).set(paused as f64);
+}

@@ -65,6 +65,7 @@ impl Chore {
                 let by_status = store.tasks_by_status().await?;
                 let backlog = store.outbox_backlog().await?;
                 crate::metrics::snapshot(&by_status, &backlog);
+                crate::metrics::dispatch_snapshot(&store.dispatch_view().await?);
                 // Nothing handled: nothing to log at every snapshot.
                 Ok(0)
             }

@@ -13,6 +13,7 @@ mod list;
 mod output;
 mod questions;
 mod status;
+mod status_dispatch;
 
 use std::process::ExitCode;
 

@@ -263,6 +263,7 @@ fn print_text(
         let header = ["  TOOL", "WORKERS", "CONSUMING", "SLOTS", "BUSY"].map(str::to_owned);
         write_table(&mut out, &header, &rows)?;
     }
+    super::status_dispatch::write(&mut out, &status.dispatch)?;
     if problems.is_empty() {
         writeln!(out, "health    ok")
     } else {
@@ -323,6 +324,7 @@ fn as_json(
             "busy": t.busy,
             "lastSeenAt": time(t.last_seen_at),
         })).collect::<Vec<_>>(),
+        "dispatch": super::status_dispatch::as_json(&status.dispatch),
     })
 }
 

@@ -7,6 +7,7 @@ mod asked;
 mod caller;
 mod cursor;
 mod dispatch_order;
+pub mod dispatch_view;
 mod execution;
 mod fleet;
 mod idempotency;
@@ -39,6 +40,7 @@ pub use dispatch_order::{
     DEFAULT_DISPATCH_WEIGHT, InvalidPriority, KeyCounts, MAX_DISPATCH_WEIGHT, PRIORITY_META_KEY,
     Priority, QueueDepth, Turns, WaitingJob, next_jobs,
 };
+pub use dispatch_view::{DispatchRows, KeyDispatch, ToolDispatch};
 pub use execution::{
     AttemptEnd, AttemptHistory, AttemptOutcome, AttemptRecord, AttemptState, Claim, ClaimRefusal,
     ConcurrencyLimit, DispatchChange, DispatchRequest, Effects, ExecutionPolicy, Fence,

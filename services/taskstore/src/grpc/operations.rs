@@ -139,16 +139,17 @@ impl OperationsRpc for OperationsService {
         let database = self.database().await;
         // With the database down, what it holds is unknown: say nothing
         // rather than something made up.
-        let (outbox, workers) = if database.healthy {
+        let (outbox, workers, dispatch) = if database.healthy {
             let outbox = self.operations.outbox_backlog().await.ok();
             let workers = self
                 .operations
                 .workers(self.fleet.seen_within)
                 .await
                 .unwrap_or_default();
-            (outbox, workers)
+            let dispatch = self.operations.dispatch_view().await.unwrap_or_default();
+            (outbox, workers, dispatch)
         } else {
-            (None, Vec::new())
+            (None, Vec::new(), Vec::new())
         };
         Ok(Response::new(pb::GetStatusResponse {
             version: env!("CARGO_PKG_VERSION").to_owned(),
@@ -165,6 +166,7 @@ impl OperationsRpc for OperationsService {
                 .into_iter()
                 .map(pb::ServedTool::from)
                 .collect(),
+            dispatch: dispatch.into_iter().map(tool_dispatch).collect(),
             workers: {
                 let differing = differing_descriptions(&workers);
                 workers
@@ -173,5 +175,24 @@ impl OperationsRpc for OperationsService {
                     .collect()
             },
         }))
+    }
+}
+
+fn tool_dispatch(tool: crate::domain::ToolDispatch) -> pb::ToolDispatchStatus {
+    pb::ToolDispatchStatus {
+        tool: tool.tool,
+        waiting: tool.waiting,
+        oldest_wait: Some(duration(tool.oldest_wait)),
+        keys: tool
+            .keys
+            .into_iter()
+            .map(|key| pb::KeyDispatchStatus {
+                key: key.key,
+                running: key.running,
+                max_running: key.max_running,
+                started: key.started,
+                paused_until: key.paused_until.map(super::convert::timestamp),
+            })
+            .collect(),
     }
 }

@@ -35,6 +35,11 @@ pub trait OperationsStore: Send + Sync + 'static {
     /// What waits in the outbox.
     async fn outbox_backlog(&self) -> Result<OutboxBacklog, StoreError>;
 
+    /// What governed dispatch holds back now, per tool and key (reads of
+    /// small tables and the ready index: a status call or a metrics
+    /// snapshot, not a hot path).
+    async fn dispatch_view(&self) -> Result<Vec<crate::domain::ToolDispatch>, StoreError>;
+
     /// One round trip to the store; an error says why it is unhealthy.
     async fn ping(&self) -> Result<(), StoreError>;
 

@@ -455,3 +455,48 @@ pub async fn a_back_off_holds_its_key_until_the_time_and_spends_no_attempt(backe
         .expect("claim");
     assert_eq!(again.attempt, 1, "the back-off spent no attempt");
 }
+
+pub async fn what_is_held_back_shows_per_tool_and_key(backend: &dyn Backend) {
+    let stores = backend.stores(with_policy(short_leases())).await;
+    let limit = ConcurrencyLimit::parse(1, "arguments.customer").expect("limit");
+    declare(&stores, &limit).await;
+    let first = create_for(&stores, &limit, "acme").await;
+    create_for(&stores, &limit, "acme").await;
+    let queue = Recorder {
+        routable: true,
+        ..Recorder::default()
+    };
+    assert_eq!(relay(&stores, &queue).await, [first.to_string()]);
+    let view = stores.operations.dispatch_view().await.expect("view");
+    let tool_view = view.iter().find(|t| t.tool == TOOL).expect("the tool");
+    assert_eq!(tool_view.waiting, 1, "{view:?}");
+    let acme = &tool_view.keys[0];
+    assert_eq!(acme.key, r#"arguments.customer="acme""#);
+    assert_eq!((acme.running, acme.max_running), (1, Some(1)));
+    assert!(acme.full() && acme.paused_until.is_none());
+
+    // Backed off: the key shows its pause.
+    let lease = stores
+        .execution
+        .claim(&tenant(), &first, 1, "w")
+        .await
+        .expect("claim")
+        .lease_token;
+    stores
+        .execution
+        .release(
+            &tenant(),
+            &first,
+            &lease,
+            taskstore::domain::ReleaseReason::BackOff {
+                wait: Duration::from_secs(60),
+            },
+            "429",
+        )
+        .await
+        .expect("back off");
+    let view = stores.operations.dispatch_view().await.expect("view");
+    let acme = &view.iter().find(|t| t.tool == TOOL).expect("the tool").keys[0];
+    assert_eq!(acme.running, 0, "the slot was given back");
+    assert!(acme.paused_until.is_some(), "{acme:?}");
+}

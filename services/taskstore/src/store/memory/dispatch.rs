@@ -184,10 +184,11 @@ impl DispatchStore for MemoryTaskStore {
                 dirty_tasks.insert(job.key.clone());
             }
             if let Some(rate) = &dispatch.rate {
+                // Kept until its window is over.
                 starts
                     .entry((job.tool.clone(), rate.key.clone()))
                     .or_default()
-                    .push_back(now);
+                    .push_back(now + super::state::delta(rate.per));
             }
         }
         self.commit(&mut state).await?;
@@ -296,11 +297,10 @@ fn started_per_key(
         if started.contains_key(&rate.key) {
             continue;
         }
-        let since = now - super::state::delta(rate.per);
         let recent = starts
             .entry((tool.to_owned(), rate.key.clone()))
             .or_default();
-        while recent.front().is_some_and(|at| *at <= since) {
+        while recent.front().is_some_and(|over| *over <= now) {
             recent.pop_front();
         }
         started.insert(

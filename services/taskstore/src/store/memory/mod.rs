@@ -6,6 +6,7 @@
 
 mod apply;
 mod dispatch;
+mod dispatch_view;
 mod execution;
 mod hold;
 mod idempotent;

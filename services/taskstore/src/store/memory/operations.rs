@@ -113,6 +113,14 @@ impl OperationsStore for MemoryTaskStore {
         })
     }
 
+    async fn dispatch_view(&self) -> Result<Vec<crate::domain::ToolDispatch>, StoreError> {
+        let mut state = self.lock().await;
+        let now = state.now();
+        Ok(crate::domain::dispatch_view::merge(
+            super::dispatch_view::rows(&mut state, now),
+        ))
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         // The state is in this process; taking its lock shows it is not
         // wedged. (With SQLite, every write already checks the file.)

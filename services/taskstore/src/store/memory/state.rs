@@ -149,8 +149,9 @@ pub(super) struct State {
     /// the persistence layer to write through.
     pub dirty_tasks: HashSet<Key>,
     pub dirty_jobs: HashSet<u64>,
-    /// Per (tool, rate key), when its recent jobs were sent, oldest first
-    /// (kept in memory only: after a restart a key's window starts empty).
+    /// Per (tool, rate key), when the windows of its recent jobs are over,
+    /// oldest first (kept in memory only: after a restart a key's window
+    /// starts empty).
     pub starts: HashMap<(String, String), std::collections::VecDeque<DateTime<Utc>>>,
     /// Per (tool, pause key), until when its jobs wait (a back-off; kept in
     /// memory only).

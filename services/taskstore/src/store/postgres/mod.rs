@@ -82,6 +82,7 @@ mod claim_batch;
 mod connect;
 mod create;
 mod dispatch;
+mod dispatch_view;
 #[cfg(test)]
 mod dynamic_statements;
 mod execution;

@@ -318,6 +318,12 @@ impl OperationsStore for PgTaskStore {
         })
     }
 
+    async fn dispatch_view(&self) -> Result<Vec<crate::domain::ToolDispatch>, StoreError> {
+        self.dispatch_rows()
+            .await
+            .map(crate::domain::dispatch_view::merge)
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query(sql!("SELECT 1"))
             .execute(self.pool())

@@ -1,0 +1,67 @@
+//! The rows of `domain::dispatch_view` in memory: the same reads as
+//! PostgreSQL's, over the store's state.
+
+use std::collections::BTreeMap;
+
+use chrono::{DateTime, Utc};
+
+use super::state::State;
+use crate::domain::DispatchRows;
+
+pub(super) fn rows(state: &mut State, now: DateTime<Utc>) -> DispatchRows {
+    // The ready backlog: due jobs not taken by a relay.
+    let mut waiting: BTreeMap<String, (u64, DateTime<Utc>)> = BTreeMap::new();
+    for job in state
+        .outbox
+        .iter()
+        .filter(|job| !job.in_flight && job.available_at <= now)
+    {
+        let entry = waiting
+            .entry(job.tool.clone())
+            .or_insert((0, job.available_at));
+        entry.0 += 1;
+        entry.1 = entry.1.min(job.available_at);
+    }
+    let mut running: BTreeMap<(String, String), (u32, u32)> = BTreeMap::new();
+    for record in state.tasks.values() {
+        if let Some(dispatch) = &record.dispatch
+            && dispatch.holds_slot(record.task.status, now)
+            && let Some(limit) = &dispatch.limit
+        {
+            let entry = running
+                .entry((dispatch.tool.as_str().to_owned(), limit.key.clone()))
+                .or_insert((0, limit.max));
+            entry.0 += 1;
+            entry.1 = entry.1.min(limit.max);
+        }
+    }
+    let started = state
+        .starts
+        .iter()
+        .map(|((tool, key), starts)| {
+            let recent = starts.iter().filter(|at| **at > now).count();
+            (tool.clone(), key.clone(), recent)
+        })
+        .collect::<Vec<_>>();
+    DispatchRows {
+        waiting: waiting
+            .into_iter()
+            .map(|(tool, (n, oldest))| (tool, n, (now - oldest).to_std().unwrap_or_default()))
+            .collect(),
+        running: running
+            .into_iter()
+            .map(|((tool, key), (n, max))| (tool, key, n, max))
+            .collect(),
+        started: started
+            .into_iter()
+            .filter(|(_, _, n)| *n > 0)
+            .map(|(tool, key, n)| (tool, key, u32::try_from(n).unwrap_or(u32::MAX)))
+            .collect(),
+        paused: state
+            .pauses
+            .iter()
+            .filter(|(_, until)| **until > now)
+            .map(|((tool, key), until)| (tool.clone(), key.clone(), *until))
+            .collect(),
+    }
+}

@@ -1,0 +1,71 @@
+//! The rows of `domain::dispatch_view` on PostgreSQL: the ready backlog per
+//! tool (its partial index), and the small tables of the decision (slots
+//! that hold, starts within their windows, pauses not over).
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::PgTaskStore;
+use super::error::store_error;
+use crate::domain::DispatchRows;
+use crate::error::StoreError;
+use crate::store::statements::sql;
+
+fn count(n: i64) -> u32 {
+    u32::try_from(n.max(0)).unwrap_or(u32::MAX)
+}
+
+impl PgTaskStore {
+    pub(super) async fn dispatch_rows(&self) -> Result<DispatchRows, StoreError> {
+        let waiting: Vec<(String, i64, f64)> = sqlx::query_as(sql!(
+            "SELECT tool, count(*),
+                    (extract(epoch FROM now() - min(available_at)) * 1000)::float8
+             FROM dispatch_outbox WHERE ready GROUP BY tool"
+        ))
+        .fetch_all(self.pool())
+        .await
+        .map_err(store_error)?;
+        let running: Vec<(String, String, i64, i32)> = sqlx::query_as(sql!(concat!(
+            "SELECT s.tool, s.limit_key, count(*), min(t.limit_max)",
+            " FROM dispatch_slots s JOIN tasks t",
+            " ON t.tenant_id = s.tenant_id AND t.task_id = s.task_id WHERE ",
+            holds_slot!("t.", "s."),
+            " GROUP BY s.tool, s.limit_key"
+        )))
+        .fetch_all(self.pool())
+        .await
+        .map_err(store_error)?;
+        let started: Vec<(String, String, i64)> = sqlx::query_as(sql!(
+            "SELECT tool, rate_key, count(*) FROM dispatch_starts
+             WHERE expires_at > now() GROUP BY tool, rate_key"
+        ))
+        .fetch_all(self.pool())
+        .await
+        .map_err(store_error)?;
+        let paused: Vec<(String, String, DateTime<Utc>)> = sqlx::query_as(sql!(
+            "SELECT tool, pause_key, until FROM dispatch_pauses WHERE until > now()"
+        ))
+        .fetch_all(self.pool())
+        .await
+        .map_err(store_error)?;
+        Ok(DispatchRows {
+            waiting: waiting
+                .into_iter()
+                .map(|(tool, n, ms)| {
+                    let n = u64::try_from(n).unwrap_or(0);
+                    (tool, n, Duration::from_secs_f64(ms.max(0.0) / 1000.0))
+                })
+                .collect(),
+            running: running
+                .into_iter()
+                .map(|(tool, key, n, max)| (tool, key, count(n), count(i64::from(max))))
+                .collect(),
+            started: started
+                .into_iter()
+                .map(|(tool, key, n)| (tool, key, count(n)))
+                .collect(),
+            paused,
+        })
+    }
+}
