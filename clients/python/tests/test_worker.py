@@ -14,7 +14,12 @@ import pika
 import pytest
 from pika.exceptions import ChannelClosedByBroker
 
-from mcp_taskstore import InvalidArgumentError, TaskStatus, TaskStoreClient
+from mcp_taskstore import ClientOptions, InvalidArgumentError, TaskStatus, TaskStoreClient
+from mcp_taskstore._proto import execution_pb2 as xpb
+from mcp_taskstore._proto import task_store_pb2 as pb
+from mcp_taskstore.worker import ConcurrencyLimit, Tools
+from mcp_taskstore.worker.heartbeat import Heartbeat
+from mcp_taskstore.worker.rpc import WorkerRpc
 
 import services
 from workers import CONFORMANCE_TOOLS, dispatch, log_size, start_worker, wait_for_log
@@ -74,6 +79,49 @@ async def test_tools_appear_with_their_descriptions(worker: services.Process, cl
         timeout=30,
     )
     assert "conf_sleep" in status.stdout, status.stdout + status.stderr
+
+
+async def test_a_declared_concurrency_limit_reaches_the_service(service: services.Service) -> None:
+    """The worker's heartbeat carries the limit, and the service keeps it
+    (ListTools gives it back, its key normalised by the service); the
+    declarations the library refuses, the service refuses too."""
+    tools = Tools()
+
+    @tools.tool(concurrency=ConcurrencyLimit(3, key="tenant, arguments.customer_id"))
+    async def py_limited(customer_id: str) -> str:
+        return customer_id
+
+    @tools.tool()
+    async def py_unlimited() -> str:
+        return "ok"
+
+    rpc = WorkerRpc(ClientOptions(endpoint=service.endpoint))
+    heartbeat = Heartbeat(rpc, service.endpoint, "py-limits", [tool.description() for tool in tools], 1, lambda: 0)
+    try:
+        await heartbeat.send()
+        try:
+            listed = {t.name: t for t in (await rpc.store("ListTools", pb.ListToolsRequest())).tools}
+            limited = listed["py_limited"].description
+            assert limited.HasField("concurrency")
+            assert (limited.concurrency.max, limited.concurrency.key) == (3, "tenant,arguments.customer_id")
+            assert not listed["py_unlimited"].description.HasField("concurrency")
+        finally:
+            await heartbeat.send(stopping=True)
+        # What ConcurrencyLimit refuses at declaration, sent as is: the service refuses the heartbeat.
+        refused = [(0, ""), (10_001, ""), (3, "customer_id"), (3, "tenant" + " " * 251), (3, ",".join(["tool"] * 9))]
+        for max_, key in refused:
+            with pytest.raises(ValueError):
+                ConcurrencyLimit(max_, key)
+            bad = xpb.ToolDescription(
+                name="py_limited",
+                input_schema_json='{"type":"object"}',
+                concurrency=xpb.ConcurrencyLimit(max=max_, key=key),
+            )
+            request = xpb.HeartbeatRequest(worker_id="py-limits", tools=["py_limited"], slots=1, descriptions=[bad])
+            with pytest.raises(InvalidArgumentError, match="concurrency"):
+                await rpc.heartbeat(request)
+    finally:
+        await rpc.close()
 
 
 async def test_results_tool_errors_and_retries(worker: services.Process, client: TaskStoreClient) -> None:

@@ -1,10 +1,13 @@
 """Pieces of the worker checked alone: queue arguments keep their AMQP types
-(against the real RabbitMQ), error reasons, durations, trace context, retry policies."""
+(against the real RabbitMQ), error reasons, durations, trace context, retry policies,
+concurrency limits."""
 
 from __future__ import annotations
 
 import argparse
+import re
 import uuid
+from collections.abc import Callable
 
 import aio_pika
 import aiormq
@@ -14,7 +17,7 @@ import pytest
 
 from mcp_taskstore._proto import execution_pb2 as xpb
 from mcp_taskstore.errors import error_info_reason
-from mcp_taskstore.worker import RetryPolicy, Tools, broker
+from mcp_taskstore.worker import ConcurrencyLimit, RetryPolicy, Tools, broker, make_tool
 from mcp_taskstore.worker.cli import parse_duration
 from mcp_taskstore.worker.rpc import valid_traceparent
 
@@ -110,3 +113,75 @@ def test_a_declared_retry_policy_goes_with_the_description() -> None:
     assert not sent.retry.HasField("backoff_max"), "what it leaves out is the service's"
     assert (sent.retry.retry_errors, sent.retry.retry_lost_workers) == (True, False)
     assert not tools["plain"].description().HasField("retry")
+
+
+def test_a_declared_concurrency_limit_goes_with_the_description() -> None:
+    tools = Tools()
+
+    @tools.tool(concurrency=ConcurrencyLimit(3, key="tenant, arguments.customer_id"))
+    async def per_customer(customer_id: str) -> str:
+        return customer_id
+
+    @tools.tool(retry=RetryPolicy(max_attempts=2), concurrency=ConcurrencyLimit(max=10_000))
+    async def whole_tool() -> str:
+        return "ok"
+
+    @tools.tool()
+    async def plain() -> str:
+        return "ok"
+
+    sent = tools["per_customer"].description()
+    assert sent.HasField("concurrency")
+    assert (sent.concurrency.max, sent.concurrency.key) == (3, "tenant, arguments.customer_id")
+    assert not sent.HasField("retry"), "a limit declares no retry policy"
+    whole = tools["whole_tool"].description()
+    assert (whole.concurrency.max, whole.concurrency.key) == (10_000, ""), "no key: one for the whole tool"
+    assert whole.retry.max_attempts == 2
+    assert not tools["plain"].description().HasField("concurrency")
+    # On the wire: field 7 of ToolDescription, as the service reads it.
+    decoded = xpb.ToolDescription.FromString(sent.SerializeToString())
+    assert decoded.concurrency == xpb.ConcurrencyLimit(max=3, key="tenant, arguments.customer_id")
+    # make_tool takes it as the decorator does.
+    made = make_tool(plain, name="made", concurrency=ConcurrencyLimit(1, "session")).description()
+    assert (made.concurrency.max, made.concurrency.key) == (1, "session")
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["", "tenant", "tool, session", " tenant , arguments.customer.id ", "arguments.a-b_C9", ",".join(["tenant"] * 8),
+     "arguments." + ".".join(["n"] * 8), "arguments." + "x" * 64, "tenant" + " " * 250],
+)  # fmt: skip
+def test_concurrency_keys_the_service_takes(key: str) -> None:
+    assert ConcurrencyLimit(1, key).message().key == key
+
+
+@pytest.mark.parametrize(
+    ("declare", "error", "says"),
+    [
+        (lambda: ConcurrencyLimit(0), ValueError, "between 1 and 10000, got 0"),
+        (lambda: ConcurrencyLimit(10_001), ValueError, "between 1 and 10000, got 10001"),
+        (lambda: ConcurrencyLimit(-1), ValueError, "between 1 and 10000"),
+        (lambda: ConcurrencyLimit(2.5), TypeError, "must be an int"),  # type: ignore[arg-type]
+        (lambda: ConcurrencyLimit("3"), TypeError, "must be an int"),  # type: ignore[arg-type]
+        (lambda: ConcurrencyLimit(True), TypeError, "must be an int"),
+        (lambda: ConcurrencyLimit(3, None), TypeError, "key must be a str"),  # type: ignore[arg-type]
+        (lambda: ConcurrencyLimit(3, ["tenant"]), TypeError, "key must be a str"),  # type: ignore[arg-type]
+        (lambda: ConcurrencyLimit(3, "tenant" + " " * 251), ValueError, "at most 256 characters, got 257"),
+        (lambda: ConcurrencyLimit(3, "customer_id"), ValueError, "term 'customer_id' is not tenant"),
+        (lambda: ConcurrencyLimit(3, "tenant,"), ValueError, "term '' is not"),
+        (lambda: ConcurrencyLimit(3, "arguments."), ValueError, "term 'arguments.' is not"),
+        (lambda: ConcurrencyLimit(3, "arguments.a..b"), ValueError, "is not tenant"),
+        (lambda: ConcurrencyLimit(3, "arguments.a b"), ValueError, "is not tenant"),
+        (lambda: ConcurrencyLimit(3, "arguments.é"), ValueError, "is not tenant"),
+        (lambda: ConcurrencyLimit(3, "arguments." + "x" * 65), ValueError, "is not tenant"),
+        (lambda: ConcurrencyLimit(3, "arguments." + ".".join(["n"] * 9)), ValueError, "is not tenant"),
+        (lambda: ConcurrencyLimit(3, ",".join(["tool"] * 9)), ValueError, "more than 8 terms"),
+        (lambda: make_tool(lambda: "x", concurrency=3), TypeError, "must be a ConcurrencyLimit"),  # type: ignore[arg-type]
+        (lambda: Tools().tool(concurrency={"max": 3})(lambda: "x"), TypeError, "must be a ConcurrencyLimit"),  # type: ignore[arg-type]
+    ],
+)
+def test_a_concurrency_limit_the_service_would_refuse_is_refused_at_declaration(
+    declare: Callable[[], object], error: type[Exception], says: str
+) -> None:
+    with pytest.raises(error, match=re.escape(says)):
+        declare()

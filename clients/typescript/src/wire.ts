@@ -211,6 +211,12 @@ export interface WireToolDescription {
   inputSchemaJson: string;
   taskSupport: WireTaskSupport;
   retry?: WireRetryPolicy | null;
+  concurrency?: WireConcurrencyLimit | null;
+}
+
+export interface WireConcurrencyLimit {
+  max: number;
+  key: string;
 }
 
 export interface WireRetryPolicy {

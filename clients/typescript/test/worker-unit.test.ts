@@ -1,6 +1,7 @@
 // The worker's pieces that need no service: the command line (taskworker's
 // flags and variables), durations, the broker topology and its AMQP types,
-// trace contexts, error details, tool declarations and descriptions, an
+// trace contexts, error details, tool declarations and descriptions (with
+// their retry policies and concurrency limits), an
 // McpServer's tools on both sides, and the wire fields of the worker API.
 import assert from 'node:assert/strict';
 import { dirname, join } from 'node:path';
@@ -128,6 +129,76 @@ describe('tools', () => {
     assert.deepEqual(describeTool(tool).retry, { maxAttempts: 5, backoffBase: { seconds: 0, nanos: 250_000_000 }, retryLostWorkers: false });
   });
 
+  it('sends a declared concurrency limit with the description, in the heartbeat as the service reads it', () => {
+    const perCustomer = defineTool('per_customer', { inputSchema: { customer_id: z.string() }, concurrency: { max: 3, key: 'tenant, arguments.customer_id' } }, ({ customer_id }) => customer_id);
+    const whole = defineTool('whole_tool', { retry: { maxAttempts: 2 }, concurrency: { max: 10_000 } }, () => '');
+    const plain = defineTool('plain', {}, () => '');
+    assert.deepEqual(describeTool(perCustomer).concurrency, { max: 3, key: 'tenant, arguments.customer_id' });
+    assert.equal(describeTool(perCustomer).retry, undefined, 'a limit declares no retry policy');
+    assert.deepEqual(describeTool(whole).concurrency, { max: 10_000, key: '' }, 'no key: one for the whole tool');
+    assert.deepEqual(describeTool(whole).retry, { maxAttempts: 2 });
+    assert.equal(describeTool(plain).concurrency, undefined, 'no limit declared, none sent');
+    // What was declared is what is sent, whatever happens to the object given afterwards.
+    const given = { max: 2, key: 'session' };
+    const copied = defineTool('copied', { concurrency: given }, () => '');
+    given.max = 0;
+    assert.deepEqual(describeTool(copied).concurrency, { max: 2, key: 'session' });
+    // Through the HeartbeatRequest's serializer (with the worker's loader options) and back: field 7 survives.
+    const def = protoLoader.loadSync('mcp/tasks/v1/execution.proto', { keepCase: false, longs: Number, enums: String, defaults: true, oneofs: false, includeDirs: [PROTO_DIR] });
+    const heartbeat = (def['mcp.tasks.v1.TaskExecution'] as Record<string, { requestSerialize(v: unknown): Buffer; requestDeserialize(b: Buffer): unknown }>)['Heartbeat']!;
+    const tools = [perCustomer, whole, plain];
+    const sent = heartbeat.requestSerialize({ workerId: 'w', tools: tools.map((t) => t.name), slots: 1, busy: 0, stopping: false, descriptions: tools.map(describeTool) });
+    const read = heartbeat.requestDeserialize(sent) as { descriptions: Array<{ name: string; concurrency: unknown }> };
+    assert.deepEqual(read.descriptions.map((d) => [d.name, d.concurrency]), [
+      ['per_customer', { max: 3, key: 'tenant, arguments.customer_id' }],
+      ['whole_tool', { max: 10_000, key: '' }],
+      ['plain', null],
+    ]);
+  });
+
+  it('takes every concurrency key the service takes', () => {
+    const keys = ['', 'tenant', 'tool, session', ' tenant , arguments.customer.id ', 'arguments.a-b_C9', Array(8).fill('tenant').join(','),
+      `arguments.${Array(8).fill('n').join('.')}`, `arguments.${'x'.repeat(64)}`, `tenant${' '.repeat(250)}`];
+    for (const key of keys) assert.equal(describeTool(defineTool('t', { concurrency: { max: 1, key } }, () => '')).concurrency?.key, key, JSON.stringify(key));
+  });
+
+  it('refuses, at declaration, a concurrency limit the service would refuse', () => {
+    const refused: Array<[unknown, ErrorConstructor, RegExp]> = [
+      [{ max: 0 }, RangeError, /concurrency max must be between 1 and 10000, got 0/],
+      [{ max: 10_001 }, RangeError, /between 1 and 10000, got 10001/],
+      [{ max: -1 }, RangeError, /between 1 and 10000/],
+      [{ max: 2.5 }, TypeError, /max must be an integer, got 2\.5/],
+      [{ max: Number.NaN }, TypeError, /max must be an integer, got NaN/],
+      [{ max: '3' }, TypeError, /max must be an integer, got "3"/],
+      [{ max: true }, TypeError, /max must be an integer/],
+      [{ key: 'tenant' }, TypeError, /max must be an integer, got undefined/],
+      [{ max: 3, key: null }, TypeError, /key must be a string, got null/],
+      [{ max: 3, key: ['tenant'] }, TypeError, /key must be a string/],
+      [{ max: 3, keys: 'tenant' }, TypeError, /has no "keys" \(only max and key\)/],
+      [3, TypeError, /must be an object \{ max, key\? \}, got 3/],
+      [null, TypeError, /must be an object/],
+      [[3, 'tenant'], TypeError, /must be an object/],
+      [{ max: 3, key: `tenant${' '.repeat(251)}` }, RangeError, /key must be at most 256 characters, got 257/],
+      [{ max: 3, key: 'customer_id' }, RangeError, /key term "customer_id" is not tenant, tool, session or arguments\.<path>/],
+      [{ max: 3, key: 'tenant,' }, RangeError, /key term "" is not/],
+      [{ max: 3, key: 'arguments.' }, RangeError, /key term "arguments\." is not/],
+      [{ max: 3, key: 'arguments.a..b' }, RangeError, /is not tenant/],
+      [{ max: 3, key: 'arguments.a b' }, RangeError, /is not tenant/],
+      [{ max: 3, key: 'arguments.\u00e9' }, RangeError, /is not tenant/],
+      [{ max: 3, key: `arguments.${'x'.repeat(65)}` }, RangeError, /is not tenant/],
+      [{ max: 3, key: `arguments.${Array(9).fill('n').join('.')}` }, RangeError, /is not tenant/],
+      [{ max: 3, key: Array(9).fill('tool').join(',') }, RangeError, /more than 8 terms/],
+    ];
+    for (const [concurrency, type, message] of refused) {
+      assert.throws(() => defineTool('limited', { concurrency: concurrency as never }, () => ''), (err: Error) => {
+        assert.ok(err instanceof type, `${JSON.stringify(concurrency)}: ${err.name} ${err.message}`);
+        assert.match(err.message, /^tool limited: concurrency /);
+        assert.match(err.message, message);
+        return true;
+      }, JSON.stringify(concurrency));
+    }
+  });
+
   it("takes a failed result's first text line, at most 1 KiB, for the status message", () => {
     assert.equal(firstText({ content: [{ type: 'image', data: '', mimeType: 'image/png' }, { type: 'text', text: '\n  disk full  \nmore' }] }), 'disk full');
     assert.equal(firstText({ content: [] }), undefined);
@@ -174,7 +245,8 @@ describe('wire shape of the worker API', () => {
     AskQuestionResponse: ['answerJson'],
     HeartbeatRequest: ['workerId', 'tools', 'slots', 'busy', 'stopping', 'descriptions'],
     HeartbeatResponse: ['interval', 'topology'],
-    ToolDescription: ['name', 'title', 'description', 'inputSchemaJson', 'taskSupport', 'retry'],
+    ToolDescription: ['name', 'title', 'description', 'inputSchemaJson', 'taskSupport', 'retry', 'concurrency'],
+    ConcurrencyLimit: ['max', 'key'],
     RetryPolicy: ['maxAttempts', 'backoffBase', 'backoffMax', 'retryErrors', 'retryLostWorkers'],
     QueueTopology: ['exchange', 'toolQueuePrefix', 'queueArguments'],
     QueueArgument: ['name', 'text', 'integer'],

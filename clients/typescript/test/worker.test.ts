@@ -9,11 +9,44 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { after, before, describe, it } from 'node:test';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import * as grpc from '@grpc/grpc-js';
+import * as protoLoader from '@grpc/proto-loader';
+import { z } from 'zod';
 import { TaskStoreClient, type TaskStoreError } from '@mcp-taskstore/client';
+import { defineTool, silent, Worker } from '@mcp-taskstore/client/worker';
 import { backends, binary, logLine, sleep, startService, type RunningService } from './helpers/service.js';
 import { CONFORMANCE, CONFORMANCE_TOOLS, collectLog, dispatch, resultOf, startTsWorker, toolsListed, type TsWorker } from './helpers/ts-worker.js';
 
 const SERVE_ARGS = ['--lease-duration', '2s', '--reaper-interval', '500ms', '--retry-backoff-base', '100ms'];
+const AMQP_URL = process.env['AMQP_URL'] ?? 'amqp://guest:guest@127.0.0.1:5672/%2f';
+const PROTO_DIR = join(dirname(fileURLToPath(import.meta.resolve('@mcp-taskstore/client'))), 'proto');
+
+type Unary = (req: unknown, callback: (err: grpc.ServiceError | null, res: unknown) => void) => void;
+
+/** The service's TaskStore and TaskExecution as plain gRPC, for what the package's client does not show (a tool's limits). */
+function rawClients(endpoint: string) {
+  const options = { keepCase: false, longs: Number, enums: String, defaults: true, oneofs: false, includeDirs: [PROTO_DIR] };
+  const pkg = grpc.loadPackageDefinition(protoLoader.loadSync(['mcp/tasks/v1/task_store.proto', 'mcp/tasks/v1/execution.proto'], options)) as unknown as {
+    mcp: { tasks: { v1: { TaskStore: grpc.ServiceClientConstructor; TaskExecution: grpc.ServiceClientConstructor } } };
+  };
+  const address = new URL(endpoint).host;
+  const store = new pkg.mcp.tasks.v1.TaskStore(address, grpc.credentials.createInsecure());
+  const execution = new pkg.mcp.tasks.v1.TaskExecution(address, grpc.credentials.createInsecure());
+  return {
+    store,
+    execution,
+    call<T>(client: grpc.Client, method: string, req: unknown): Promise<T> {
+      const fn = (client as unknown as Record<string, Unary>)[method]!;
+      return new Promise<T>((resolve, reject) => fn.call(client, req, (err, res) => (err ? reject(err) : resolve(res as T))));
+    },
+    close() {
+      store.close();
+      execution.close();
+    },
+  };
+}
 
 describe('the TypeScript worker (mcp-taskstore-worker) with the conformance tools', { skip: !backends().includes('serve') && 'needs serve (RabbitMQ)' }, () => {
   let service: RunningService;
@@ -22,7 +55,7 @@ describe('the TypeScript worker (mcp-taskstore-worker) with the conformance tool
   let log: Array<Record<string, unknown>>;
   let metricsAddr = '';
   before(async () => {
-    service = await startService('serve', { args: SERVE_ARGS, moreTools: [...CONFORMANCE_TOOLS, 'trace_probe', 'ask_probe', 'stubborn'] });
+    service = await startService('serve', { args: SERVE_ARGS, moreTools: [...CONFORMANCE_TOOLS, 'trace_probe', 'ask_probe', 'stubborn', 'ts_limited', 'ts_unlimited'] });
     client = new TaskStoreClient({ endpoint: service.endpoint });
     worker = await startTsWorker(service, CONFORMANCE, ['--concurrency', '2', '--worker-id', 'ts-conf', '--metrics-listen', '127.0.0.1:0']);
     log = collectLog(worker.proc);
@@ -95,6 +128,38 @@ describe('the TypeScript worker (mcp-taskstore-worker) with the conformance tool
     const done = await resultOf(client, task.taskId);
     assert.deepEqual([done.status, done.text], ['completed', 'succeeded on attempt 3']);
     assert.ok(seen.some((m) => /^attempt 1 of 3 failed: failing attempt 1; retrying in/.test(m)), seen.join('\n'));
+  });
+
+  it("a tool's declared concurrency limit reaches the service in the heartbeat; what defineTool refuses, the service refuses too", async () => {
+    const limited = new Worker(
+      [
+        defineTool('ts_limited', { inputSchema: { customer_id: z.string() }, concurrency: { max: 3, key: 'tenant, arguments.customer_id' } }, ({ customer_id }) => customer_id),
+        defineTool('ts_unlimited', {}, () => 'ok'),
+      ],
+      { endpoint: service.endpoint, amqpUrl: AMQP_URL, workerId: 'ts-limits', concurrency: 1, shutdownGraceMs: 1000, logger: silent },
+    );
+    const raw = rawClients(service.endpoint);
+    try {
+      await limited.whenReady();
+      const { tools } = await raw.call<{ tools: Array<{ name: string; description: { concurrency: unknown } | null }> }>(raw.store, 'listTools', {});
+      const described = new Map(tools.map((t) => [t.name, t.description]));
+      // Kept by the service, its key as the service normalises it.
+      assert.deepEqual(described.get('ts_limited')?.concurrency, { max: 3, key: 'tenant,arguments.customer_id' });
+      assert.equal(described.get('ts_unlimited')?.concurrency, null);
+      // Limits defineTool refuses, sent as they are: the service refuses the heartbeat.
+      for (const concurrency of [{ max: 0, key: '' }, { max: 10_001, key: '' }, { max: 3, key: 'customer_id' }, { max: 3, key: `tenant${' '.repeat(251)}` }, { max: 3, key: Array(9).fill('tool').join(',') }]) {
+        assert.throws(() => defineTool('ts_limited', { concurrency }, () => ''), JSON.stringify(concurrency));
+        const description = { name: 'ts_limited', inputSchemaJson: '{"type":"object"}', taskSupport: 'TASK_SUPPORT_OPTIONAL', concurrency };
+        await assert.rejects(raw.call(raw.execution, 'heartbeat', { workerId: 'ts-limits-raw', tools: ['ts_limited'], slots: 1, descriptions: [description] }), (err: { code?: number; details?: string }) => {
+          assert.equal(err.code, grpc.status.INVALID_ARGUMENT, JSON.stringify(concurrency));
+          assert.match(err.details ?? '', /concurrency/);
+          return true;
+        });
+      }
+    } finally {
+      raw.close();
+      await limited.stop();
+    }
   });
 
   it('progress reaches a watcher; a cancellation stops the tool within a second and frees its slot', async () => {

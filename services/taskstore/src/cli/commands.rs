@@ -183,6 +183,18 @@ pub(super) async fn run(
             out.deleted(store.cleanup_expired().await?)?;
             Ok(Exit::Done)
         }
+        ClientCommand::LiftPause { tool, key, .. } => {
+            let store = connection.store().await?;
+            let lifted = store.lift_pause(&tool, &key).await?;
+            if args.json {
+                super::output::print_json(&serde_json::json!({ "lifted": lifted }))?;
+            } else if lifted {
+                println!("lifted: {tool} {key} runs again");
+            } else {
+                println!("{tool} {key} was not paused");
+            }
+            Ok(Exit::Done)
+        }
         ClientCommand::Status {
             tool,
             wait,

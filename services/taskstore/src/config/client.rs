@@ -207,6 +207,19 @@ pub enum ClientCommand {
         #[command(flatten)]
         client: ClientArgs,
     },
+    /// Lift a key's back-off pause now (`status` lists the pauses): the
+    /// key's waiting tasks go at once. Admin credentials of every tenant.
+    #[command(after_help = EXIT_STATUSES)]
+    LiftPause {
+        #[command(flatten)]
+        client: ClientArgs,
+        /// The tool.
+        #[arg(long)]
+        tool: String,
+        /// The key as `status` shows it (leave it out for the whole tool).
+        #[arg(long, default_value = "")]
+        key: String,
+    },
     /// The health of the service and of what it depends on: database, job
     /// queue, outbox, and the workers seen per tool.
     #[command(after_help = EXIT_STATUSES)]
@@ -296,6 +309,7 @@ impl ClientCommand {
             | ClientCommand::Delete { client, .. }
             | ClientCommand::Answer { client, .. }
             | ClientCommand::Cleanup { client }
+            | ClientCommand::LiftPause { client, .. }
             | ClientCommand::Status { client, .. } => client,
         }
     }

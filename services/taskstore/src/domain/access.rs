@@ -34,10 +34,12 @@ pub enum Operation {
     RunAttempts,
     /// The service's status, across tenants.
     ReadStatus,
+    /// Steer governed dispatch across tenants (lift a key's pause).
+    SteerDispatch,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 13] = [
+    pub const ALL: [Operation; 14] = [
         Operation::ReadTask,
         Operation::ListTasks,
         Operation::ReadTools,
@@ -51,6 +53,7 @@ impl Operation {
         Operation::CleanupExpired,
         Operation::RunAttempts,
         Operation::ReadStatus,
+        Operation::SteerDispatch,
     ];
 
     /// The operation a gRPC method amounts to (`service` and `method` as
@@ -74,6 +77,7 @@ impl Operation {
                 _ => return None,
             },
             ("mcp.tasks.v1.TaskExecution", _) => RunAttempts,
+            ("mcp.tasks.v1.Operations", "LiftPause") => SteerDispatch,
             ("mcp.tasks.v1.Operations", _) => ReadStatus,
             _ => return None,
         })
@@ -93,7 +97,10 @@ impl Operation {
 
     /// Whether it sees or changes every tenant at once.
     fn is_global(self) -> bool {
-        matches!(self, Operation::CleanupExpired | Operation::ReadStatus)
+        matches!(
+            self,
+            Operation::CleanupExpired | Operation::ReadStatus | Operation::SteerDispatch
+        )
     }
 }
 
@@ -203,6 +210,10 @@ mod tests {
             (Role::Worker, operations, "GetStatus", false),
             (Role::Admin, store, "CleanupExpired", true),
             (Role::Admin, operations, "GetStatus", true),
+            (Role::Admin, operations, "LiftPause", true),
+            (Role::Client, operations, "LiftPause", false),
+            (Role::Worker, operations, "LiftPause", false),
+            (Role::Viewer, operations, "LiftPause", false),
             (Role::Admin, execution, "ClaimTask", false),
             (Role::Admin, "grpc.other.Service", "Anything", false),
             (Role::Admin, store, "Unknown", false),

@@ -106,6 +106,20 @@ impl GrpcTaskStore {
         Ok(response.into_inner())
     }
 
+    /// Lifts a key's back-off pause (LiftPause); whether it was paused.
+    pub async fn lift_pause(&self, tool: &str, key: &str) -> Result<bool, StoreError> {
+        let response = self
+            .operations
+            .clone()
+            .lift_pause(pb::LiftPauseRequest {
+                tool: tool.to_owned(),
+                key: key.to_owned(),
+            })
+            .await
+            .map_err(store_error_from_status)?;
+        Ok(response.into_inner().lifted)
+    }
+
     /// How the task is being run (GetTaskExecution); `None` from a service
     /// that keeps no such details (or predates them: a rolling upgrade).
     pub async fn task_execution(

@@ -132,6 +132,21 @@ fn worker_status(
 
 #[tonic::async_trait]
 impl OperationsRpc for OperationsService {
+    async fn lift_pause(
+        &self,
+        request: Request<pb::LiftPauseRequest>,
+    ) -> Result<Response<pb::LiftPauseResponse>, Status> {
+        let req = request.into_inner();
+        let tool = crate::domain::ToolName::parse(&req.tool)
+            .map_err(|err| crate::error::StoreError::invalid("tool", err))?;
+        if req.key.len() > crate::domain::KeyLimit::MAX_KEY_BYTES {
+            return Err(crate::error::StoreError::invalid("key", "is longer than any key").into());
+        }
+        let lifted = self.operations.lift_pause(tool.as_str(), &req.key).await?;
+        tracing::info!(tool = %tool, lifted, "pause lifted");
+        Ok(Response::new(pb::LiftPauseResponse { lifted }))
+    }
+
     async fn get_status(
         &self,
         _request: Request<pb::GetStatusRequest>,

@@ -40,6 +40,10 @@ pub trait OperationsStore: Send + Sync + 'static {
     /// snapshot, not a hot path).
     async fn dispatch_view(&self) -> Result<Vec<crate::domain::ToolDispatch>, StoreError>;
 
+    /// Lifts the pause of `key` of `tool`, and makes due now the jobs of
+    /// its tasks that waited for it; whether it was paused.
+    async fn lift_pause(&self, tool: &str, key: &str) -> Result<bool, StoreError>;
+
     /// One round trip to the store; an error says why it is unhealthy.
     async fn ping(&self) -> Result<(), StoreError>;
 

@@ -249,6 +249,16 @@ async fn every_rpc(who: &mut Identity) -> Vec<(&'static str, Result<(), Status>)
                 .await
                 .map(|_| ()),
         ),
+        (
+            "LiftPause",
+            who.operations
+                .lift_pause(pb::LiftPauseRequest {
+                    tool: "echo".into(),
+                    key: String::new(),
+                })
+                .await
+                .map(|_| ()),
+        ),
     ]
 }
 
@@ -407,6 +417,7 @@ async fn each_role_calls_what_it_may_and_nothing_else(kind: Kind) {
                 "AnswerInputRequests",
                 "CleanupExpired",
                 "GetStatus",
+                "LiftPause",
             ],
         ),
     ];

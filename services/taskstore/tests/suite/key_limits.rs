@@ -499,4 +499,38 @@ pub async fn what_is_held_back_shows_per_tool_and_key(backend: &dyn Backend) {
     let acme = &view.iter().find(|t| t.tool == TOOL).expect("the tool").keys[0];
     assert_eq!(acme.running, 0, "the slot was given back");
     assert!(acme.paused_until.is_some(), "{acme:?}");
+    assert!(
+        relay(&stores, &queue).await.is_empty(),
+        "paused for a minute"
+    );
+
+    // An operator lifts it: the key's jobs go now, the one that backed
+    // off among them (oldest first, one at a time: its limit).
+    let key = acme.key.clone();
+    assert!(
+        !stores
+            .operations
+            .lift_pause(TOOL, "no such key")
+            .await
+            .expect("lift")
+    );
+    assert!(
+        stores
+            .operations
+            .lift_pause(TOOL, &key)
+            .await
+            .expect("lift")
+    );
+    assert!(
+        !stores
+            .operations
+            .lift_pause(TOOL, &key)
+            .await
+            .expect("lift"),
+        "once"
+    );
+    assert_eq!(relay(&stores, &queue).await.len(), 1);
+    let view = stores.operations.dispatch_view().await.expect("view");
+    let acme = &view.iter().find(|t| t.tool == TOOL).expect("the tool").keys[0];
+    assert_eq!((acme.running, acme.paused_until), (1, None));
 }

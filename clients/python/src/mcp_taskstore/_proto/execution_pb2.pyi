@@ -2,6 +2,7 @@
 import datetime
 
 from google.protobuf import duration_pb2 as _duration_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from google.protobuf import descriptor as _descriptor
@@ -25,6 +26,7 @@ class ReleaseReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     RELEASE_REASON_RETRYABLE_ERROR: _ClassVar[ReleaseReason]
     RELEASE_REASON_SHUTDOWN: _ClassVar[ReleaseReason]
     RELEASE_REASON_PARKED: _ClassVar[ReleaseReason]
+    RELEASE_REASON_BACK_OFF: _ClassVar[ReleaseReason]
 
 class TaskSupport(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -41,6 +43,7 @@ RELEASE_REASON_UNSPECIFIED: ReleaseReason
 RELEASE_REASON_RETRYABLE_ERROR: ReleaseReason
 RELEASE_REASON_SHUTDOWN: ReleaseReason
 RELEASE_REASON_PARKED: ReleaseReason
+RELEASE_REASON_BACK_OFF: ReleaseReason
 TASK_SUPPORT_UNSPECIFIED: TaskSupport
 TASK_SUPPORT_OPTIONAL: TaskSupport
 TASK_SUPPORT_REQUIRED: TaskSupport
@@ -115,18 +118,20 @@ class AskQuestionResponse(_message.Message):
     def __init__(self, answer_json: _Optional[str] = ...) -> None: ...
 
 class ReleaseTaskRequest(_message.Message):
-    __slots__ = ("task_id", "lease_token", "reason", "message", "tenant_id")
+    __slots__ = ("task_id", "lease_token", "reason", "message", "tenant_id", "back_off_until")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    BACK_OFF_UNTIL_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     lease_token: str
     reason: ReleaseReason
     message: str
     tenant_id: str
-    def __init__(self, task_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., reason: _Optional[_Union[ReleaseReason, str]] = ..., message: _Optional[str] = ..., tenant_id: _Optional[str] = ...) -> None: ...
+    back_off_until: _timestamp_pb2.Timestamp
+    def __init__(self, task_id: _Optional[str] = ..., lease_token: _Optional[str] = ..., reason: _Optional[_Union[ReleaseReason, str]] = ..., message: _Optional[str] = ..., tenant_id: _Optional[str] = ..., back_off_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class HeartbeatRequest(_message.Message):
     __slots__ = ("worker_id", "tools", "slots", "busy", "stopping", "descriptions", "consuming")
@@ -147,20 +152,42 @@ class HeartbeatRequest(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ..., tools: _Optional[_Iterable[str]] = ..., slots: _Optional[int] = ..., busy: _Optional[int] = ..., stopping: bool = ..., descriptions: _Optional[_Iterable[_Union[ToolDescription, _Mapping]]] = ..., consuming: bool = ...) -> None: ...
 
 class ToolDescription(_message.Message):
-    __slots__ = ("name", "title", "description", "input_schema_json", "task_support", "retry")
+    __slots__ = ("name", "title", "description", "input_schema_json", "task_support", "retry", "concurrency", "rate")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
     INPUT_SCHEMA_JSON_FIELD_NUMBER: _ClassVar[int]
     TASK_SUPPORT_FIELD_NUMBER: _ClassVar[int]
     RETRY_FIELD_NUMBER: _ClassVar[int]
+    CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    RATE_FIELD_NUMBER: _ClassVar[int]
     name: str
     title: str
     description: str
     input_schema_json: str
     task_support: TaskSupport
     retry: RetryPolicy
-    def __init__(self, name: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., input_schema_json: _Optional[str] = ..., task_support: _Optional[_Union[TaskSupport, str]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ...) -> None: ...
+    concurrency: ConcurrencyLimit
+    rate: RateLimit
+    def __init__(self, name: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., input_schema_json: _Optional[str] = ..., task_support: _Optional[_Union[TaskSupport, str]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., concurrency: _Optional[_Union[ConcurrencyLimit, _Mapping]] = ..., rate: _Optional[_Union[RateLimit, _Mapping]] = ...) -> None: ...
+
+class RateLimit(_message.Message):
+    __slots__ = ("starts", "per", "key")
+    STARTS_FIELD_NUMBER: _ClassVar[int]
+    PER_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    starts: int
+    per: _duration_pb2.Duration
+    key: str
+    def __init__(self, starts: _Optional[int] = ..., per: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., key: _Optional[str] = ...) -> None: ...
+
+class ConcurrencyLimit(_message.Message):
+    __slots__ = ("max", "key")
+    MAX_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    max: int
+    key: str
+    def __init__(self, max: _Optional[int] = ..., key: _Optional[str] = ...) -> None: ...
 
 class RetryPolicy(_message.Message):
     __slots__ = ("max_attempts", "backoff_base", "backoff_max", "retry_errors", "retry_lost_workers")

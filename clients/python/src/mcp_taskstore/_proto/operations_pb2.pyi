@@ -17,7 +17,7 @@ class GetStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class GetStatusResponse(_message.Message):
-    __slots__ = ("version", "backend", "database", "queue_kind", "queue", "outbox", "workers", "tools")
+    __slots__ = ("version", "backend", "database", "queue_kind", "queue", "outbox", "workers", "tools", "dispatch")
     VERSION_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     DATABASE_FIELD_NUMBER: _ClassVar[int]
@@ -26,6 +26,7 @@ class GetStatusResponse(_message.Message):
     OUTBOX_FIELD_NUMBER: _ClassVar[int]
     WORKERS_FIELD_NUMBER: _ClassVar[int]
     TOOLS_FIELD_NUMBER: _ClassVar[int]
+    DISPATCH_FIELD_NUMBER: _ClassVar[int]
     version: str
     backend: str
     database: DependencyStatus
@@ -34,7 +35,34 @@ class GetStatusResponse(_message.Message):
     outbox: OutboxStatus
     workers: _containers.RepeatedCompositeFieldContainer[WorkerStatus]
     tools: _containers.RepeatedCompositeFieldContainer[_task_store_pb2.ServedTool]
-    def __init__(self, version: _Optional[str] = ..., backend: _Optional[str] = ..., database: _Optional[_Union[DependencyStatus, _Mapping]] = ..., queue_kind: _Optional[str] = ..., queue: _Optional[_Union[DependencyStatus, _Mapping]] = ..., outbox: _Optional[_Union[OutboxStatus, _Mapping]] = ..., workers: _Optional[_Iterable[_Union[WorkerStatus, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[_task_store_pb2.ServedTool, _Mapping]]] = ...) -> None: ...
+    dispatch: _containers.RepeatedCompositeFieldContainer[ToolDispatchStatus]
+    def __init__(self, version: _Optional[str] = ..., backend: _Optional[str] = ..., database: _Optional[_Union[DependencyStatus, _Mapping]] = ..., queue_kind: _Optional[str] = ..., queue: _Optional[_Union[DependencyStatus, _Mapping]] = ..., outbox: _Optional[_Union[OutboxStatus, _Mapping]] = ..., workers: _Optional[_Iterable[_Union[WorkerStatus, _Mapping]]] = ..., tools: _Optional[_Iterable[_Union[_task_store_pb2.ServedTool, _Mapping]]] = ..., dispatch: _Optional[_Iterable[_Union[ToolDispatchStatus, _Mapping]]] = ...) -> None: ...
+
+class ToolDispatchStatus(_message.Message):
+    __slots__ = ("tool", "waiting", "oldest_wait", "keys")
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
+    OLDEST_WAIT_FIELD_NUMBER: _ClassVar[int]
+    KEYS_FIELD_NUMBER: _ClassVar[int]
+    tool: str
+    waiting: int
+    oldest_wait: _duration_pb2.Duration
+    keys: _containers.RepeatedCompositeFieldContainer[KeyDispatchStatus]
+    def __init__(self, tool: _Optional[str] = ..., waiting: _Optional[int] = ..., oldest_wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., keys: _Optional[_Iterable[_Union[KeyDispatchStatus, _Mapping]]] = ...) -> None: ...
+
+class KeyDispatchStatus(_message.Message):
+    __slots__ = ("key", "running", "max_running", "started", "paused_until")
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    MAX_RUNNING_FIELD_NUMBER: _ClassVar[int]
+    STARTED_FIELD_NUMBER: _ClassVar[int]
+    PAUSED_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    key: str
+    running: int
+    max_running: int
+    started: int
+    paused_until: _timestamp_pb2.Timestamp
+    def __init__(self, key: _Optional[str] = ..., running: _Optional[int] = ..., max_running: _Optional[int] = ..., started: _Optional[int] = ..., paused_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class DependencyStatus(_message.Message):
     __slots__ = ("healthy", "since", "error", "latency", "condition", "condition_since")
@@ -90,3 +118,17 @@ class WorkerStatus(_message.Message):
     reach: str
     differing_descriptions: _containers.ScalarMap[str, str]
     def __init__(self, worker_id: _Optional[str] = ..., tools: _Optional[_Iterable[str]] = ..., slots: _Optional[int] = ..., busy: _Optional[int] = ..., first_seen_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., last_seen_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., consuming: bool = ..., reach: _Optional[str] = ..., differing_descriptions: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class LiftPauseRequest(_message.Message):
+    __slots__ = ("tool", "key")
+    TOOL_FIELD_NUMBER: _ClassVar[int]
+    KEY_FIELD_NUMBER: _ClassVar[int]
+    tool: str
+    key: str
+    def __init__(self, tool: _Optional[str] = ..., key: _Optional[str] = ...) -> None: ...
+
+class LiftPauseResponse(_message.Message):
+    __slots__ = ("lifted",)
+    LIFTED_FIELD_NUMBER: _ClassVar[int]
+    lifted: bool
+    def __init__(self, lifted: bool = ...) -> None: ...

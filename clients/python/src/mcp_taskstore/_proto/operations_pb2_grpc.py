@@ -40,6 +40,11 @@ class OperationsStub(object):
                 request_serializer=mcp_dot_tasks_dot_v1_dot_operations__pb2.GetStatusRequest.SerializeToString,
                 response_deserializer=mcp_dot_tasks_dot_v1_dot_operations__pb2.GetStatusResponse.FromString,
                 _registered_method=True)
+        self.LiftPause = channel.unary_unary(
+                '/mcp.tasks.v1.Operations/LiftPause',
+                request_serializer=mcp_dot_tasks_dot_v1_dot_operations__pb2.LiftPauseRequest.SerializeToString,
+                response_deserializer=mcp_dot_tasks_dot_v1_dot_operations__pb2.LiftPauseResponse.FromString,
+                _registered_method=True)
 
 
 class OperationsServicer(object):
@@ -53,6 +58,15 @@ class OperationsServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def LiftPause(self, request, context):
+        """Lifts a key's back-off pause now: its waiting jobs, and those of the
+        tasks that backed off, are due at once. Admin credentials of every
+        tenant only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_OperationsServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -60,6 +74,11 @@ def add_OperationsServicer_to_server(servicer, server):
                     servicer.GetStatus,
                     request_deserializer=mcp_dot_tasks_dot_v1_dot_operations__pb2.GetStatusRequest.FromString,
                     response_serializer=mcp_dot_tasks_dot_v1_dot_operations__pb2.GetStatusResponse.SerializeToString,
+            ),
+            'LiftPause': grpc.unary_unary_rpc_method_handler(
+                    servicer.LiftPause,
+                    request_deserializer=mcp_dot_tasks_dot_v1_dot_operations__pb2.LiftPauseRequest.FromString,
+                    response_serializer=mcp_dot_tasks_dot_v1_dot_operations__pb2.LiftPauseResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -89,6 +108,33 @@ class Operations(object):
             '/mcp.tasks.v1.Operations/GetStatus',
             mcp_dot_tasks_dot_v1_dot_operations__pb2.GetStatusRequest.SerializeToString,
             mcp_dot_tasks_dot_v1_dot_operations__pb2.GetStatusResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LiftPause(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mcp.tasks.v1.Operations/LiftPause',
+            mcp_dot_tasks_dot_v1_dot_operations__pb2.LiftPauseRequest.SerializeToString,
+            mcp_dot_tasks_dot_v1_dot_operations__pb2.LiftPauseResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -24,6 +24,7 @@ from mcp_taskstore.worker.control import Stop
 from mcp_taskstore.worker.heartbeat import WorkerRefused
 from mcp_taskstore.worker.runtime import Worker, WorkerConfig
 from mcp_taskstore.worker.tools import (
+    ConcurrencyLimit,
     FleetTool,
     InvalidArguments,
     RetryableError,
@@ -39,6 +40,7 @@ from mcp_taskstore.worker.tools import (
 
 __all__ = [
     "AmqpTls",
+    "ConcurrencyLimit",
     "FleetTool",
     "InvalidArguments",
     "QuestionDeclined",

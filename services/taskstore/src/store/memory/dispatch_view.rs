@@ -65,3 +65,36 @@ pub(super) fn rows(state: &mut State, now: DateTime<Utc>) -> DispatchRows {
             .collect(),
     }
 }
+
+/// Lifts the pause of `key` of `tool`; the jobs of the key's tasks due
+/// before its end (the ones that backed off) are due now. (Not written
+/// through: a pause lives in memory, and a job's due time is only ever
+/// brought forward.)
+pub(super) fn lift(state: &mut State, tool: &str, key: &str, now: DateTime<Utc>) -> bool {
+    let Some(until) = state
+        .pauses
+        .remove(&(tool.to_owned(), key.to_owned()))
+        .filter(|until| *until > now)
+    else {
+        return false;
+    };
+    let State { outbox, tasks, .. } = state;
+    for job in outbox
+        .iter_mut()
+        .filter(|job| job.tool == tool && job.available_at > now && job.available_at <= until)
+    {
+        let of_key = tasks
+            .get(&job.key)
+            .and_then(|record| record.dispatch.as_ref())
+            .is_some_and(|dispatch| {
+                crate::domain::pause_key(
+                    dispatch.rate.as_ref().map(|rate| rate.key.as_str()),
+                    dispatch.limit.as_ref().map(|limit| limit.key.as_str()),
+                ) == key
+            });
+        if of_key {
+            job.available_at = now;
+        }
+    }
+    true
+}

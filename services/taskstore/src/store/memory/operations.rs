@@ -121,6 +121,16 @@ impl OperationsStore for MemoryTaskStore {
         ))
     }
 
+    async fn lift_pause(&self, tool: &str, key: &str) -> Result<bool, StoreError> {
+        let lifted = {
+            let mut state = self.lock().await;
+            let now = state.now();
+            super::dispatch_view::lift(&mut state, tool, key, now)
+        };
+        self.inner.outbox.notify_one();
+        Ok(lifted)
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         // The state is in this process; taking its lock shows it is not
         // wedged. (With SQLite, every write already checks the file.)

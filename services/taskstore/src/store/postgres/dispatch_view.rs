@@ -17,6 +17,31 @@ fn count(n: i64) -> u32 {
 }
 
 impl PgTaskStore {
+    /// `OperationsStore::lift_pause`: the pause's row goes, and the jobs of
+    /// the key's tasks due before its end (the ones that backed off) are
+    /// due now; the relay looks at once.
+    pub(super) async fn lift(&self, tool: &str, key: &str) -> Result<bool, StoreError> {
+        let lifted: Option<bool> = sqlx::query_scalar(sql!(
+            "WITH lifted AS (
+                 DELETE FROM dispatch_pauses WHERE tool = $1 AND pause_key = $2 AND until > now()
+                 RETURNING until),
+             due AS (
+                 UPDATE dispatch_outbox o SET available_at = now()
+                 FROM tasks k, lifted
+                 WHERE k.tenant_id = o.tenant_id AND k.task_id = o.task_id AND o.tool = $1
+                   AND COALESCE(k.rate_key, k.limit_key, '') = $2
+                   AND NOT o.ready AND o.available_at > now() AND o.available_at <= lifted.until)
+             SELECT true FROM lifted"
+        ))
+        .bind(tool)
+        .bind(key)
+        .fetch_optional(self.pool())
+        .await
+        .map_err(store_error)?;
+        self.outbox.notify_one();
+        Ok(lifted.is_some())
+    }
+
     pub(super) async fn dispatch_rows(&self) -> Result<DispatchRows, StoreError> {
         let waiting: Vec<(String, i64, f64)> = sqlx::query_as(sql!(
             "SELECT tool, count(*),

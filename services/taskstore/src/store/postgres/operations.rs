@@ -324,6 +324,10 @@ impl OperationsStore for PgTaskStore {
             .map(crate::domain::dispatch_view::merge)
     }
 
+    async fn lift_pause(&self, tool: &str, key: &str) -> Result<bool, StoreError> {
+        self.lift(tool, key).await
+    }
+
     async fn ping(&self) -> Result<(), StoreError> {
         sqlx::query(sql!("SELECT 1"))
             .execute(self.pool())
