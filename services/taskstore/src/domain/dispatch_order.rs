@@ -12,6 +12,8 @@
 
 use std::collections::HashMap;
 
+use super::KeyCounts;
+
 /// A task's dispatch priority: 0 (the default) to [`Priority::MAX`]; a
 /// higher one is published first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
@@ -116,48 +118,6 @@ pub struct WaitingJob {
     pub limit: Option<crate::domain::KeyLimit>,
     /// Its key's rate of starts, if its tool declares one.
     pub rate: Option<crate::domain::TaskRate>,
-}
-
-/// Per key, as the store counts them: how many tasks run now (published
-/// and not yet ended), and how many started within each rate key's
-/// window. The decision adds the jobs it sends.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct KeyCounts {
-    pub running: HashMap<String, u32>,
-    pub started: HashMap<String, u32>,
-    /// The keys paused now (`domain::pause_key`): their jobs wait.
-    pub paused: std::collections::HashSet<String>,
-}
-
-impl KeyCounts {
-    /// Whether `job` may go now, and if so counts it.
-    fn admit(&mut self, job: &WaitingJob) -> bool {
-        let pause = crate::domain::pause_key(
-            job.rate.as_ref().map(|rate| rate.key.as_str()),
-            job.limit.as_ref().map(|limit| limit.key.as_str()),
-        );
-        if self.paused.contains(pause) {
-            return false;
-        }
-        let running = job.limit.as_ref().map(|limit| {
-            let n = self.running.get(&limit.key).copied().unwrap_or(0);
-            (n < limit.max, &limit.key)
-        });
-        let started = job.rate.as_ref().map(|rate| {
-            let n = self.started.get(&rate.key).copied().unwrap_or(0);
-            (n < rate.starts, &rate.key)
-        });
-        if running.is_some_and(|(room, _)| !room) || started.is_some_and(|(room, _)| !room) {
-            return false;
-        }
-        if let Some((_, key)) = running {
-            *self.running.entry(key.clone()).or_default() += 1;
-        }
-        if let Some((_, key)) = started {
-            *self.started.entry(key.clone()).or_default() += 1;
-        }
-        true
-    }
 }
 
 /// How far each tenant of a tool has been served, carried from one decision

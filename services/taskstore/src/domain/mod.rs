@@ -14,6 +14,7 @@ mod idempotency;
 mod ids;
 mod input_limits;
 mod json;
+mod key_counts;
 mod limits;
 mod mcp;
 mod overview;
@@ -37,8 +38,8 @@ pub use access::{
 pub use caller::{Caller, Reach, Role, TENANT_METADATA, TenantRefused, UnknownRole};
 pub use cursor::{CursorCodec, CursorPosition, InvalidCursor};
 pub use dispatch_order::{
-    DEFAULT_DISPATCH_WEIGHT, InvalidPriority, KeyCounts, MAX_DISPATCH_WEIGHT, PRIORITY_META_KEY,
-    Priority, QueueDepth, Turns, WaitingJob, next_jobs,
+    DEFAULT_DISPATCH_WEIGHT, InvalidPriority, MAX_DISPATCH_WEIGHT, PRIORITY_META_KEY, Priority,
+    QueueDepth, Turns, WaitingJob, next_jobs,
 };
 pub use dispatch_view::{DispatchRows, KeyDispatch, ToolDispatch};
 pub use execution::{
@@ -62,6 +63,7 @@ pub use idempotency::{
 pub use ids::{InvalidId, SessionId, TaskId, TenantId};
 pub use input_limits::InputLimits;
 pub use json::{ArgumentsNotObject, InvalidJson, JsonObject, RequestId};
+pub use key_counts::KeyCounts;
 pub use limits::{Admission, AdmissionPolicy, Rate, TokenBucket};
 pub use mcp::{ExtensionOutcome, Revision, RevisionRefusal, revision_of};
 pub use overview::{

@@ -19,6 +19,7 @@ pub mod insights_glance;
 pub mod insights_sessions;
 pub mod isolation;
 pub mod key_limits;
+pub mod key_pauses;
 pub mod lifecycle;
 pub mod listing;
 pub mod questions;
@@ -121,8 +122,8 @@ macro_rules! conformance_suite {
             key_limits::an_operator_sets_a_tenants_own_limit_per_tool,
             key_limits::a_parked_task_holds_no_slot,
             key_limits::a_keys_rate_holds_its_starts_per_window,
-            key_limits::a_back_off_holds_its_key_until_the_time_and_spends_no_attempt,
-            key_limits::what_is_held_back_shows_per_tool_and_key,
+            key_pauses::a_back_off_holds_its_key_until_the_time_and_spends_no_attempt,
+            key_pauses::what_is_held_back_shows_per_tool_and_key,
             questions::a_question_waits_for_its_answer_and_is_answered_once,
             questions::a_partial_answer_keeps_the_task_waiting,
             questions::only_the_attempt_holding_the_lease_asks,
