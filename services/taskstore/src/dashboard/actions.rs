@@ -425,7 +425,7 @@ async fn create(
         priority: Default::default(),
     };
     if let Some(declared) = declared {
-        dispatch.follow(declared);
+        declared.apply_to(&mut dispatch);
     }
     let new = NewTask {
         task_id: None,

@@ -100,6 +100,15 @@ impl ToolDescription {
         Self { retry, ..self }
     }
 
+    /// Gives `dispatch` what this tool declares for its tasks (retry
+    /// policy, concurrency limit, rate): every edge calls this with the
+    /// tool it serves.
+    pub fn apply_to(&self, dispatch: &mut super::execution::DispatchRequest) {
+        dispatch.retry = self.retry.clone();
+        dispatch.concurrency = self.concurrency.clone();
+        dispatch.rate = self.rate.clone();
+    }
+
     /// With the rate of starts its workers declare.
     pub fn with_rate(self, rate: Option<RateLimit>) -> Self {
         Self { rate, ..self }

@@ -153,7 +153,7 @@ impl TaskStoreService {
         let Some(tool) = served else {
             return Ok(());
         };
-        dispatch.follow(&tool.description);
+        tool.description.apply_to(dispatch);
         let arguments = serde_json::from_str::<serde_json::Value>(task.request.as_str())
             .ok()
             .and_then(|request| request.pointer("/params/arguments").cloned())

@@ -254,7 +254,7 @@ fn new_task(
         retry: Default::default(),
         priority,
     };
-    dispatch.follow(&tool.description);
+    tool.description.apply_to(&mut dispatch);
     Ok(NewTask {
         task_id: None,
         ttl,

@@ -81,17 +81,6 @@ pub struct DispatchRequest {
     pub rate: Option<RateLimit>,
 }
 
-impl DispatchRequest {
-    /// Takes what its tool declares for its tasks (retry policy,
-    /// concurrency limit, rate) from the tool's description: every edge calls
-    /// this with the tool it serves.
-    pub fn follow(&mut self, tool: &super::tools::ToolDescription) {
-        self.retry = tool.retry.clone();
-        self.concurrency = tool.concurrency.clone();
-        self.rate = tool.rate.clone();
-    }
-}
-
 /// The secret a claim hands its worker; reports carry it as a fence.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct LeaseToken(String);
