@@ -243,12 +243,8 @@ async fn sigterm_lets_running_tasks_finish_and_gives_back_the_rest() {
 
     let given_back = get(&mut client, &long).await;
     assert_eq!(given_back.status(), pb::TaskStatus::Working);
-    assert!(
-        given_back
-            .status_message
-            .unwrap_or_default()
-            .contains("shut down")
-    );
+    let message = given_back.status_message.unwrap_or_default();
+    assert!(message.contains("shut down"), "{message}");
     let _next = env.start_worker("next", "sleep", None, &[]);
     let done = result(&mut client, &long, Duration::from_secs(30)).await;
     assert_eq!(done.status(), pb::TaskStatus::Completed);

@@ -234,16 +234,44 @@ async fn a_keys_rate_holds_in_every_window() {
         .map(|n| env.start_worker(&format!("worker-rates-{n}"), "none", Some(&tools), &[]))
         .collect();
     env.wait_for_consumers("rated", 3).await;
+    let pool = PgPoolOptions::new()
+        .max_connections(2)
+        .connect(&env.database_url)
+        .await
+        .expect("PostgreSQL");
+    // What the service counts: its decisions' rows of jobs sent, each kept
+    // for its window (`dispatch_starts`), read every 50 ms. A decision
+    // writes its rows in one transaction with one expiry, so the largest
+    // count seen per expiry is that decision's.
+    let sends = std::sync::Arc::new(std::sync::Mutex::new(HashMap::<i64, i64>::new()));
+    let watching = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let observer = {
+        let (pool, sends, watching) = (pool.clone(), sends.clone(), watching.clone());
+        tokio::spawn(async move {
+            while watching.load(std::sync::atomic::Ordering::SeqCst) {
+                let rows: Vec<(i64, i64)> = sqlx::query_as(
+                    "SELECT (extract(epoch FROM expires_at) * 1e6)::int8, count(*)
+                     FROM dispatch_starts WHERE tool = 'rated' GROUP BY expires_at",
+                )
+                .fetch_all(&pool)
+                .await
+                .expect("starts");
+                {
+                    let mut seen_sends = sends.lock().expect("lock");
+                    for (at, n) in rows {
+                        let seen = seen_sends.entry(at).or_default();
+                        *seen = (*seen).max(n);
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
     let mut client = env.client().await;
     let mut ids = Vec::new();
     for _ in 0..RATED_TASKS {
         ids.push(dispatch(&mut client, "rated", json!({}), None).await);
     }
-    let pool = PgPoolOptions::new()
-        .max_connections(1)
-        .connect(&env.database_url)
-        .await
-        .expect("PostgreSQL");
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let done: i64 = sqlx::query_scalar(
@@ -264,6 +292,29 @@ async fn a_keys_rate_holds_in_every_window() {
         );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
+    watching.store(false, std::sync::atomic::Ordering::SeqCst);
+    observer.await.expect("observer");
+    // The service's rule, exactly: at most RATE sends within any window.
+    let mut sent: Vec<i64> = Vec::new();
+    for (at, n) in sends.lock().expect("lock").iter() {
+        sent.extend(std::iter::repeat_n(*at, usize::try_from(*n).unwrap_or(0)));
+    }
+    sent.sort_unstable();
+    assert_eq!(sent.len(), RATED_TASKS, "every send was seen");
+    let most_sent = (0..sent.len())
+        .map(|i| {
+            sent[i..]
+                .iter()
+                .take_while(|at| **at < sent[i] + 1_000_000)
+                .count()
+        })
+        .max()
+        .unwrap_or(0);
+    eprintln!("rates: at most {most_sent} jobs sent within any second");
+    assert!(
+        most_sent <= RATE,
+        "{most_sent} sent within one second, over the rate of {RATE}"
+    );
     // When each task's attempt started: its claim, by the service's clock
     // (the program's own start adds the worker's process spawn, whose
     // delay varies with the machine's load).
@@ -297,10 +348,12 @@ async fn a_keys_rate_holds_in_every_window() {
         .max()
         .unwrap_or(0);
     let took = (starts[starts.len() - 1] - starts[0]) as f64 / 1e9;
-    eprintln!("rates: at most {most} starts in any second; {RATED_TASKS} starts took {took:.2} s");
+    // Claims follow the sends, bunched by the delivery's jitter (prefetched
+    // jobs wait for a busy machine's worker): reported, and bounded loosely.
+    eprintln!("rates: at most {most} claims in any second; {RATED_TASKS} claims took {took:.2} s");
     assert!(
-        most <= RATE + 1,
-        "{most} starts within one second, over the rate of {RATE} (+1)"
+        most <= 2 * RATE,
+        "{most} claims within one second: far over the rate of {RATE}"
     );
     assert!(
         took >= (RATED_TASKS / RATE - 1) as f64,
