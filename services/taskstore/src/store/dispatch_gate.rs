@@ -31,6 +31,10 @@ struct ToolGate {
     /// Jobs of the tool wait in the store for room: new ones queue up
     /// behind them rather than overtaking them.
     backlog: bool,
+    /// Its last decision left jobs waiting with room to spare: keys at
+    /// their limit or rate, or paused, hold them (an ended task may free
+    /// one).
+    held_by_keys: bool,
     turns: Turns,
 }
 
@@ -99,6 +103,20 @@ impl DispatchGate {
             Some(depth) if depth.takes_everything() && !backlog => None,
             Some(depth) => Some(depth.room()),
         }
+    }
+
+    /// Whether any tool's backlog waits for its keys (a slot to free), as
+    /// this replica last decided: only then does an ended task wake the
+    /// relay.
+    pub fn any_held_by_keys(&self) -> bool {
+        let tools = self.tools.lock().unwrap_or_else(PoisonError::into_inner);
+        tools.values().any(|gate| gate.backlog && gate.held_by_keys)
+    }
+
+    /// Its last decision left jobs held by their keys (see
+    /// [`DispatchGate::any_held_by_keys`]).
+    pub fn held_by_keys(&self, tool: &str, held: bool) {
+        self.with(tool, |gate| gate.held_by_keys = held);
     }
 
     /// Whether any tool has a backlog this replica knows of.

@@ -75,6 +75,8 @@ impl PgTaskStore {
             }
             let (chosen, more) = self.decide(&tool, room.min(left)).await?;
             self.gate.decided(&tool, more);
+            self.gate
+                .held_by_keys(&tool, more && chosen.len() < room.min(left));
             jobs.extend(chosen);
         }
         Ok(jobs)

@@ -270,8 +270,8 @@ impl PgTaskStore {
         if transitioned.is_some() {
             crate::metrics::task_finished(status);
             // A task that ended gave back its key's slot, if it held one:
-            // while a backlog waits, the relay looks again.
-            if self.gate.any_backlog() {
+            // while a backlog waits for its keys, the relay looks again.
+            if self.gate.any_held_by_keys() {
                 self.outbox.notify_one();
             }
         }
