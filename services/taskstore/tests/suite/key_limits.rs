@@ -36,22 +36,26 @@ pub(super) async fn declare(stores: &Stores, limit: &ConcurrencyLimit) {
         .expect("heartbeat");
 }
 
-/// A task for `customer`, created as the edge creates it.
-pub(super) async fn create_for(
+/// A task of `tool_name` for `customer`, created as the edge creates it:
+/// with what the tool declares (which the gRPC client leaves to the
+/// service).
+pub(super) async fn create_of(
     stores: &Stores,
-    limit: &ConcurrencyLimit,
+    tool_name: &str,
     customer: &str,
+    concurrency: Option<ConcurrencyLimit>,
+    rate: Option<RateLimit>,
 ) -> TaskId {
     let request = format!(
-        r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"{TOOL}","arguments":{{"customer":"{customer}"}}}}}}"#
+        r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"{tool_name}","arguments":{{"customer":"{customer}"}}}}}}"#
     );
     let task = NewTask {
         request: JsonObject::parse(request).expect("request"),
         dispatch: Some(DispatchRequest {
-            rate: None,
-            concurrency: Some(limit.clone()),
+            rate,
+            concurrency,
             priority: Default::default(),
-            tool: tool(),
+            tool: ToolName::parse(tool_name).expect("tool"),
             max_attempts: None,
             start: None,
             retry: Default::default(),
@@ -64,6 +68,15 @@ pub(super) async fn create_for(
         .await
         .expect("create")
         .task_id
+}
+
+/// A task of the limited tool for `customer`.
+pub(super) async fn create_for(
+    stores: &Stores,
+    limit: &ConcurrencyLimit,
+    customer: &str,
+) -> TaskId {
+    create_of(stores, TOOL, customer, Some(limit.clone()), None).await
 }
 
 /// Relays once; the task ids published by this pass.
@@ -235,49 +248,11 @@ pub async fn an_operator_sets_a_tenants_own_limit_per_tool(backend: &dyn Backend
 
 /// A task of `limited`, whose workers (none here) declare no limit.
 async fn create_undeclared(stores: &Stores) -> TaskId {
-    let task = NewTask {
-        dispatch: Some(DispatchRequest {
-            rate: None,
-            concurrency: None,
-            priority: Default::default(),
-            tool: tool(),
-            max_attempts: None,
-            start: None,
-            retry: Default::default(),
-        }),
-        ..new_task()
-    };
-    stores
-        .store
-        .create_task(&all(), task)
-        .await
-        .expect("create")
-        .task_id
+    create_of(stores, TOOL, "a", None, None).await
 }
 
 async fn create_shared(stores: &Stores, limit: &ConcurrencyLimit, customer: &str) -> TaskId {
-    let request = format!(
-        r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"shared","arguments":{{"customer":"{customer}"}}}}}}"#
-    );
-    let task = NewTask {
-        request: JsonObject::parse(request).expect("request"),
-        dispatch: Some(DispatchRequest {
-            rate: None,
-            concurrency: Some(limit.clone()),
-            priority: Default::default(),
-            tool: ToolName::parse("shared").expect("tool"),
-            max_attempts: None,
-            start: None,
-            retry: Default::default(),
-        }),
-        ..new_task()
-    };
-    stores
-        .store
-        .create_task(&all(), task)
-        .await
-        .expect("create")
-        .task_id
+    create_of(stores, "shared", customer, Some(limit.clone()), None).await
 }
 
 pub async fn a_parked_task_holds_no_slot(backend: &dyn Backend) {
@@ -344,28 +319,8 @@ pub async fn a_keys_rate_holds_its_starts_per_window(backend: &dyn Backend) {
         let rate = rate.clone();
         let stores = &stores;
         async move {
-            let request = format!(
-                r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"{TOOL}","arguments":{{"customer":"{customer}"}}}}}}"#
-            );
-            let task = NewTask {
-                request: JsonObject::parse(request).expect("request"),
-                dispatch: Some(DispatchRequest {
-                    concurrency: None,
-                    rate: Some(rate),
-                    priority: Default::default(),
-                    tool: tool(),
-                    max_attempts: None,
-                    start: None,
-                    retry: Default::default(),
-                }),
-                ..new_task()
-            };
-            stores
-                .store
-                .create_task(&all(), task)
+            create_of(stores, TOOL, customer, None, Some(rate))
                 .await
-                .expect("create")
-                .task_id
                 .to_string()
         }
     };
