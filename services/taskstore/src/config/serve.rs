@@ -181,6 +181,11 @@ pub struct ServeArgs {
     /// task is dispatched again within this plus --reaper-interval.
     #[arg(long, env = "TASKSTORE_LEASE_DURATION", default_value = "15s", value_parser = parse_duration)]
     pub lease_duration: Duration,
+    /// How long a published job may go unclaimed before it is published
+    /// again, in case the broker lost it (doubling with each publish, at
+    /// most 10 minutes); a second copy is fenced at claim.
+    #[arg(long, env = "TASKSTORE_REPUBLISH_AFTER", default_value = "60s", value_parser = parse_duration)]
+    pub republish_after: Duration,
     /// How often expired leases are looked for.
     #[arg(long, env = "TASKSTORE_REAPER_INTERVAL", default_value = "5s", value_parser = parse_duration)]
     pub reaper_interval: Duration,
@@ -359,6 +364,7 @@ impl ServeArgs {
                 default_max_attempts: self.default_max_attempts,
                 backoff_base: self.retry_backoff_base,
                 backoff_max: self.retry_backoff_max,
+                republish_after: self.republish_after,
                 ..ExecutionPolicy::default()
             },
         };

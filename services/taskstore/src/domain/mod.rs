@@ -47,10 +47,10 @@ pub use execution::{
     ConcurrencyLimit, DispatchChange, DispatchRequest, Effects, ExecutionPolicy, Fence,
     FenceRefusal, HoldOutcome, HoldRefusal, HoldState, HoldStep, Holder, InvalidKeyLimit,
     InvalidRetryPolicy, KeyExpr, KeyInputs, KeyLimit, LeaseChange, LeaseGrant, LeaseToken,
-    MAX_ATTEMPT_RECORDS, MAX_BACK_OFF, MAX_END_MESSAGE_CHARS, MAX_HOLDER_BYTES, NextStep,
-    RUNNING_MESSAGE_FORMAT, RateLimit, ReleaseOutcome, ReleaseReason, Renewal, RetryPolicy,
-    StopReason, TaskRate, ToolName, after_attempt, decide_hold, error_result, held_by, pause_key,
-    running_message, waiting_for_worker_message,
+    MAX_ATTEMPT_RECORDS, MAX_BACK_OFF, MAX_END_MESSAGE_CHARS, MAX_HOLDER_BYTES,
+    MAX_REPUBLISH_INTERVAL, NextStep, RUNNING_MESSAGE_FORMAT, RateLimit, ReleaseOutcome,
+    ReleaseReason, Renewal, RetryPolicy, StopReason, TaskRate, ToolName, after_attempt,
+    decide_hold, error_result, held_by, pause_key, running_message, waiting_for_worker_message,
 };
 pub use fleet::{
     FleetPolicy, OutboxBacklog, ServedTool, WorkerHeartbeat, WorkerId, WorkerInfo,

@@ -268,6 +268,12 @@ impl StoreConfig {
                 "the lease duration must be at least 1s".into(),
             ));
         }
+        if execution.republish_after < std::time::Duration::from_secs(1) {
+            // Below a second, jobs on their way to a consumer would be sent twice.
+            return Err(InvalidConfig(
+                "the republish interval must be at least 1s".into(),
+            ));
+        }
         if execution.default_max_attempts == 0
             || execution.default_max_attempts > execution.max_max_attempts
         {

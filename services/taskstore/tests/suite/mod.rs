@@ -22,6 +22,7 @@ pub mod key_limits;
 pub mod key_pauses;
 pub mod lifecycle;
 pub mod listing;
+pub mod lost_jobs;
 pub mod questions;
 pub mod relay;
 pub mod retry_policy;
@@ -109,6 +110,7 @@ macro_rules! conformance_suite {
             relay::a_job_for_an_unserved_tool_waits_and_says_so,
             relay::the_relay_wakes_at_once_on_a_new_job,
             relay::a_job_carries_the_trace_its_task_was_created_in,
+            lost_jobs::a_job_nobody_claimed_is_published_again_until_it_is,
             start_times::a_task_starts_not_before_its_start_time,
             start_times::start_times_a_task_may_not_have_are_refused,
             dispatch_order::a_backlog_goes_out_by_priority_with_tenants_taking_turns,

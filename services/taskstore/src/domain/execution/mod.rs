@@ -236,7 +236,14 @@ pub struct ExecutionPolicy {
     /// How long a job for a tool no worker serves waits before it is
     /// offered again.
     pub unroutable_retry: Duration,
+    /// How long a published job may go unclaimed before it is published
+    /// again, in case the broker lost it (see
+    /// [`ExecutionPolicy::republish_interval`]).
+    pub republish_after: Duration,
 }
+
+/// The longest a published, unclaimed job waits between two publishes.
+pub const MAX_REPUBLISH_INTERVAL: Duration = Duration::from_secs(600);
 
 impl Default for ExecutionPolicy {
     fn default() -> Self {
@@ -247,6 +254,7 @@ impl Default for ExecutionPolicy {
             backoff_base: Duration::from_secs(1),
             backoff_max: Duration::from_secs(60),
             unroutable_retry: Duration::from_secs(5),
+            republish_after: Duration::from_secs(60),
         }
     }
 }
@@ -262,6 +270,21 @@ impl ExecutionPolicy {
             .min(self.backoff_max);
         let half = ceiling / 2;
         half + half.mul_f64(random.clamp(0.0, 1.0))
+    }
+
+    /// How long after its `publishes`-th publish (1 for the first) a job
+    /// that no worker claimed is published again: `republish_after`,
+    /// doubling with each publish, at most [`MAX_REPUBLISH_INTERVAL`]. A job
+    /// the broker lost is so published again within `republish_after` plus
+    /// as long as it had waited in the queue, never more than the maximum;
+    /// one that only waits behind busy workers costs a duplicate now and
+    /// then, which its claim fences. (PostgreSQL's forgetter states the
+    /// same rule in SQL: `postgres/handoff.rs`.)
+    pub fn republish_interval(&self, publishes: u32) -> Duration {
+        let exponent = publishes.saturating_sub(1).min(30);
+        self.republish_after
+            .saturating_mul(1 << exponent)
+            .min(MAX_REPUBLISH_INTERVAL)
     }
 
     /// A uniformly random value in `[0, 1)` for [`ExecutionPolicy::backoff`].
@@ -302,6 +325,25 @@ mod tests {
             let j = ExecutionPolicy::jitter();
             assert!((0.0..1.0).contains(&j));
         }
+    }
+
+    #[test]
+    fn an_unclaimed_job_is_published_again_ever_less_often() {
+        let policy = ExecutionPolicy {
+            republish_after: Duration::from_secs(60),
+            ..ExecutionPolicy::default()
+        };
+        let after = |n| policy.republish_interval(n);
+        assert_eq!(
+            after(0),
+            Duration::from_secs(60),
+            "never published: as once"
+        );
+        assert_eq!(after(1), Duration::from_secs(60));
+        assert_eq!(after(2), Duration::from_secs(120));
+        assert_eq!(after(3), Duration::from_secs(240));
+        assert_eq!(after(5), MAX_REPUBLISH_INTERVAL, "capped");
+        assert_eq!(after(u32::MAX), MAX_REPUBLISH_INTERVAL);
     }
 
     #[test]

@@ -121,12 +121,15 @@ impl DispatchStore for MemoryTaskStore {
                 .map(|&i| {
                     let job = &outbox[i];
                     let dispatch = tasks.get(&job.key).and_then(|r| r.dispatch.as_ref());
+                    // Published before and unclaimed: it holds its slot and
+                    // its start was counted.
+                    let first = job.publishes == 0;
                     WaitingJob {
                         id: i64::try_from(job.id).unwrap_or(i64::MAX),
                         tenant: job.key.0.clone(),
                         priority: dispatch.map(|d| d.priority).unwrap_or_default(),
-                        limit: dispatch.and_then(|d| d.limit.clone()),
-                        rate: dispatch.and_then(|d| d.rate.clone()),
+                        limit: dispatch.and_then(|d| d.limit.clone()).filter(|_| first),
+                        rate: dispatch.and_then(|d| d.rate.clone()).filter(|_| first),
                     }
                 })
                 .collect();
@@ -176,6 +179,10 @@ impl DispatchStore for MemoryTaskStore {
         for i in due {
             outbox[i].in_flight = true;
             let job = &outbox[i];
+            if job.publishes > 0 {
+                tracing::info!(task_id = %job.key.1, publishes = job.publishes, "published job not claimed in time; publishing it again in case the queue lost it");
+                continue;
+            }
             let Some(dispatch) = tasks.get_mut(&job.key).and_then(|r| r.dispatch.as_mut()) else {
                 continue;
             };
@@ -196,8 +203,23 @@ impl DispatchStore for MemoryTaskStore {
     }
 
     async fn forget_jobs(&self, queued: &[i64]) -> Result<(), StoreError> {
+        // Kept until its task is claimed (each pass drops the jobs no task
+        // waits for), and published again if no worker claims it in time.
         let mut state = self.lock().await;
-        state.remove_jobs(|job| queued.iter().any(|&id| outbox_id(job.id) == Some(id)));
+        let now = state.now();
+        let policy = self.config().execution;
+        let State {
+            outbox, dirty_jobs, ..
+        } = &mut *state;
+        for job in outbox
+            .iter_mut()
+            .filter(|job| queued.iter().any(|&id| outbox_id(job.id) == Some(id)))
+        {
+            job.in_flight = false;
+            job.publishes = job.publishes.saturating_add(1);
+            job.available_at = now + delta(policy.republish_interval(job.publishes));
+            dirty_jobs.insert(job.id);
+        }
         self.commit(&mut state).await
     }
 
@@ -264,7 +286,7 @@ fn running_per_key(
 ) -> std::collections::HashMap<String, u32> {
     let waiting: std::collections::HashSet<(&Key, u64)> = outbox
         .iter()
-        .filter(|job| job.tool == tool && !job.in_flight)
+        .filter(|job| job.tool == tool && !job.in_flight && job.publishes == 0)
         .map(|job| (&job.key, job.generation))
         .collect();
     let mut running = std::collections::HashMap::new();

@@ -79,10 +79,12 @@ pub(super) fn lift(state: &mut State, tool: &str, key: &str, now: DateTime<Utc>)
         return false;
     };
     let State { outbox, tasks, .. } = state;
-    for job in outbox
-        .iter_mut()
-        .filter(|job| job.tool == tool && job.available_at > now && job.available_at <= until)
-    {
+    for job in outbox.iter_mut().filter(|job| {
+        job.tool == tool
+            && job.publishes == 0
+            && job.available_at > now
+            && job.available_at <= until
+    }) {
         let of_key = tasks
             .get(&job.key)
             .and_then(|record| record.dispatch.as_ref())

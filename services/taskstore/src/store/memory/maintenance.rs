@@ -10,8 +10,10 @@ use crate::error::StoreError;
 impl MemoryTaskStore {
     /// After a restart: a dispatched task that waits for a worker but has no
     /// job (its job went to an in-process queue that died with the process)
-    /// gets one again, at its current generation. A duplicate of a job that
-    /// still exists elsewhere is harmless: only one claim succeeds.
+    /// gets one again, at its current generation, due now (a job it had
+    /// published is offered as new: the queue it went to may be gone). A
+    /// duplicate of a job that still exists elsewhere is harmless: only one
+    /// claim succeeds.
     pub async fn requeue_unqueued_jobs(&self) -> Result<u64, StoreError> {
         let mut state = self.lock().await;
         let now = state.now();
@@ -24,11 +26,12 @@ impl MemoryTaskStore {
                 let queued = state
                     .outbox
                     .iter()
-                    .any(|j| &j.key == key && j.generation == d.generation);
+                    .any(|j| &j.key == key && j.generation == d.generation && j.publishes == 0);
                 (!queued).then(|| (key.clone(), d.generation, d.tool.clone()))
             })
             .collect();
         for (key, generation, tool) in &orphans {
+            state.remove_jobs(|job| &job.key == key);
             state.enqueue(key.clone(), *generation, tool, now);
         }
         self.commit(&mut state).await?;

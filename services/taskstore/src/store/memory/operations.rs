@@ -95,9 +95,9 @@ impl OperationsStore for MemoryTaskStore {
     async fn outbox_backlog(&self) -> Result<OutboxBacklog, StoreError> {
         let mut state = self.lock().await;
         let now = state.now();
-        let due: Vec<_> = state
-            .outbox
-            .iter()
+        // A published job is in its queue, not in the backlog.
+        let backlog = || state.outbox.iter().filter(|job| job.publishes == 0);
+        let due: Vec<_> = backlog()
             .filter(|job| job.available_at <= now)
             .map(|job| job.available_at)
             .collect();
@@ -107,7 +107,7 @@ impl OperationsStore for MemoryTaskStore {
             .and_then(|oldest| (now - *oldest).to_std().ok())
             .unwrap_or_default();
         Ok(OutboxBacklog {
-            jobs: state.outbox.len() as u64,
+            jobs: backlog().count() as u64,
             due: due.len() as u64,
             oldest_due_age,
         })

@@ -125,6 +125,9 @@ pub struct StoredJob {
     pub generation: u64,
     pub tool: String,
     pub available_at_us: i64,
+    /// Stores written before jobs were kept once published have none.
+    #[serde(default)]
+    pub publishes: u32,
 }
 
 fn micros(at: DateTime<Utc>) -> i64 {
@@ -324,6 +327,7 @@ impl From<&Job> for StoredJob {
             generation: job.generation,
             tool: job.tool.clone(),
             available_at_us: micros(job.available_at),
+            publishes: job.publishes,
         }
     }
 }
@@ -339,6 +343,7 @@ impl TryFrom<StoredJob> for Job {
             tool: stored.tool,
             available_at: time(stored.available_at_us)?,
             in_flight: false,
+            publishes: stored.publishes,
         })
     }
 }

@@ -134,6 +134,10 @@ pub(super) struct Job {
     pub available_at: DateTime<Utc>,
     /// Taken by a relay that is publishing it (so a second relay skips it).
     pub in_flight: bool,
+    /// How often it was published; a published job stays until its task
+    /// is claimed, and goes out again if it is not claimed in time
+    /// (`ExecutionPolicy::republish_interval`).
+    pub publishes: u32,
 }
 
 /// Everything the store holds.
@@ -201,6 +205,7 @@ impl State {
             tool: tool.to_string(),
             available_at,
             in_flight: false,
+            publishes: 0,
         });
     }
 

@@ -119,9 +119,10 @@ impl DispatchStore for PgTaskStore {
 
     async fn forget_jobs(&self, queued: &[i64]) -> Result<(), StoreError> {
         for &id in queued {
-            // The rows are deleted in the background (`handoff`). A closed
-            // channel means the store is going away; a row then falls due
-            // and is checked again.
+            // The rows are marked published in the background (`handoff`),
+            // and kept until their jobs are known claimed. A closed channel
+            // means the store is going away; a row then falls due and is
+            // checked again.
             let _ = self.forget.send(id);
         }
         Ok(())
@@ -131,15 +132,17 @@ impl DispatchStore for PgTaskStore {
         let (tenant, task_id) = (&job.message.tenant_id, &job.message.task_id);
         let mut tx = self.begin().await?;
         // The job is offered again later (giving back its key's slot until
-        // then); the task's message is read
+        // then, unless a publish of it may still reach a worker); the
+        // task's message is read
         // (and the row locked) in the same statement.
         let message: Option<Option<String>> = sqlx::query_scalar(sql!(
             "WITH later AS (
                  UPDATE dispatch_outbox SET ready = false,
                      available_at = now() + $4 * interval '1 millisecond'
-                 WHERE id = $3 RETURNING tenant_id, task_id, generation),
+                 WHERE id = $3 RETURNING tenant_id, task_id, generation, publishes),
              slot AS (DELETE FROM dispatch_slots s USING later
-                 WHERE s.tenant_id = later.tenant_id AND s.task_id = later.task_id
+                 WHERE later.publishes = 0
+                   AND s.tenant_id = later.tenant_id AND s.task_id = later.task_id
                    AND s.generation = later.generation)
              SELECT status_message FROM tasks WHERE tenant_id = $1 AND task_id = $2 FOR UPDATE"
         ))
@@ -162,15 +165,15 @@ impl DispatchStore for PgTaskStore {
     }
 
     /// Their rows fall due now: the relay's next poll retries them (and
-    /// drops any that went stale); a limited one gives back its key's slot
-    /// until then.
+    /// drops any that went stale); a limited one never published gives back
+    /// its key's slot until then.
     async fn leave_to_outbox(&self, outbox_ids: &[i64]) {
         let due = sqlx::query(sql!(
             "WITH due AS (
                  UPDATE dispatch_outbox SET ready = true, available_at = now() WHERE id = ANY($1)
-                 RETURNING tenant_id, task_id, generation)
+                 RETURNING tenant_id, task_id, generation, publishes)
              DELETE FROM dispatch_slots s USING due
-             WHERE s.tenant_id = due.tenant_id AND s.task_id = due.task_id
+             WHERE due.publishes = 0 AND s.tenant_id = due.tenant_id AND s.task_id = due.task_id
                AND s.generation = due.generation"
         ))
         .persistent(false) // planned for its array: batch_writer.rs, "Plans"

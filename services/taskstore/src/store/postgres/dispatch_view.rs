@@ -30,6 +30,7 @@ impl PgTaskStore {
                  FROM tasks k, lifted
                  WHERE k.tenant_id = o.tenant_id AND k.task_id = o.task_id AND o.tool = $1
                    AND COALESCE(k.rate_key, k.limit_key, '') = $2
+                   AND o.publishes = 0
                    AND NOT o.ready AND o.available_at > now() AND o.available_at <= lifted.until)
              SELECT true FROM lifted"
         ))

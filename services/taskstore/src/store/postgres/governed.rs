@@ -32,6 +32,9 @@ struct Candidate {
     generation: i64,
     priority: i16,
     stale: bool,
+    /// Published before and still unclaimed: it holds its slot and its
+    /// start was counted, so neither is asked of it again.
+    republish: bool,
     trace_context: Option<String>,
     /// Its key's concurrency limit, and how many of the key run now.
     limit_key: Option<String>,
@@ -83,25 +86,40 @@ impl PgTaskStore {
     }
 
     /// Makes ready the rows that fell due (through the index of rows not
-    /// yet ready: what waits for later is never read). A job taken by a
-    /// decision whose publish never settled waits again: it gives back
-    /// its key's slot.
+    /// yet ready: what waits for later is never read), deleting those whose
+    /// task no longer waits for that job (claimed, ended, dispatched
+    /// again). A job taken by a decision whose publish never settled waits
+    /// again: it gives back its key's slot. A published job still unclaimed
+    /// keeps its slot and goes out again: the broker may have lost it.
     async fn promote_due(&self) -> Result<(), StoreError> {
-        sqlx::query(sql!(
-            "WITH due AS (
-                 UPDATE dispatch_outbox SET ready = true
-                 WHERE id IN (SELECT id FROM dispatch_outbox
-                              WHERE NOT ready AND available_at <= now()
-                              ORDER BY available_at, id LIMIT $1 FOR UPDATE SKIP LOCKED)
-                 RETURNING tenant_id, task_id, generation)
-             DELETE FROM dispatch_slots s USING due
-             WHERE s.tenant_id = due.tenant_id AND s.task_id = due.task_id
-               AND s.generation = due.generation"
-        ))
+        let republished: i64 = sqlx::query_scalar(sql!(concat!(
+            "WITH due AS MATERIALIZED (",
+            " SELECT o.id, o.tenant_id, o.task_id, o.generation, o.publishes,",
+            "  (k.task_id IS NULL OR k.dispatch_generation <> o.generation OR NOT (",
+            claimable!("k."),
+            ")) AS stale",
+            " FROM dispatch_outbox o",
+            " LEFT JOIN tasks k ON k.tenant_id = o.tenant_id AND k.task_id = o.task_id",
+            " WHERE NOT o.ready AND o.available_at <= now()",
+            " ORDER BY o.available_at, o.id LIMIT $1 FOR UPDATE OF o SKIP LOCKED),",
+            " gone AS (DELETE FROM dispatch_outbox WHERE id IN (SELECT id FROM due WHERE stale)),",
+            " waiting AS (UPDATE dispatch_outbox SET ready = true",
+            "  WHERE id IN (SELECT id FROM due WHERE NOT stale)),",
+            " freed AS (DELETE FROM dispatch_slots s USING due",
+            "  WHERE due.publishes = 0 AND s.tenant_id = due.tenant_id",
+            "  AND s.task_id = due.task_id AND s.generation = due.generation)",
+            " SELECT count(*) FROM due WHERE publishes > 0 AND NOT stale"
+        )))
         .bind(PROMOTE_BATCH)
-        .execute(self.pool())
+        .fetch_one(self.pool())
         .await
         .map_err(store_error)?;
+        if republished > 0 {
+            tracing::info!(
+                jobs = republished,
+                "published jobs not claimed in time; publishing them again in case the broker lost them"
+            );
+        }
         Ok(())
     }
 
@@ -176,6 +194,7 @@ impl PgTaskStore {
             " FROM tenants t WHERE t.tenant_id IS NOT NULL)",
             " SELECT c.* FROM tenants t CROSS JOIN LATERAL (",
             "  SELECT o.id, o.tenant_id, o.task_id, o.generation, o.priority, k.trace_context,",
+            "   o.publishes > 0 AS republish,",
             "   k.limit_key, k.limit_max, COALESCE(h.running, 0) AS key_running,",
             "   k.rate_key, k.rate_starts, k.rate_per_ms, COALESCE(r.started, 0) AS key_started,",
             "   (k.task_id IS NULL OR k.dispatch_generation <> o.generation OR NOT (",
@@ -187,8 +206,8 @@ impl PgTaskStore {
             "  LEFT JOIN held h ON h.limit_key = k.limit_key",
             "  LEFT JOIN rated r ON r.rate_key = k.rate_key",
             "  WHERE o.ready AND o.tool = $1 AND o.tenant_id = t.tenant_id",
-            "  AND (k.limit_key IS NULL OR COALESCE(h.running, 0) < k.limit_max)",
-            "  AND (k.rate_key IS NULL OR COALESCE(r.started, 0) < k.rate_starts)",
+            "  AND (o.publishes > 0 OR k.limit_key IS NULL OR COALESCE(h.running, 0) < k.limit_max)",
+            "  AND (o.publishes > 0 OR k.rate_key IS NULL OR COALESCE(r.started, 0) < k.rate_starts)",
             // A paused key's jobs wait (`domain::pause_key`, in SQL).
             "  AND NOT EXISTS (SELECT 1 FROM dispatch_pauses p WHERE p.tool = $1",
             "   AND p.pause_key = COALESCE(k.rate_key, k.limit_key, '') AND p.until > now())",
@@ -208,16 +227,20 @@ impl PgTaskStore {
                 id: c.id,
                 tenant: c.tenant_id.clone(),
                 priority: Priority::of_stored(c.priority),
-                limit: c.limit_key.clone().map(|key| {
+                limit: c.limit_key.clone().filter(|_| !c.republish).map(|key| {
                     KeyLimit::new(key, c.limit_max.map_or(1, |max| max.max(1).unsigned_abs()))
                 }),
-                rate: c.rate_key.clone().map(|key| TaskRate {
-                    key,
-                    starts: c.rate_starts.map_or(1, |n| n.max(1).unsigned_abs()),
-                    per: std::time::Duration::from_millis(
-                        c.rate_per_ms.map_or(0, |ms| ms.max(0).unsigned_abs()),
-                    ),
-                }),
+                rate: c
+                    .rate_key
+                    .clone()
+                    .filter(|_| !c.republish)
+                    .map(|key| TaskRate {
+                        key,
+                        starts: c.rate_starts.map_or(1, |n| n.max(1).unsigned_abs()),
+                        per: std::time::Duration::from_millis(
+                            c.rate_per_ms.map_or(0, |ms| ms.max(0).unsigned_abs()),
+                        ),
+                    }),
             })
             .collect();
         let count = |key: &Option<String>, n: i32| Some((key.clone()?, n.max(0).unsigned_abs()));
@@ -312,7 +335,7 @@ struct Slots {
 impl Slots {
     fn of<'a>(chosen: impl Iterator<Item = &'a Candidate>) -> Self {
         let mut slots = Self::default();
-        for c in chosen {
+        for c in chosen.filter(|c| !c.republish) {
             if let Some(key) = &c.limit_key {
                 slots.tenants.push(c.tenant_id.clone());
                 slots.tasks.push(c.task_id.clone());

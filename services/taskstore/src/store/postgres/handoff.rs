@@ -7,10 +7,11 @@
 //! The job's outbox row is still written in the create's statement, but due
 //! only [`HANDOFF_GRACE`] later. It is the guarantee: if this replica crashes
 //! or cannot reach the queue before then, any replica's relay publishes it
-//! when it falls due. Once the queue confirmed the job, the row is deleted
-//! in the background, many at a time; a delete that is lost only means a
-//! second delivery, which the claim fences (it finds the task claimed, or
-//! the relay finds it stale and drops it unpublished).
+//! when it falls due. Once the queue confirmed the job, the row is marked
+//! published in the background, many at a time, and falls due again much
+//! later, when the relay deletes it (its task was claimed) or publishes it
+//! again (the broker may have lost it); a second delivery is fenced at
+//! claim, as always.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
@@ -21,6 +22,8 @@ use tokio::sync::{Notify, mpsc};
 
 use super::PgTaskStore;
 use super::error::store_error;
+use super::rows::millis;
+use crate::domain::MAX_REPUBLISH_INTERVAL;
 use crate::store::execution::DueJob;
 use crate::store::statements::sql;
 
@@ -163,9 +166,17 @@ impl FreshJobs {
     }
 }
 
-/// Starts the task that deletes the rows of confirmed jobs; it ends when
-/// every sender is dropped.
-pub(super) fn spawn_forgetter(pool: PgPool) -> mpsc::UnboundedSender<i64> {
+/// Starts the task that marks the rows of confirmed jobs published; it ends
+/// when every sender is dropped. A published row stays until its job is
+/// known claimed: it falls due again after
+/// `ExecutionPolicy::republish_interval` (restated here in SQL: the policy's
+/// `republish_after`, doubling with each publish, at most
+/// `MAX_REPUBLISH_INTERVAL`), and the relay then deletes it or, if its task
+/// still waits for that job, publishes it again (`governed::promote_due`).
+pub(super) fn spawn_forgetter(
+    pool: PgPool,
+    republish_after: Duration,
+) -> mpsc::UnboundedSender<i64> {
     let (sender, mut receiver) = mpsc::unbounded_channel::<i64>();
     tokio::spawn(async move {
         let mut ids = Vec::with_capacity(FORGET_BATCH);
@@ -182,15 +193,24 @@ pub(super) fn spawn_forgetter(pool: PgPool) -> mpsc::UnboundedSender<i64> {
                     },
                 }
             }
-            let deleted = sqlx::query(sql!("DELETE FROM dispatch_outbox WHERE id = ANY($1)"))
-                .persistent(false) // planned for its array: batch_writer.rs, "Plans"
-                .bind(&ids)
-                .execute(&pool)
-                .await;
-            if let Err(err) = deleted {
+            let published = sqlx::query(sql!(
+                "UPDATE dispatch_outbox SET ready = false,
+                     publishes = LEAST(publishes, 1000) + 1,
+                     available_at = now()
+                         + LEAST($2::bigint * power(2, LEAST(publishes, 30)), $3::bigint)
+                         * interval '1 millisecond'
+                 WHERE id = ANY($1)"
+            ))
+            .persistent(false) // planned for its array: batch_writer.rs, "Plans"
+            .bind(&ids)
+            .bind(millis(republish_after))
+            .bind(millis(MAX_REPUBLISH_INTERVAL))
+            .execute(&pool)
+            .await;
+            if let Err(err) = published {
                 // The rows fall due after the grace; the relay then finds
                 // the jobs claimed (stale) or publishes them again.
-                tracing::warn!(error = %store_error(err), jobs = ids.len(), "deleting the outbox rows of published jobs failed; they are checked again when due");
+                tracing::warn!(error = %store_error(err), jobs = ids.len(), "marking the outbox rows of published jobs failed; they are checked again when due");
             }
             ids.clear();
         }

@@ -158,7 +158,7 @@ impl PgTaskStore {
         let listeners =
             feed::ChangeListeners::start(pool.clone(), quiet.clone(), stop.clone()).await;
         let fresh = handoff::FreshJobs::new(outbox.clone());
-        let forget = handoff::spawn_forgetter(pool.clone());
+        let forget = handoff::spawn_forgetter(pool.clone(), config.execution.republish_after);
         let creates = group_commit::spawn(pool.clone(), fresh.clone());
         let claims = claim_batch::spawn(
             pool.clone(),

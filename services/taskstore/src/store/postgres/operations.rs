@@ -304,7 +304,7 @@ impl OperationsStore for PgTaskStore {
                     count(*) FILTER (WHERE available_at <= now()) AS due,
                     (extract(epoch FROM now() - min(available_at) FILTER (WHERE available_at <= now()))
                         * 1000)::float8 AS oldest_due_ms
-             FROM dispatch_outbox"),
+             FROM dispatch_outbox WHERE publishes = 0"),
         )
         .fetch_one(self.pool())
         .await

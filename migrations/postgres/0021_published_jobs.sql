@@ -1,0 +1,13 @@
+-- PostgreSQL is the truth, the broker a transport (issue 40, item 9;
+-- docs/execution.md, "Jobs a broker lost"). A job's outbox row is no longer
+-- deleted once the queue confirmed it: it stays, counted in `publishes`,
+-- and falls due again `republish_after` later (doubling with each publish).
+-- When it does, the relay deletes it if its task was claimed, ended or
+-- dispatched again meanwhile (the common case), and otherwise publishes it
+-- again: the broker may have lost it (a queue deleted, a classic queue's
+-- node and disk gone). A second copy is fenced at claim, as any duplicate.
+--
+-- Expand only: the previous release deletes confirmed rows, and its relay
+-- drops a due row whose task is no longer claimable (or publishes it again
+-- if it is), which is what this one does with them too.
+ALTER TABLE dispatch_outbox ADD COLUMN publishes smallint NOT NULL DEFAULT 0;
