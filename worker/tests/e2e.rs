@@ -10,6 +10,8 @@ mod common;
 mod fairness;
 #[path = "e2e/limits.rs"]
 mod limits;
+#[path = "e2e/lost_jobs.rs"]
+mod lost_jobs;
 #[path = "e2e/questions.rs"]
 mod questions;
 #[path = "e2e/readme.rs"]
