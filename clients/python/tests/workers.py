@@ -19,7 +19,7 @@ import services
 
 WORKER_BIN = str(Path(sys.executable).with_name("mcp-taskstore-worker"))
 CONFORMANCE = "mcp_taskstore.conformance:tools"
-CONFORMANCE_TOOLS = "conf_echo,conf_tool_error,conf_retryable,conf_crash,conf_sleep,conf_noop,conf_ask"
+CONFORMANCE_TOOLS = "conf_echo,conf_tool_error,conf_retryable,conf_back_off,conf_crash,conf_sleep,conf_noop,conf_ask"
 TESTS = str(Path(__file__).parent)
 
 

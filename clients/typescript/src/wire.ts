@@ -139,7 +139,11 @@ export type WireStopReason =
   | 'STOP_REASON_GONE'
   | 'STOP_REASON_LEASE_LOST';
 
-export type WireReleaseReason = 'RELEASE_REASON_RETRYABLE_ERROR' | 'RELEASE_REASON_SHUTDOWN' | 'RELEASE_REASON_PARKED';
+export type WireReleaseReason =
+  | 'RELEASE_REASON_RETRYABLE_ERROR'
+  | 'RELEASE_REASON_SHUTDOWN'
+  | 'RELEASE_REASON_PARKED'
+  | 'RELEASE_REASON_BACK_OFF';
 
 export type WireTaskSupport = 'TASK_SUPPORT_OPTIONAL' | 'TASK_SUPPORT_REQUIRED' | 'TASK_SUPPORT_FORBIDDEN';
 
@@ -184,6 +188,8 @@ export interface WireReleaseTaskRequest {
   reason: WireReleaseReason;
   message: string;
   tenantId: string;
+  /** With `RELEASE_REASON_BACK_OFF`: when the key may start again. */
+  backOffUntil?: WireTimestamp;
 }
 
 export interface WireReleaseTaskResponse {

@@ -1,6 +1,6 @@
 //! `conformance-worker`: `taskworker`'s runtime and flags serving the
 //! conformance tools of `docs/worker-conformance.md` (`conf_echo`,
-//! `conf_tool_error`, `conf_retryable`, `conf_crash`, `conf_sleep`,
+//! `conf_tool_error`, `conf_retryable`, `conf_back_off`, `conf_crash`, `conf_sleep`,
 //! `conf_ask`, `conf_noop`): the Rust side of the cross-language worker
 //! suite (`worker/tests/conformance/`) and of `benches/polyglot.sh`. It is
 //! built with the workspace but never released (`deploy/build-release`
@@ -28,6 +28,7 @@ async fn main() -> ExitCode {
             ("conf_echo", Arc::new(Echo)),
             ("conf_tool_error", Arc::new(ToolFailure)),
             ("conf_retryable", Arc::new(Retryable)),
+            ("conf_back_off", Arc::new(BackOffOnce::default())),
             ("conf_crash", Arc::new(Crash)),
             ("conf_sleep", Arc::new(Sleep)),
             ("conf_ask", Arc::new(Ask)),
@@ -111,6 +112,39 @@ impl Tool for Retryable {
             return Err(ToolError::Retryable(format!("failing attempt {attempt}")));
         }
         Ok(text_result(format!("succeeded on attempt {attempt}")))
+    }
+}
+
+/// Backs its tool off for `wait_ms` on its first run of a task (in this
+/// process), then succeeds.
+#[derive(Default)]
+struct BackOffOnce {
+    backed_off: std::sync::Mutex<std::collections::HashSet<String>>,
+}
+
+#[async_trait]
+impl Tool for BackOffOnce {
+    fn describe(&self) -> ToolInfo {
+        ToolInfo::new(
+            "Backs its tool off for `wait_ms` on its first run of a task, then succeeds.",
+            json!({"type": "object", "properties": {"wait_ms": {"type": "integer", "minimum": 0}}}),
+        )
+    }
+
+    async fn call(&self, ctx: ToolContext, arguments: Value) -> Result<Value, ToolError> {
+        let first = self
+            .backed_off
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(ctx.task_id().to_owned());
+        if first {
+            let wait = Duration::from_millis(u64_argument(&arguments, "wait_ms", 0)?);
+            return Err(ToolError::BackOff {
+                until: std::time::SystemTime::now() + wait,
+                message: "rate limited upstream".into(),
+            });
+        }
+        Ok(text_result("ran after backing off"))
     }
 }
 

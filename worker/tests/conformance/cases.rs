@@ -54,6 +54,34 @@ pub async fn a_tool_error(language: Language) {
     fleet.cleanup().await;
 }
 
+/// `conf_back_off {wait_ms: 1500}`, with one attempt: the tool's back-off
+/// holds the task (and its tool) until its time, and spends no attempt, so
+/// the run after it completes the task on attempt 1 of 1.
+pub async fn a_back_off_waits_and_spends_no_attempt(language: Language) {
+    let fleet = Fleet::start().await;
+    let _worker = fleet.start_worker(language, "backer", 1, "2s", 1).await;
+    let dispatched_at = Instant::now();
+    let id = fleet
+        .dispatch("conf_back_off", json!({"wait_ms": 1500}), Some(1))
+        .await;
+    let done = fleet.result(&id, WAIT).await;
+    assert_eq!(
+        (done.status(), text(&done).as_str()),
+        (pb::TaskStatus::Completed, "ran after backing off")
+    );
+    assert!(
+        dispatched_at.elapsed() >= Duration::from_millis(1500),
+        "ran again {:?} after its dispatch, before its back-off ended",
+        dispatched_at.elapsed()
+    );
+    assert_eq!(
+        fleet.attempts(&id).await.0,
+        1,
+        "the back-off spent no attempt"
+    );
+    fleet.cleanup().await;
+}
+
 /// Case 3: `conf_retryable {fail_times: 2}` with 3 attempts → COMPLETED on the
 /// third.
 pub async fn a_retryable_failure_retried(language: Language) {

@@ -33,6 +33,7 @@ pub const CONF_TOOLS: &[&str] = &[
     "conf_echo",
     "conf_tool_error",
     "conf_retryable",
+    "conf_back_off",
     "conf_crash",
     "conf_sleep",
     "conf_ask",

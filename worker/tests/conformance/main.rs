@@ -41,6 +41,11 @@ macro_rules! conformance {
             }
 
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn a_back_off_waits_and_spends_no_attempt() {
+                crate::cases::a_back_off_waits_and_spends_no_attempt(LANGUAGE).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn a_poison_job() {
                 crate::faults::a_poison_job(LANGUAGE).await;
             }

@@ -12,7 +12,7 @@ import time
 
 from mcp.types import CallToolResult, TextContent
 
-from mcp_taskstore.worker import QuestionDeclined, RetryableError, RetryPolicy, ToolContext, Tools
+from mcp_taskstore.worker import BackOff, QuestionDeclined, RetryableError, RetryPolicy, ToolContext, Tools
 
 tools = Tools()
 # structured_output=False: results are exactly one text item (no structuredContent).
@@ -37,6 +37,18 @@ async def conf_retryable(fail_times: int, ctx: ToolContext) -> str:
     if ctx.attempt <= fail_times:
         raise RetryableError(f"failing attempt {ctx.attempt}")
     return f"succeeded on attempt {ctx.attempt}"
+
+
+# The tasks conf_back_off has backed off in this process.
+_backed_off: set[str] = set()
+
+
+@tools.tool(description="Backs its tool off for wait_ms on its first run of a task, then succeeds.", structured_output=False)
+async def conf_back_off(wait_ms: int, ctx: ToolContext) -> str:
+    if ctx.task_id not in _backed_off:
+        _backed_off.add(ctx.task_id)
+        raise BackOff.after(wait_ms / 1000, "rate limited upstream")
+    return "ran after backing off"
 
 
 @tools.tool(

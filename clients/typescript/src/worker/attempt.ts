@@ -15,7 +15,7 @@ import type { Logger } from './log.js';
 import type { WorkerMetrics } from './metrics.js';
 import { Reporter, type Reported } from './report.js';
 import type { WorkerRpc } from './rpc.js';
-import { AskError, firstText, RetryableError, toResult, validateArgs, type InputRequestBody, type ToolContext, type WorkerTool } from './tool.js';
+import { AskError, BackOff, firstText, RetryableError, toResult, validateArgs, type InputRequestBody, type ToolContext, type WorkerTool } from './tool.js';
 
 /** How long an attempt runs before it follows its task for a cancellation (most tools finish sooner). */
 const WATCH_AFTER_MS = 100;
@@ -100,6 +100,9 @@ export async function runAttempt(p: AttemptParams): Promise<void> {
     if (err instanceof RetryableError) {
       reported = await reporter.release('RELEASE_REASON_RETRYABLE_ERROR', err.message);
       what = 'released';
+    } else if (err instanceof BackOff) {
+      reported = await reporter.release('RELEASE_REASON_BACK_OFF', err.message, err.until);
+      what = 'backed off';
     } else {
       const message = err instanceof Error ? err.message : String(err);
       reported = await reporter.result(errorResult(message), true, message);

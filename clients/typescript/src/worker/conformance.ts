@@ -4,7 +4,10 @@
 // All results are CallToolResults with one text item.
 import { z } from 'zod';
 import { sleep } from './control.js';
-import { AskError, defineTool, RetryableError } from './tool.js';
+import { AskError, BackOff, defineTool, RetryableError } from './tool.js';
+
+// The tasks conf_back_off has backed off in this process.
+const backedOff = new Set<string>();
 
 export const tools = [
   defineTool('conf_echo', { description: 'Returns its text', inputSchema: { text: z.string() } }, ({ text }) => text),
@@ -24,6 +27,21 @@ export const tools = [
     ({ fail_times }, ctx) => {
       if (ctx.attempt <= fail_times) throw new RetryableError(`failing attempt ${ctx.attempt}`);
       return `succeeded on attempt ${ctx.attempt}`;
+    },
+  ),
+
+  defineTool(
+    'conf_back_off',
+    {
+      description: 'Backs its tool off for wait_ms on its first run of a task, then succeeds',
+      inputSchema: { wait_ms: z.number().int().nonnegative() },
+    },
+    ({ wait_ms }, ctx) => {
+      if (!backedOff.has(ctx.taskId)) {
+        backedOff.add(ctx.taskId);
+        throw BackOff.after(wait_ms, 'rate limited upstream');
+      }
+      return 'ran after backing off';
     },
   ),
 

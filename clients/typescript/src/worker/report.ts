@@ -4,6 +4,7 @@
 // the service is unreachable, up to a minute), and questions.
 import { status as Status } from '@grpc/grpc-js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
+import { msToDuration } from '../convert.js';
 import { TaskStoreError } from '../errors.js';
 import type { WireReleaseReason } from '../wire.js';
 import { sleep, type Control } from './control.js';
@@ -71,10 +72,11 @@ export class Reporter {
     );
   }
 
-  /** Gives the task back: a retryable error, a shutdown, or a park. */
-  release(reason: WireReleaseReason, message: string): Promise<Reported> {
+  /** Gives the task back: a retryable error, a shutdown, a park, or a back-off until `backOffUntil`. */
+  release(reason: WireReleaseReason, message: string, backOffUntil?: Date): Promise<Reported> {
+    const until = backOffUntil === undefined ? {} : { backOffUntil: msToDuration(Math.max(0, backOffUntil.getTime())) };
     return this.retrying(() =>
-      this.rpc.release({ taskId: this.taskId, leaseToken: this.leaseToken, reason, message, tenantId: this.tenantId }, this.scope),
+      this.rpc.release({ taskId: this.taskId, leaseToken: this.leaseToken, reason, message, tenantId: this.tenantId, ...until }, this.scope),
     );
   }
 

@@ -129,6 +129,29 @@ export class RetryableError extends Error {
   }
 }
 
+/**
+ * "Back off this tool's key until `until`" (a 429's Retry-After): the task
+ * is given back without spending an attempt, and every task of the key
+ * (its rate key, else its concurrency key, else the whole tool) waits until
+ * then. At most 24 hours ahead; a time already passed means now.
+ */
+export class BackOff extends Error {
+  readonly until: Date;
+
+  constructor(until: Date, message = 'backing off', options?: { cause?: unknown }) {
+    super(message, options);
+    if (Number.isNaN(until.getTime())) throw new RangeError('BackOff needs a valid time');
+    this.until = until;
+    this.name = 'BackOff';
+  }
+
+  /** Backs off for `ms` from now. */
+  static after(ms: number, message?: string): BackOff {
+    if (!Number.isFinite(ms) || ms < 0) throw new RangeError(`BackOff.after needs ms >= 0, got ${ms}`);
+    return new BackOff(new Date(Date.now() + ms), message);
+  }
+}
+
 /** Why `ask` gives no answer. */
 export type AskErrorKind = 'stopped' | 'parked' | 'declined' | 'refused';
 

@@ -11,7 +11,7 @@ export const PKG_ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '..', '
 export const CLI = join(PKG_ROOT, 'dist', 'worker', 'cli.js');
 /** The conformance tools, as docs/worker-conformance.md names the module. */
 export const CONFORMANCE = './dist/worker/conformance.js';
-export const CONFORMANCE_TOOLS = ['conf_echo', 'conf_tool_error', 'conf_retryable', 'conf_crash', 'conf_sleep', 'conf_noop', 'conf_ask'];
+export const CONFORMANCE_TOOLS = ['conf_echo', 'conf_tool_error', 'conf_retryable', 'conf_back_off', 'conf_crash', 'conf_sleep', 'conf_noop', 'conf_ask'];
 
 export interface TsWorker {
   proc: LoggedProcess;

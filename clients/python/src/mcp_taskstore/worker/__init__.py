@@ -21,6 +21,7 @@ docs/execution.md's "Writing a worker in another language".
 from mcp_taskstore.worker.broker import AmqpTls
 from mcp_taskstore.worker.context import QuestionDeclined, QuestionRefused, ToolContext
 from mcp_taskstore.worker.control import Stop
+from mcp_taskstore.worker.failures import BackOff
 from mcp_taskstore.worker.heartbeat import WorkerRefused
 from mcp_taskstore.worker.runtime import Worker, WorkerConfig
 from mcp_taskstore.worker.tools import (
@@ -40,6 +41,7 @@ from mcp_taskstore.worker.tools import (
 
 __all__ = [
     "AmqpTls",
+    "BackOff",
     "ConcurrencyLimit",
     "FleetTool",
     "InvalidArguments",

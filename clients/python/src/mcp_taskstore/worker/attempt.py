@@ -17,6 +17,7 @@ from mcp_taskstore.worker import metrics
 from mcp_taskstore.worker.context import ToolContext
 from mcp_taskstore.worker.control import Control, Stop
 from mcp_taskstore.worker.report import Reported, Reporter, first_text
+from mcp_taskstore.worker.failures import BackOff
 from mcp_taskstore.worker.tools import FleetTool, RetryableError, ToolFailure, error_result
 
 logger = logging.getLogger("mcp_taskstore.worker")
@@ -102,6 +103,9 @@ class Attempt:
         elif isinstance(error, RetryableError):
             reported = await reporter.release(xpb.RELEASE_REASON_RETRYABLE_ERROR, str(error) or "retryable error")
             outcome = "released"
+        elif isinstance(error, BackOff):
+            reported = await reporter.release(xpb.RELEASE_REASON_BACK_OFF, str(error) or "backing off", error.until)
+            outcome = "backed off"
         elif isinstance(error, asyncio.CancelledError) and stopped is Stop.SHUTDOWN:
             reported = await reporter.release(xpb.RELEASE_REASON_SHUTDOWN, "worker shutting down")
             outcome = "released"

@@ -9,6 +9,7 @@ import json
 import logging
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from mcp_taskstore._proto import execution_pb2 as xpb
@@ -80,8 +81,8 @@ class Reporter:
         )
         return await self._retrying(lambda: self.store_call("StoreTaskResult", request))
 
-    async def release(self, reason: int, message: str) -> tuple[Reported, str]:
-        """Gives the task back (retryable error, shutdown, parked)."""
+    async def release(self, reason: int, message: str, back_off_until: datetime | None = None) -> tuple[Reported, str]:
+        """Gives the task back (retryable error, shutdown, parked, or backing off until a time)."""
         request = xpb.ReleaseTaskRequest(
             task_id=self.task_id,
             lease_token=self.lease_token,
@@ -89,6 +90,8 @@ class Reporter:
             message=message,
             tenant_id=self.tenant_id,
         )
+        if back_off_until is not None:
+            request.back_off_until.FromDatetime(back_off_until)
         return await self._retrying(lambda: self.execution_call("ReleaseTask", request))
 
     async def ask(self, key: str, request_json: str) -> str | None:

@@ -31,7 +31,7 @@ from mcp.types import CallToolResult
 from pydantic import ValidationError
 
 from mcp_taskstore._proto import execution_pb2 as xpb
-from mcp_taskstore.worker.failures import InvalidArguments, RetryableError, ToolFailure
+from mcp_taskstore.worker.failures import BackOff, InvalidArguments, RetryableError, ToolFailure
 
 
 TaskSupport = Literal["optional", "required", "forbidden"]
@@ -205,7 +205,7 @@ class FleetTool:
             value = await tool.fn_metadata.call_fn_with_arg_validation(fn, True, arguments, direct)
         except ValidationError as error:
             raise InvalidArguments(f"invalid arguments for {tool.name}: {error}") from error
-        except (RetryableError, ToolFailure):
+        except (RetryableError, ToolFailure, BackOff):
             raise
         except FastMCPToolError as error:
             raise ToolFailure(str(error)) from error
