@@ -185,3 +185,21 @@ def test_a_concurrency_limit_the_service_would_refuse_is_refused_at_declaration(
 ) -> None:
     with pytest.raises(error, match=re.escape(says)):
         declare()
+
+
+def test_a_back_off_carries_the_time_its_key_may_start_again() -> None:
+    from datetime import datetime, timedelta, timezone
+
+    from mcp_taskstore.worker import BackOff
+
+    before = datetime.now(timezone.utc)
+    back_off = BackOff.after(30, "rate limited")
+    assert str(back_off) == "rate limited"
+    assert before + timedelta(seconds=30) <= back_off.until <= datetime.now(timezone.utc) + timedelta(seconds=30)
+    assert str(BackOff(datetime(2030, 1, 1, tzinfo=timezone.utc))) == "backing off"
+    with pytest.raises(ValueError):
+        BackOff.after(-1)
+    with pytest.raises(ValueError):
+        BackOff.after(float("nan"))
+    with pytest.raises(ValueError, match="time zone"):
+        BackOff(datetime(2030, 1, 1))

@@ -12,7 +12,7 @@ import { McpServer } from '@modelcontextprotocol/sdk/server/mcp.js';
 import { InMemoryTaskMessageQueue } from '@modelcontextprotocol/sdk/experimental/tasks';
 import { z } from 'zod';
 import { GrpcTaskStore, moveToolsToFleet } from '@mcp-taskstore/client';
-import { amqpArguments, childTraceparent, defineTool, toolsOfServer, topologyFor } from '@mcp-taskstore/client/worker';
+import { amqpArguments, BackOff, childTraceparent, defineTool, toolsOfServer, topologyFor } from '@mcp-taskstore/client/worker';
 import { errorInfoReason } from '../src/errors.js';
 import { parseCli, parseDuration } from '../src/worker/options.js';
 import { describeTool, firstText } from '../src/worker/tool.js';
@@ -206,8 +206,20 @@ describe('tools', () => {
     assert.ok(Buffer.byteLength(cut) <= 1024 && /^é+$/.test(cut));
   });
 
+  it('a BackOff carries the time its key may start again', () => {
+    const before = Date.now();
+    const backOff = BackOff.after(30_000, 'rate limited');
+    assert.ok(backOff instanceof Error);
+    assert.equal(backOff.message, 'rate limited');
+    assert.ok(backOff.until.getTime() >= before + 30_000 && backOff.until.getTime() <= Date.now() + 30_000);
+    assert.equal(new BackOff(new Date(0)).message, 'backing off');
+    assert.throws(() => BackOff.after(-1), RangeError);
+    assert.throws(() => BackOff.after(Number.NaN), RangeError);
+    assert.throws(() => new BackOff(new Date('not a time')), RangeError);
+  });
+
   it('ships exactly the conformance tools of docs/worker-conformance.md', () => {
-    assert.deepEqual(conformance.map((t) => t.name), ['conf_echo', 'conf_tool_error', 'conf_retryable', 'conf_crash', 'conf_sleep', 'conf_noop', 'conf_ask']);
+    assert.deepEqual(conformance.map((t) => t.name), ['conf_echo', 'conf_tool_error', 'conf_retryable', 'conf_back_off', 'conf_crash', 'conf_sleep', 'conf_noop', 'conf_ask']);
     for (const tool of conformance) {
       assert.ok(tool.description, `${tool.name} has a description`);
       assert.equal((JSON.parse(describeTool(tool).inputSchemaJson) as { type: string }).type, 'object');

@@ -81,7 +81,7 @@ describe('the TypeScript worker (mcp-taskstore-worker) with the conformance tool
     assert.deepEqual(echo.description?.inputSchema['required'], ['text']);
     const status = execFileSync(binary('TASKSTORE_BIN', 'taskstore'), ['status', '--endpoint', service.endpoint], { encoding: 'utf8' });
     // Its row: the tools, every tenant (`*`), consuming, 2 slots.
-    assert.match(status, /ts-conf\s+conf_ask,conf_crash,conf_echo,conf_noop,conf_retryable,conf_sleep,conf_tool_error\s+\*\s+yes\s+2\s/);
+    assert.match(status, /ts-conf\s+conf_ask,conf_back_off,conf_crash,conf_echo,conf_noop,conf_retryable,conf_sleep,conf_tool_error\s+\*\s+yes\s+2\s/);
   });
 
   it('a result; a tool error (failed, one attempt, the result stored)', async () => {
