@@ -17,7 +17,7 @@ from pika.exceptions import ChannelClosedByBroker
 from mcp_taskstore import ClientOptions, InvalidArgumentError, TaskStatus, TaskStoreClient
 from mcp_taskstore._proto import execution_pb2 as xpb
 from mcp_taskstore._proto import task_store_pb2 as pb
-from mcp_taskstore.worker import ConcurrencyLimit, Tools
+from mcp_taskstore.worker import ConcurrencyLimit, RateLimit, Tools
 from mcp_taskstore.worker.heartbeat import Heartbeat
 from mcp_taskstore.worker.rpc import WorkerRpc
 
@@ -87,7 +87,7 @@ async def test_a_declared_concurrency_limit_reaches_the_service(service: service
     declarations the library refuses, the service refuses too."""
     tools = Tools()
 
-    @tools.tool(concurrency=ConcurrencyLimit(3, key="tenant, arguments.customer_id"))
+    @tools.tool(concurrency=ConcurrencyLimit(3, key="tenant, arguments.customer_id"), rate=RateLimit(20, 1.5, "tenant"))
     async def py_limited(customer_id: str) -> str:
         return customer_id
 
@@ -104,6 +104,7 @@ async def test_a_declared_concurrency_limit_reaches_the_service(service: service
             limited = listed["py_limited"].description
             assert limited.HasField("concurrency")
             assert (limited.concurrency.max, limited.concurrency.key) == (3, "tenant,arguments.customer_id")
+            assert (limited.rate.starts, limited.rate.per.ToMilliseconds(), limited.rate.key) == (20, 1500, "tenant")
             assert not listed["py_unlimited"].description.HasField("concurrency")
         finally:
             await heartbeat.send(stopping=True)
@@ -119,6 +120,16 @@ async def test_a_declared_concurrency_limit_reaches_the_service(service: service
             )
             request = xpb.HeartbeatRequest(worker_id="py-limits", tools=["py_limited"], slots=1, descriptions=[bad])
             with pytest.raises(InvalidArgumentError, match="concurrency"):
+                await rpc.heartbeat(request)
+        # And what RateLimit refuses.
+        for starts, per_ms in [(0, 1000), (100_001, 1000), (5, 1), (5, 86_400_001)]:
+            with pytest.raises(ValueError):
+                RateLimit(starts, per_ms / 1000)
+            bad = xpb.ToolDescription(name="py_limited", input_schema_json='{"type":"object"}')
+            bad.rate.starts = starts
+            bad.rate.per.FromMilliseconds(per_ms)
+            request = xpb.HeartbeatRequest(worker_id="py-limits", tools=["py_limited"], slots=1, descriptions=[bad])
+            with pytest.raises(InvalidArgumentError, match="rate"):
                 await rpc.heartbeat(request)
     finally:
         await rpc.close()

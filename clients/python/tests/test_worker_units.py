@@ -17,7 +17,7 @@ import pytest
 
 from mcp_taskstore._proto import execution_pb2 as xpb
 from mcp_taskstore.errors import error_info_reason
-from mcp_taskstore.worker import ConcurrencyLimit, RetryPolicy, Tools, broker, make_tool
+from mcp_taskstore.worker import ConcurrencyLimit, RateLimit, RetryPolicy, Tools, broker, make_tool
 from mcp_taskstore.worker.cli import parse_duration
 from mcp_taskstore.worker.rpc import valid_traceparent
 
@@ -181,6 +181,49 @@ def test_concurrency_keys_the_service_takes(key: str) -> None:
     ],
 )
 def test_a_concurrency_limit_the_service_would_refuse_is_refused_at_declaration(
+    declare: Callable[[], object], error: type[Exception], says: str
+) -> None:
+    with pytest.raises(error, match=re.escape(says)):
+        declare()
+
+
+def test_a_declared_rate_goes_with_the_description() -> None:
+    tools = Tools()
+
+    @tools.tool(rate=RateLimit(20, 1.0, key="tenant"), concurrency=ConcurrencyLimit(3))
+    async def quotes() -> str:
+        return "ok"
+
+    @tools.tool()
+    async def plain() -> str:
+        return "ok"
+
+    # On the wire: field 8 of ToolDescription, as the service reads it.
+    sent = xpb.ToolDescription.FromString(tools["quotes"].description().SerializeToString())
+    assert (sent.rate.starts, sent.rate.per.ToMilliseconds(), sent.rate.key) == (20, 1000, "tenant")
+    assert sent.concurrency.max == 3, "a rate and a limit go together"
+    assert not tools["plain"].description().HasField("rate")
+    made = make_tool(plain, name="made", rate=RateLimit(1, 0.01)).description()
+    assert (made.rate.starts, made.rate.per.ToMilliseconds(), made.rate.key) == (1, 10, "")
+
+
+@pytest.mark.parametrize(
+    ("declare", "error", "says"),
+    [
+        (lambda: RateLimit(0, 1.0), ValueError, "between 1 and 100000, got 0"),
+        (lambda: RateLimit(100_001, 1.0), ValueError, "between 1 and 100000"),
+        (lambda: RateLimit(2.5, 1.0), TypeError, "must be an int"),  # type: ignore[arg-type]
+        (lambda: RateLimit(True, 1.0), TypeError, "must be an int"),
+        (lambda: RateLimit(5, 0.001), ValueError, "between 10 ms and 24 h"),
+        (lambda: RateLimit(5, 86_401), ValueError, "between 10 ms and 24 h"),
+        (lambda: RateLimit(5, float("nan")), ValueError, "between 10 ms and 24 h"),
+        (lambda: RateLimit(5, "1s"), TypeError, "must be seconds"),  # type: ignore[arg-type]
+        (lambda: RateLimit(5, 1.0, "customer_id"), ValueError, "RateLimit.key term 'customer_id' is not tenant"),
+        (lambda: RateLimit(5, 1.0, None), TypeError, "RateLimit.key must be a str"),  # type: ignore[arg-type]
+        (lambda: make_tool(lambda: "x", rate=20), TypeError, "must be a RateLimit"),  # type: ignore[arg-type]
+    ],
+)
+def test_a_rate_the_service_would_refuse_is_refused_at_declaration(
     declare: Callable[[], object], error: type[Exception], says: str
 ) -> None:
     with pytest.raises(error, match=re.escape(says)):

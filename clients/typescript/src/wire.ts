@@ -218,10 +218,17 @@ export interface WireToolDescription {
   taskSupport: WireTaskSupport;
   retry?: WireRetryPolicy | null;
   concurrency?: WireConcurrencyLimit | null;
+  rate?: WireRateLimit | null;
 }
 
 export interface WireConcurrencyLimit {
   max: number;
+  key: string;
+}
+
+export interface WireRateLimit {
+  starts: number;
+  per: WireDuration;
   key: string;
 }
 

@@ -156,6 +156,33 @@ describe('tools', () => {
     ]);
   });
 
+  it('sends a declared rate with the description, and refuses at declaration a rate the service would refuse', () => {
+    const quotes = defineTool('quotes', { rate: { starts: 20, perMs: 1000, key: 'tenant' }, concurrency: { max: 3 } }, () => '');
+    assert.deepEqual(describeTool(quotes).rate, { starts: 20, per: { seconds: 1, nanos: 0 }, key: 'tenant' });
+    assert.deepEqual(describeTool(quotes).concurrency, { max: 3, key: '' }, 'a rate and a limit go together');
+    assert.deepEqual(describeTool(defineTool('fast', { rate: { starts: 1, perMs: 10 } }, () => '')).rate, { starts: 1, per: { seconds: 0, nanos: 10_000_000 }, key: '' });
+    assert.equal(describeTool(defineTool('plain', {}, () => '')).rate, undefined);
+    const refused: Array<[unknown, ErrorConstructor, RegExp]> = [
+      [{ starts: 0, perMs: 1000 }, RangeError, /rate starts must be between 1 and 100000, got 0/],
+      [{ starts: 100_001, perMs: 1000 }, RangeError, /between 1 and 100000/],
+      [{ starts: 2.5, perMs: 1000 }, TypeError, /starts must be an integer/],
+      [{ starts: 5, perMs: 9 }, RangeError, /perMs must be between 10 ms and 24 h, got 9/],
+      [{ starts: 5, perMs: 86_400_001 }, RangeError, /perMs must be between 10 ms and 24 h/],
+      [{ starts: 5, perMs: '1s' }, TypeError, /perMs must be an integer number of ms/],
+      [{ starts: 5, per: 1000 }, TypeError, /has no "per" \(only starts, perMs and key\)/],
+      [{ starts: 5, perMs: 1000, key: 'customer_id' }, RangeError, /key term "customer_id" is not tenant/],
+      [20, TypeError, /must be an object \{ starts, perMs, key\? \}, got 20/],
+    ];
+    for (const [rate, type, message] of refused) {
+      assert.throws(() => defineTool('rated', { rate: rate as never }, () => ''), (err: Error) => {
+        assert.ok(err instanceof type, `${JSON.stringify(rate)}: ${err.name} ${err.message}`);
+        assert.match(err.message, /^tool rated: rate /);
+        assert.match(err.message, message);
+        return true;
+      }, JSON.stringify(rate));
+    }
+  });
+
   it('takes every concurrency key the service takes', () => {
     const keys = ['', 'tenant', 'tool, session', ' tenant , arguments.customer.id ', 'arguments.a-b_C9', Array(8).fill('tenant').join(','),
       `arguments.${Array(8).fill('n').join('.')}`, `arguments.${'x'.repeat(64)}`, `tenant${' '.repeat(250)}`];

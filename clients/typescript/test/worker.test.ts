@@ -133,7 +133,11 @@ describe('the TypeScript worker (mcp-taskstore-worker) with the conformance tool
   it("a tool's declared concurrency limit reaches the service in the heartbeat; what defineTool refuses, the service refuses too", async () => {
     const limited = new Worker(
       [
-        defineTool('ts_limited', { inputSchema: { customer_id: z.string() }, concurrency: { max: 3, key: 'tenant, arguments.customer_id' } }, ({ customer_id }) => customer_id),
+        defineTool(
+          'ts_limited',
+          { inputSchema: { customer_id: z.string() }, concurrency: { max: 3, key: 'tenant, arguments.customer_id' }, rate: { starts: 20, perMs: 1500, key: 'tenant' } },
+          ({ customer_id }) => customer_id,
+        ),
         defineTool('ts_unlimited', {}, () => 'ok'),
       ],
       { endpoint: service.endpoint, amqpUrl: AMQP_URL, workerId: 'ts-limits', concurrency: 1, shutdownGraceMs: 1000, logger: silent },
@@ -141,11 +145,13 @@ describe('the TypeScript worker (mcp-taskstore-worker) with the conformance tool
     const raw = rawClients(service.endpoint);
     try {
       await limited.whenReady();
-      const { tools } = await raw.call<{ tools: Array<{ name: string; description: { concurrency: unknown } | null }> }>(raw.store, 'listTools', {});
+      const { tools } = await raw.call<{ tools: Array<{ name: string; description: { concurrency: unknown; rate: unknown } | null }> }>(raw.store, 'listTools', {});
       const described = new Map(tools.map((t) => [t.name, t.description]));
       // Kept by the service, its key as the service normalises it.
       assert.deepEqual(described.get('ts_limited')?.concurrency, { max: 3, key: 'tenant,arguments.customer_id' });
       assert.equal(described.get('ts_unlimited')?.concurrency, null);
+      assert.deepEqual(described.get('ts_limited')?.rate, { starts: 20, per: { seconds: 1, nanos: 500_000_000 }, key: 'tenant' });
+      assert.equal(described.get('ts_unlimited')?.rate, null);
       // Limits defineTool refuses, sent as they are: the service refuses the heartbeat.
       for (const concurrency of [{ max: 0, key: '' }, { max: 10_001, key: '' }, { max: 3, key: 'customer_id' }, { max: 3, key: `tenant${' '.repeat(251)}` }, { max: 3, key: Array(9).fill('tool').join(',') }]) {
         assert.throws(() => defineTool('ts_limited', { concurrency }, () => ''), JSON.stringify(concurrency));
@@ -153,6 +159,17 @@ describe('the TypeScript worker (mcp-taskstore-worker) with the conformance tool
         await assert.rejects(raw.call(raw.execution, 'heartbeat', { workerId: 'ts-limits-raw', tools: ['ts_limited'], slots: 1, descriptions: [description] }), (err: { code?: number; details?: string }) => {
           assert.equal(err.code, grpc.status.INVALID_ARGUMENT, JSON.stringify(concurrency));
           assert.match(err.details ?? '', /concurrency/);
+          return true;
+        });
+      }
+      // And rates.
+      for (const rate of [{ starts: 0, perMs: 1000 }, { starts: 100_001, perMs: 1000 }, { starts: 5, perMs: 1 }, { starts: 5, perMs: 86_400_001 }]) {
+        assert.throws(() => defineTool('ts_limited', { rate }, () => ''), JSON.stringify(rate));
+        const wire = { starts: rate.starts, per: { seconds: Math.floor(rate.perMs / 1000), nanos: (rate.perMs % 1000) * 1_000_000 }, key: '' };
+        const description = { name: 'ts_limited', inputSchemaJson: '{"type":"object"}', taskSupport: 'TASK_SUPPORT_OPTIONAL', rate: wire };
+        await assert.rejects(raw.call(raw.execution, 'heartbeat', { workerId: 'ts-limits-raw', tools: ['ts_limited'], slots: 1, descriptions: [description] }), (err: { code?: number; details?: string }) => {
+          assert.equal(err.code, grpc.status.INVALID_ARGUMENT, JSON.stringify(rate));
+          assert.match(err.details ?? '', /rate/);
           return true;
         });
       }

@@ -2,7 +2,7 @@
 // with defineTool (or take an McpServer's with toolsOfServer) and serve them
 // with Worker, or run `mcp-taskstore-worker <module>`.
 export { defineTool, AskError, BackOff, RetryableError } from './tool.js';
-export type { AskErrorKind, ConcurrencyLimit, InputRequestBody, InputSchema, RetryPolicy, TaskSupport, ToolArgs, ToolConfig, ToolContext, ToolReturn, WorkerTool } from './tool.js';
+export type { AskErrorKind, ConcurrencyLimit, InputRequestBody, InputSchema, RateLimit, RetryPolicy, TaskSupport, ToolArgs, ToolConfig, ToolContext, ToolReturn, WorkerTool } from './tool.js';
 export { Worker, childTraceparent, type WorkerOptions } from './runtime.js';
 export { toolsOfServer, toolsFrom } from './server-tools.js';
 export { WorkerRefused } from './heartbeat.js';

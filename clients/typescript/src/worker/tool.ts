@@ -7,7 +7,10 @@ import { getParseErrorMessage, normalizeObjectSchema, safeParseAsync } from '@mo
 import { toJsonSchemaCompat } from '@modelcontextprotocol/sdk/server/zod-json-schema-compat.js';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { msToDuration } from '../convert.js';
-import type { WireConcurrencyLimit, WireRetryPolicy, WireTaskSupport, WireToolDescription } from '../wire.js';
+import type { WireRetryPolicy, WireTaskSupport, WireToolDescription } from '../wire.js';
+import { checkConcurrency, checkRate, wireConcurrency, wireRate, type ConcurrencyLimit, type RateLimit } from './limits.js';
+
+export type { ConcurrencyLimit, RateLimit } from './limits.js';
 
 /** MCP `execution.taskSupport`: whether clients may, must or must not call the tool as a task. */
 export type TaskSupport = 'optional' | 'required' | 'forbidden';
@@ -35,6 +38,8 @@ export interface ToolConfig<S extends InputSchema | undefined = undefined> {
   retry?: RetryPolicy;
   /** At most how many of its tasks run at once per key; unset: no limit. */
   concurrency?: ConcurrencyLimit;
+  /** At most how many of its tasks start per window per key; unset: no limit. */
+  rate?: RateLimit;
 }
 
 /**
@@ -57,24 +62,6 @@ export interface RetryPolicy {
    * not be repeated. Default `true`.
    */
   retryLostWorkers?: boolean;
-}
-
-/**
- * At most `max` of a tool's tasks run at once per value of `key`, sent to
- * the service with its description; a key's further tasks wait in the
- * service's backlog, spending no attempt. A task keeps the limit and key its
- * tool had when it was created. `{ max: 3, key: 'tenant, arguments.customer_id' }`:
- * at most 3 at once per customer of each tenant.
- */
-export interface ConcurrencyLimit {
-  /** 1 to 10,000. */
-  max: number;
-  /**
-   * Terms separated by commas, each `tenant`, `tool`, `session` or
-   * `arguments.<name>[.<name>...]` (at most 8 terms, 8 names deep, 256
-   * characters). Empty or unset: one key for the whole tool, across tenants.
-   */
-  key?: string;
 }
 
 /** An MCP input request a tool may ask its caller. */
@@ -179,6 +166,7 @@ export interface WorkerTool {
   readonly taskSupport: TaskSupport;
   readonly retry?: RetryPolicy;
   readonly concurrency?: ConcurrencyLimit;
+  readonly rate?: RateLimit;
   readonly handler: (args: unknown, ctx: ToolContext) => ToolReturn | Promise<ToolReturn>;
 }
 
@@ -199,6 +187,7 @@ export function defineTool<S extends InputSchema | undefined = undefined>(
   const schema = config.inputSchema === undefined ? undefined : normalizeObjectSchema(config.inputSchema);
   if (config.inputSchema !== undefined && !schema) throw new Error(`tool ${name}: inputSchema must be a zod object schema or a raw shape`);
   const concurrency = config.concurrency === undefined ? undefined : checkConcurrency(name, config.concurrency);
+  const rate = config.rate === undefined ? undefined : checkRate(name, config.rate);
   return {
     name,
     ...(config.title !== undefined && { title: config.title }),
@@ -207,54 +196,9 @@ export function defineTool<S extends InputSchema | undefined = undefined>(
     taskSupport: config.taskSupport ?? 'optional',
     ...(config.retry !== undefined && { retry: config.retry }),
     ...(concurrency !== undefined && { concurrency }),
+    ...(rate !== undefined && { rate }),
     handler: handler as WorkerTool['handler'],
   };
-}
-
-// The service's rules for a limit (ConcurrencyLimit in
-// proto/mcp/tasks/v1/execution.proto): a declaration it would refuse is
-// refused here, when the tool is declared, rather than by every heartbeat.
-const MAX_CONCURRENCY = 10_000;
-const MAX_KEY_CHARS = 256;
-const MAX_KEY_TERMS = 8;
-const MAX_KEY_DEPTH = 8;
-const KEY_NAME = /^[A-Za-z0-9_-]{1,64}$/;
-
-/** A declared value, for a message. */
-function shown(value: unknown): string {
-  if (typeof value === 'string') return JSON.stringify(value);
-  if (typeof value === 'bigint') return `${value}n`;
-  if (typeof value !== 'object' || value === null) return String(value);
-  try {
-    return JSON.stringify(value);
-  } catch {
-    return Object.prototype.toString.call(value);
-  }
-}
-
-/** The limit as declared, checked; a copy, so that changing the object given later changes nothing. */
-function checkConcurrency(tool: string, limit: unknown): ConcurrencyLimit {
-  const say = (what: string) => `tool ${tool}: concurrency ${what}`;
-  if (typeof limit !== 'object' || limit === null || Array.isArray(limit)) throw new TypeError(say(`must be an object { max, key? }, got ${shown(limit)}`));
-  const unknown = Object.keys(limit).filter((k) => k !== 'max' && k !== 'key');
-  if (unknown.length > 0) throw new TypeError(say(`has no ${unknown.map((k) => JSON.stringify(k)).join(', ')} (only max and key)`));
-  const { max, key } = limit as { max?: unknown; key?: unknown };
-  if (typeof max !== 'number' || !Number.isInteger(max)) throw new TypeError(say(`max must be an integer, got ${shown(max)}`));
-  if (max < 1 || max > MAX_CONCURRENCY) throw new RangeError(say(`max must be between 1 and ${MAX_CONCURRENCY}, got ${max}`));
-  if (key === undefined) return { max };
-  if (typeof key !== 'string') throw new TypeError(say(`key must be a string, got ${shown(key)}`));
-  const chars = [...key].length;
-  if (chars > MAX_KEY_CHARS) throw new RangeError(say(`key must be at most ${MAX_KEY_CHARS} characters, got ${chars}`));
-  const terms = key.trim() === '' ? [] : key.trim().split(',').map((t) => t.trim());
-  if (terms.length > MAX_KEY_TERMS) throw new RangeError(say(`key has more than ${MAX_KEY_TERMS} terms: ${JSON.stringify(key)}`));
-  for (const term of terms) {
-    if (term === 'tenant' || term === 'tool' || term === 'session') continue;
-    const names = term.startsWith('arguments.') ? term.slice('arguments.'.length).split('.') : undefined;
-    if (!names || names.length > MAX_KEY_DEPTH || !names.every((n) => KEY_NAME.test(n))) {
-      throw new RangeError(say(`key term ${JSON.stringify(term)} is not tenant, tool, session or arguments.<path> (at most ${MAX_KEY_DEPTH} names of A-Z a-z 0-9 _ -)`));
-    }
-  }
-  return { max, key };
 }
 
 const EMPTY_OBJECT = { type: 'object', properties: {} };
@@ -282,11 +226,8 @@ export function describeTool(tool: WorkerTool): WireToolDescription {
     taskSupport: TASK_SUPPORT[tool.taskSupport],
     ...(tool.retry !== undefined && { retry: wireRetry(tool.retry) }),
     ...(tool.concurrency !== undefined && { concurrency: wireConcurrency(tool.concurrency) }),
+    ...(tool.rate !== undefined && { rate: wireRate(tool.rate) }),
   };
-}
-
-function wireConcurrency(limit: ConcurrencyLimit): WireConcurrencyLimit {
-  return { max: limit.max, key: limit.key ?? '' };
 }
 
 function wireRetry(policy: RetryPolicy): WireRetryPolicy {

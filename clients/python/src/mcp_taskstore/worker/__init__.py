@@ -22,10 +22,10 @@ from mcp_taskstore.worker.broker import AmqpTls
 from mcp_taskstore.worker.context import QuestionDeclined, QuestionRefused, ToolContext
 from mcp_taskstore.worker.control import Stop
 from mcp_taskstore.worker.failures import BackOff
+from mcp_taskstore.worker.limits import ConcurrencyLimit, RateLimit
 from mcp_taskstore.worker.heartbeat import WorkerRefused
 from mcp_taskstore.worker.runtime import Worker, WorkerConfig
 from mcp_taskstore.worker.tools import (
-    ConcurrencyLimit,
     FleetTool,
     InvalidArguments,
     RetryableError,
@@ -47,6 +47,7 @@ __all__ = [
     "InvalidArguments",
     "QuestionDeclined",
     "QuestionRefused",
+    "RateLimit",
     "RetryableError",
     "RetryPolicy",
     "Stop",

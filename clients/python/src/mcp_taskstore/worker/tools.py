@@ -1,7 +1,7 @@
 """Tools a worker serves: declared as FastMCP declares them (name, title,
 description, an input schema from the type hints and pydantic), plus
-``task_support``, an optional ``RetryPolicy`` and an optional
-``ConcurrencyLimit``; run with their arguments
+``task_support``, an optional ``RetryPolicy``, ``ConcurrencyLimit`` and
+``RateLimit``; run with their arguments
 validated, as FastMCP runs them.
 
 A tool is an ``async def`` (or a plain ``def``, run in a thread so the
@@ -19,7 +19,6 @@ import asyncio
 import functools
 import inspect
 import json
-import re
 import typing
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from pydantic import ValidationError
 
 from mcp_taskstore._proto import execution_pb2 as xpb
 from mcp_taskstore.worker.failures import BackOff, InvalidArguments, RetryableError, ToolFailure
+from mcp_taskstore.worker.limits import ConcurrencyLimit, RateLimit
 
 
 TaskSupport = Literal["optional", "required", "forbidden"]
@@ -72,60 +72,6 @@ class RetryPolicy:
         if self.backoff_max is not None:
             policy.backoff_max.FromMilliseconds(round(self.backoff_max * 1000))
         return policy
-
-
-# The service's rules for a key (ConcurrencyLimit in proto/mcp/tasks/v1/execution.proto):
-# a declaration it would refuse is refused here, when the tool is declared,
-# rather than by every heartbeat of the worker.
-_MAX_CONCURRENCY = 10_000
-_MAX_KEY_CHARS = 256
-_MAX_KEY_TERMS = 8
-_MAX_KEY_DEPTH = 8
-_KEY_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
-
-
-@dataclass(frozen=True)
-class ConcurrencyLimit:
-    """At most ``max`` of a tool's tasks run at once per value of ``key``,
-    sent to the service with its description; its other tasks wait in the
-    service's backlog (spending no attempt). A task keeps the limit and key
-    its tool had when it was created.
-
-    ``key``: terms separated by commas, each ``tenant``, ``tool``,
-    ``session`` or ``arguments.<name>[.<name>...]`` (at most 8 terms, 8
-    names deep, 256 characters); empty: one key for the whole tool, across
-    tenants. ``ConcurrencyLimit(3, "tenant, arguments.customer_id")``: at
-    most 3 at once per customer of each tenant.
-    """
-
-    # 1 to 10,000.
-    max: int
-    key: str = ""
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.max, int) or isinstance(self.max, bool):
-            raise TypeError(f"ConcurrencyLimit.max must be an int, got {self.max!r}")
-        if not 1 <= self.max <= _MAX_CONCURRENCY:
-            raise ValueError(f"ConcurrencyLimit.max must be between 1 and {_MAX_CONCURRENCY}, got {self.max}")
-        if not isinstance(self.key, str):
-            raise TypeError(f"ConcurrencyLimit.key must be a str, got {self.key!r}")
-        if len(self.key) > _MAX_KEY_CHARS:
-            raise ValueError(f"ConcurrencyLimit.key must be at most {_MAX_KEY_CHARS} characters, got {len(self.key)}")
-        terms = [term.strip() for term in self.key.strip().split(",")] if self.key.strip() else []
-        if len(terms) > _MAX_KEY_TERMS:
-            raise ValueError(f"ConcurrencyLimit.key has more than {_MAX_KEY_TERMS} terms: {self.key!r}")
-        for term in terms:
-            if term in ("tenant", "tool", "session"):
-                continue
-            names = term.removeprefix("arguments.").split(".") if term.startswith("arguments.") else None
-            if names is None or len(names) > _MAX_KEY_DEPTH or not all(_KEY_NAME.fullmatch(n) for n in names):
-                raise ValueError(
-                    f"ConcurrencyLimit.key term {term!r} is not tenant, tool, session or arguments.<path> "
-                    f"(at most {_MAX_KEY_DEPTH} names of A-Z a-z 0-9 _ -)"
-                )
-
-    def message(self) -> xpb.ConcurrencyLimit:
-        return xpb.ConcurrencyLimit(max=self.max, key=self.key)
 
 
 def error_result(text: str) -> dict[str, Any]:
@@ -169,6 +115,8 @@ class FleetTool:
     retry: RetryPolicy | None = None
     # At most how many of its tasks run at once per key; None: no limit.
     concurrency: ConcurrencyLimit | None = None
+    # At most how many of its tasks start per window per key; None: no limit.
+    rate: RateLimit | None = None
 
     @property
     def name(self) -> str:
@@ -184,6 +132,7 @@ class FleetTool:
             task_support=_TASK_SUPPORT[self.task_support],
             retry=self.retry.message() if self.retry is not None else None,
             concurrency=self.concurrency.message() if self.concurrency is not None else None,
+            rate=self.rate.message() if self.rate is not None else None,
         )
 
     async def run(self, context: Any, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -246,6 +195,7 @@ def make_tool(
     structured_output: bool | None = None,
     retry: RetryPolicy | None = None,
     concurrency: ConcurrencyLimit | None = None,
+    rate: RateLimit | None = None,
 ) -> FleetTool:
     """A tool from a function, as FastMCP's ``Tool.from_function`` makes one
     (``structured_output`` as FastMCP's: None decides from the return annotation)."""
@@ -253,6 +203,8 @@ def make_tool(
         raise ValueError(f"task_support must be one of {sorted(_TASK_SUPPORT)}, got {task_support!r}")
     if concurrency is not None and not isinstance(concurrency, ConcurrencyLimit):
         raise TypeError(f"concurrency must be a ConcurrencyLimit, got {concurrency!r}")
+    if rate is not None and not isinstance(rate, RateLimit):
+        raise TypeError(f"rate must be a RateLimit, got {rate!r}")
     context_kwarg, fastmcp = _context_parameter(fn)
     tool = FastMCPTool.from_function(
         fn,
@@ -262,7 +214,7 @@ def make_tool(
         context_kwarg=context_kwarg,
         structured_output=structured_output,
     )
-    return FleetTool(tool, task_support, fastmcp, retry, concurrency)
+    return FleetTool(tool, task_support, fastmcp, retry, concurrency, rate)
 
 
 class Tools:
@@ -299,6 +251,7 @@ class Tools:
         structured_output: bool | None = None,
         retry: RetryPolicy | None = None,
         concurrency: ConcurrencyLimit | None = None,
+        rate: RateLimit | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator: serve the function as a tool (it stays callable as it was)."""
         if callable(name):
@@ -314,6 +267,7 @@ class Tools:
                 structured_output=structured_output,
                 retry=retry,
                 concurrency=concurrency,
+                rate=rate,
             )
             self.add(tool)
             return fn
