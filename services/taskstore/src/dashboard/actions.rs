@@ -350,6 +350,41 @@ pub async fn run_tool(
         .await
 }
 
+/// Ends a key's pause now (`taskstore lift-pause`, LiftPause): an operator
+/// of every tenant, from a tool's page.
+pub async fn lift_pause(
+    State(board): State<Arc<Board>>,
+    viewer: Viewer,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Response {
+    board
+        .act(viewer, Operation::SteerDispatch, async |viewer| {
+            let tool = ToolName::parse(&name).map_err(|_| Refused::NotFound)?;
+            let form = form(&body)?;
+            let key =
+                value(&form, "key").ok_or_else(|| Refused::BadRequest("key: missing".into()))?;
+            if key.len() > crate::domain::KeyLimit::MAX_KEY_BYTES {
+                return Err(Refused::BadRequest("key: longer than any key".into()));
+            }
+            let lifted = board.operations.lift_pause(tool.as_str(), key).await?;
+            tracing::info!(
+                subject = %viewer.caller.subject,
+                action = "lift-pause",
+                tool = %tool,
+                lifted,
+                "dashboard action"
+            );
+            crate::metrics::dashboard_action("lift-pause");
+            Ok(see_other(&format!(
+                "{}/tools/{}",
+                board.base(),
+                segment(tool.as_str())
+            )))
+        })
+        .await
+}
+
 pub async fn rerun(
     State(board): State<Arc<Board>>,
     viewer: Viewer,

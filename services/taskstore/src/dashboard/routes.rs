@@ -54,6 +54,7 @@ pub fn router(board: Arc<Board>) -> Router {
         .route("/tasks/{id}/answer", post(actions::answer))
         .route("/tasks/{id}/rerun", post(actions::rerun))
         .route("/tools/{name}/run", post(actions::run_tool))
+        .route("/tools/{name}/lift-pause", post(actions::lift_pause))
         .route("/logout", post(account::log_out));
     // Changing requests: refused cross-site first (the outer layer), then
     // their form read only once its sender is known, within limits.
@@ -218,17 +219,20 @@ async fn tool(
                     .iter()
                     .filter(|worker| worker.heartbeat.tools.contains(&tool.name))
                     .collect();
-                let activity = board
-                    .insights
-                    .tool_activity(&viewer.tenant, Utc::now())
-                    .await?;
-                Ok(pages::tools::one(
-                    board.base(),
-                    viewer,
-                    tool,
-                    &serving,
-                    &activity,
-                ))
+                let now = Utc::now();
+                let activity = board.insights.tool_activity(&viewer.tenant, now).await?;
+                let page = pages::tools::one(board.base(), viewer, tool, &serving, &activity);
+                // Keys carry every tenant's values: for operators of every tenant.
+                if !viewer.sees_every_tenant() {
+                    return Ok(page);
+                }
+                let view = board.operations.dispatch_view().await?;
+                let dispatch = view.iter().find(|d| d.tool == tool.name.as_str());
+                let may_lift = viewer.may(Operation::SteerDispatch);
+                Ok(maud::html! {
+                    (page)
+                    (pages::dispatch::section(board.base(), tool.name.as_str(), dispatch, may_lift, now))
+                })
             },
         )
         .await

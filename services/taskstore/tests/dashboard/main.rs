@@ -9,6 +9,7 @@ mod common;
 
 mod access;
 mod attempts;
+mod dispatch;
 mod harness;
 mod hostile;
 mod issuer;

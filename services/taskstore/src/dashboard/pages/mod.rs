@@ -2,6 +2,7 @@
 //! markup, nothing else (the routes fetch, the pages draw).
 
 pub mod attempts;
+pub mod dispatch;
 pub mod login;
 pub mod overview;
 pub mod questions;
