@@ -362,8 +362,12 @@ pub async fn lift_pause(
         .act(viewer, Operation::SteerDispatch, async |viewer| {
             let tool = ToolName::parse(&name).map_err(|_| Refused::NotFound)?;
             let form = form(&body)?;
-            let key =
-                value(&form, "key").ok_or_else(|| Refused::BadRequest("key: missing".into()))?;
+            // As sent, untrimmed: the whole tool's key is the empty one.
+            let key = form
+                .iter()
+                .find(|(name, _)| name == "key")
+                .map(|(_, key)| key.as_str())
+                .ok_or_else(|| Refused::BadRequest("key: missing".into()))?;
             if key.len() > crate::domain::KeyLimit::MAX_KEY_BYTES {
                 return Err(Refused::BadRequest("key: longer than any key".into()));
             }

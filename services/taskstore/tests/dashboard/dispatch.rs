@@ -16,6 +16,8 @@ use taskstore::store::operations::OperationsStore;
 use crate::harness::{Board, Browser};
 
 const TOOL: &str = "quotes";
+/// A tool without limits: its back-off pauses the whole tool (the empty key).
+const WIDE: &str = "crawl";
 
 /// A browser logged in with a key of every tenant, acting in `tenant`.
 async fn operator_of_every_tenant(board: &Board, tenant: &str) -> Browser {
@@ -39,14 +41,16 @@ async fn an_operator_sees_a_tools_keys_and_lifts_a_pause_a_tenant_admin_cannot()
     let board = Board::open().await;
     let tool = ToolName::parse(TOOL).expect("tool");
     let limit = ConcurrencyLimit::parse(2, "arguments.customer").expect("limit");
+    let wide = ToolName::parse(WIDE).expect("tool");
     let heartbeat = WorkerHeartbeat::new(
         WorkerId::parse("w-1").expect("id"),
-        vec![tool.clone()],
+        vec![tool.clone(), wide.clone()],
         4,
         0,
     )
     .with_descriptions(vec![
         ToolDescription::undescribed(tool.clone()).with_concurrency(Some(limit.clone())),
+        ToolDescription::undescribed(wide.clone()),
     ]);
     board
         .store
@@ -55,56 +59,7 @@ async fn an_operator_sees_a_tools_keys_and_lifts_a_pause_a_tenant_admin_cannot()
         .expect("heartbeat");
 
     // One of acme's tasks runs, and its upstream says: wait a minute.
-    let acme = TenantId::parse("acme").expect("tenant");
-    let request = format!(
-        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{TOOL}","arguments":{{"customer":"c-9"}}}}}}"#
-    );
-    let task = board
-        .store
-        .create_task(
-            &Scope {
-                tenant: acme.clone(),
-                session: None,
-            },
-            NewTask {
-                idempotency_key: None,
-                task_id: None,
-                ttl: TtlRequest::ServerDefault,
-                poll_interval: None,
-                request_id: RequestId::parse("1").expect("id"),
-                request: JsonObject::parse(request).expect("request"),
-                dispatch: Some(DispatchRequest {
-                    rate: None,
-                    concurrency: Some(limit),
-                    priority: Default::default(),
-                    tool: tool.clone(),
-                    max_attempts: None,
-                    start: None,
-                    retry: Default::default(),
-                }),
-                trace_context: None,
-            },
-        )
-        .await
-        .expect("create");
-    let claim = board
-        .store
-        .claim(&acme, &task.task_id, 1, "w-1")
-        .await
-        .expect("claim");
-    board
-        .store
-        .release(
-            &acme,
-            &task.task_id,
-            &claim.lease_token,
-            ReleaseReason::BackOff {
-                wait: Duration::from_secs(60),
-            },
-            "429 from upstream",
-        )
-        .await
-        .expect("back off");
+    back_off(&board, &tool, Some(limit)).await;
     let view = board.store.dispatch_view().await.expect("view");
     let paused = view
         .iter()
@@ -150,8 +105,25 @@ async fn an_operator_sees_a_tools_keys_and_lifts_a_pause_a_tenant_admin_cannot()
     let (_, page) = operator.text(&format!("/tools/{TOOL}")).await;
     assert!(!page.contains("/lift-pause"), "nothing left to lift");
 
+    // The whole tool's pause, whose key is the empty one.
+    back_off(&board, &wide, None).await;
+    let (_, page) = operator.text(&format!("/tools/{WIDE}")).await;
+    assert!(
+        page.contains("(the whole tool)") && page.contains("/lift-pause"),
+        "{page}"
+    );
+    let lifted = operator
+        .post(&format!("/tools/{WIDE}/lift-pause"), &lift_form(""))
+        .await;
+    assert_eq!(lifted.status(), 303);
+    let (_, page) = operator.text(&format!("/tools/{WIDE}")).await;
+    assert!(
+        !page.contains("/lift-pause"),
+        "the whole tool's pause is lifted"
+    );
+
     // Hostile forms change nothing.
-    for form in ["", "key=", &format!("key={}", "x".repeat(300))] {
+    for form in ["", "other=1", &format!("key={}", "x".repeat(300))] {
         let response = operator
             .post(&format!("/tools/{TOOL}/lift-pause"), form)
             .await;
@@ -161,6 +133,61 @@ async fn an_operator_sees_a_tools_keys_and_lifts_a_pause_a_tenant_admin_cannot()
             response.status()
         );
     }
+}
+
+/// Creates a task of acme's for `tool`, claims it, and backs its key off
+/// for a minute.
+async fn back_off(board: &Board, tool: &ToolName, limit: Option<ConcurrencyLimit>) {
+    let acme = TenantId::parse("acme").expect("tenant");
+    let request = format!(
+        r#"{{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{{"name":"{tool}","arguments":{{"customer":"c-9"}}}}}}"#
+    );
+    let task = board
+        .store
+        .create_task(
+            &Scope {
+                tenant: acme.clone(),
+                session: None,
+            },
+            NewTask {
+                idempotency_key: None,
+                task_id: None,
+                ttl: TtlRequest::ServerDefault,
+                poll_interval: None,
+                request_id: RequestId::parse("1").expect("id"),
+                request: JsonObject::parse(request).expect("request"),
+                dispatch: Some(DispatchRequest {
+                    rate: None,
+                    concurrency: limit,
+                    priority: Default::default(),
+                    tool: tool.clone(),
+                    max_attempts: None,
+                    start: None,
+                    retry: Default::default(),
+                }),
+                trace_context: None,
+            },
+        )
+        .await
+        .expect("create");
+    let claim = board
+        .store
+        .claim(&acme, &task.task_id, 1, "w-1")
+        .await
+        .expect("claim");
+    board
+        .store
+        .release(
+            &acme,
+            &task.task_id,
+            &claim.lease_token,
+            ReleaseReason::BackOff {
+                wait: Duration::from_secs(60),
+            },
+            "429 from upstream",
+        )
+        .await
+        .expect("back off");
 }
 
 /// The lift form of `key`.
