@@ -1,6 +1,8 @@
 """Checks what operators look at: the alert rules (the PrometheusRule in
-deploy/kubernetes/components/servicemonitor/rules.yaml) and the Grafana
-dashboard (deploy/grafana/taskstore.json). Every PromQL expression must
+deploy/kubernetes/components/servicemonitor/rules.yaml), the Grafana
+dashboard (deploy/grafana/taskstore.json) and the queries KEDA scales
+workers on (the prometheus triggers of deploy/kubernetes/components/*/
+scaledobject.yaml). Every PromQL expression must
 parse, and every metric it names must be one the binaries export: the
 names are read from the Rust sources' `counter!`/`gauge!`/`histogram!`
 calls (a histogram also exports `_bucket`, `_sum` and `_count`). Exits
@@ -19,6 +21,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 RULES = ROOT / "deploy/kubernetes/components/servicemonitor/rules.yaml"
 DASHBOARD = ROOT / "deploy/grafana/taskstore.json"
+SCALED_OBJECTS = sorted((ROOT / "deploy/kubernetes/components").glob("*/scaledobject.yaml"))
 SOURCES = [ROOT / "services", ROOT / "worker" / "src"]
 MACRO = re.compile(r'\b(counter|gauge|histogram)!\(\s*"([a-z_][a-z0-9_]*)"')
 NAME = re.compile(r"\b(taskstore_[a-z0-9_]+|taskworker_[a-z0-9_]+)\b")
@@ -57,6 +60,16 @@ def dashboard_expressions(path: Path = DASHBOARD) -> list[tuple[str, str]]:
     return found
 
 
+def scaler_expressions(paths: list[Path] = SCALED_OBJECTS) -> list[tuple[str, str]]:
+    found = []
+    for path in paths:
+        for doc in yaml.safe_load_all(path.read_text()):
+            for i, trigger in enumerate(doc.get("spec", {}).get("triggers", [])):
+                if trigger.get("type") == "prometheus":
+                    found.append((f"{path.parent.name} trigger {i}", trigger["metadata"]["query"]))
+    return found
+
+
 def problems(expressions: list[tuple[str, str]], exported: set[str]) -> list[str]:
     found = []
     for where, expr in expressions:
@@ -72,7 +85,7 @@ def problems(expressions: list[tuple[str, str]], exported: set[str]) -> list[str
 
 
 def main() -> int:
-    expressions = rule_expressions() + dashboard_expressions()
+    expressions = rule_expressions() + dashboard_expressions() + scaler_expressions()
     found = problems(expressions, exported_metrics())
     for problem in found:
         print(problem)

@@ -28,6 +28,8 @@ SHELLS = {"sh", "bash", "dash", "ash", "zsh"}
 # Workloads that run to completion: probes do not apply.
 RUN_TO_COMPLETION = {"Job", "CronJob"}
 DURATION = re.compile(r"^(\d+)(ms|s|m|h)$")
+# The tools a backlog query names (`taskstore_dispatch_waiting{tool=~"a|b"}`).
+BACKLOG_TOOLS = re.compile(r'taskstore_dispatch_waiting\{tool=~"([^"]*)"\}')
 
 
 def pod_spec(doc: dict[str, Any]) -> dict[str, Any]:
@@ -275,7 +277,12 @@ def autoscaler_violations(docs: list[dict[str, Any]], config_maps: dict[str, dic
             given = env_names(container, config_maps)
             names = None if names is None or given is None else names | given
         queues = []
+        backlogs: list[set[str]] = []
         for i, trigger in enumerate(doc["spec"].get("triggers", [])):
+            if trigger.get("type") == "prometheus":
+                named = BACKLOG_TOOLS.search(trigger.get("metadata", {}).get("query", ""))
+                if named:
+                    backlogs.append({t for t in named.group(1).split("|") if t})
             if trigger.get("type") != "rabbitmq":
                 continue
             meta = trigger.get("metadata", {})
@@ -300,6 +307,12 @@ def autoscaler_violations(docs: list[dict[str, Any]], config_maps: dict[str, dic
             served = {t.strip() for t in env.get("TASKWORKER_TOOLS", "").split(",") if t.strip()}
             for tool in sorted(served - set(queues)):
                 yield f"{where}: no trigger watches the queue of {tool}, which taskworker serves"
+            for backlog in backlogs:
+                for tool in sorted(served - backlog):
+                    yield f"{where}: the backlog query leaves out {tool}, which taskworker serves"
+                if "TASKWORKER_COMMAND_TOOLS" not in env:
+                    for tool in sorted(backlog - served):
+                        yield f"{where}: the backlog query counts {tool}, which taskworker does not serve"
             if "TASKWORKER_COMMAND_TOOLS" not in env:
                 for tool in sorted(set(queues) - served):
                     yield f"{where}: a trigger watches the queue of {tool}, which taskworker does not serve"

@@ -3,7 +3,7 @@ and metrics no binary exports."""
 
 import unittest
 
-from observability import dashboard_expressions, exported_metrics, problems, rule_expressions
+from observability import dashboard_expressions, exported_metrics, problems, rule_expressions, scaler_expressions
 
 
 class ObservabilityChecks(unittest.TestCase):
@@ -11,6 +11,13 @@ class ObservabilityChecks(unittest.TestCase):
         expressions = rule_expressions() + dashboard_expressions()
         self.assertGreater(len(expressions), 20)
         self.assertEqual(problems(expressions, exported_metrics()), [])
+
+    def test_each_worker_pool_scales_on_its_tools_backlog(self) -> None:
+        queries = dict(scaler_expressions())
+        self.assertEqual(len(queries), 3, queries)
+        for query in queries.values():
+            self.assertIn("taskstore_dispatch_waiting{tool=~", query)
+        self.assertEqual(problems(list(queries.items()), exported_metrics()), [])
 
     def test_histograms_export_their_series(self) -> None:
         exported = exported_metrics()

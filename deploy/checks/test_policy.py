@@ -341,6 +341,31 @@ class FleetWorkerTest(unittest.TestCase):
         self.assert_violation(
             worker_docs(taskworker("echo")), "watches the queue of render_report, which taskworker does not serve"
         )
+        # The backlog query counts exactly the tools it serves.
+        def with_backlog(tools_served, counted):
+            def change(w):
+                taskworker(tools_served)(w)
+                w["scaled"]["triggers"].append(
+                    {
+                        "type": "prometheus",
+                        "metadata": {
+                            "query": f'sum(max by (tool) (taskstore_dispatch_waiting{{tool=~"{counted}"}}))',
+                            "threshold": "8",
+                        },
+                    }
+                )
+
+            return change
+
+        self.assertEqual(violations(worker_docs(with_backlog("render_report", "render_report"))), [])
+        self.assert_violation(
+            worker_docs(with_backlog("render_report,hash", "render_report")),
+            "the backlog query leaves out hash, which taskworker serves",
+        )
+        self.assert_violation(
+            worker_docs(with_backlog("render_report", "render_report|echo")),
+            "the backlog query counts echo, which taskworker does not serve",
+        )
         # Command tools are named in a file the rendering does not hold: a
         # trigger may watch one.
         with_command_tools = worker_docs(taskworker("render_report", command_tools=True))
