@@ -186,12 +186,14 @@ pub(super) async fn run(
         ClientCommand::LiftPause { tool, key, .. } => {
             let store = connection.store().await?;
             let lifted = store.lift_pause(&tool, &key).await?;
+            // As `status` names it.
+            let shown = if key.is_empty() { "(whole tool)" } else { &key };
             if args.json {
                 super::output::print_json(&serde_json::json!({ "lifted": lifted }))?;
             } else if lifted {
-                println!("lifted: {tool} {key} runs again");
+                println!("lifted: {tool} {shown} runs again");
             } else {
-                println!("{tool} {key} was not paused");
+                println!("{tool} {shown} was not paused");
             }
             Ok(Exit::Done)
         }

@@ -8,6 +8,7 @@ mod common;
 mod bench;
 mod commands;
 mod dev;
+mod dispatch_status;
 mod execution;
 mod first_hour;
 mod harness;
