@@ -130,6 +130,54 @@ async fn tasks_survive_a_rabbitmq_restart() {
     env.cleanup(&["echo", "sleep"]).await;
 }
 
+/// A key's concurrency limit (issue 40) holds through a broker restart: the
+/// slots are PostgreSQL's, the broker's redeliveries are fenced at claim.
+/// The recording tool (`common::runs`) allows 2 at once per customer, on two
+/// workers of 4 slots; RabbitMQ stops for 2 s mid-run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_keys_limit_holds_through_a_rabbitmq_restart() {
+    const LIMIT: usize = 2;
+    const TASKS: usize = 14;
+    let mut env = Env::new().await;
+    env.start_service(&[]);
+    let tool = common::runs::RecordingTool::new(&env.prefix, LIMIT);
+    let _a = env.start_worker("worker-a", "none", Some(tool.tools_file()), &[]);
+    let _b = env.start_worker("worker-b", "none", Some(tool.tools_file()), &[]);
+    env.wait_for_consumers("limited", 2).await;
+    let mut client = env.client().await;
+    let mut ids = Vec::new();
+    for _ in 0..TASKS {
+        ids.push(dispatch(&mut client, "limited", json!({"customer": "acme"}), None).await);
+    }
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let restore = Restore(start_rabbitmq);
+    run("rabbitmqctl", &["stop_app"]);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    drop(restore);
+
+    for id in &ids {
+        let done = result(&mut client, id, Duration::from_secs(120)).await;
+        assert_eq!(done.status(), pb::TaskStatus::Completed, "{id}");
+    }
+    let runs = tool.runs(0);
+    let most = runs.most_at_once("acme");
+    eprintln!(
+        "restarts: acme ran at most {most} at once, {} runs",
+        runs.started
+    );
+    assert_eq!(runs.cut_short, 0, "no run was cut short");
+    assert_eq!(runs.started, TASKS, "each task ran once");
+    assert!(
+        most <= LIMIT as i32,
+        "acme ran {most} at once, over its limit of {LIMIT}"
+    );
+    assert_eq!(
+        most, LIMIT as i32,
+        "the backlog used the whole limit (else this proves nothing)"
+    );
+    env.cleanup(&["limited"]).await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tasks_survive_a_postgresql_restart() {
     let mut env = Env::new().await;

@@ -7,6 +7,7 @@
 pub mod load;
 mod logs;
 mod process;
+pub mod runs;
 
 use std::io::{BufRead, BufReader};
 use std::path::PathBuf;

@@ -11,17 +11,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::json;
 use sqlx::postgres::PgPoolOptions;
 
+use crate::common::runs::RecordingTool;
 use crate::common::{Env, dispatch};
-
-/// Records `start <ns> <task> <arguments>` and `end <ns> <task>` around a
-/// short sleep (appends of one short line each: atomic).
-const SCRIPT: &str = r#"#!/bin/sh
-read -r arguments
-echo "start $(date +%s%N) $TASKSTORE_TASK_ID $arguments" >> "$RUNS_LOG"
-sleep 0.3
-echo "end $(date +%s%N) $TASKSTORE_TASK_ID" >> "$RUNS_LOG"
-echo done
-"#;
 
 const LIMIT: usize = 3;
 const ACME: usize = 24;
@@ -40,22 +31,8 @@ async fn a_keys_limit_holds_at_every_instant_through_kills() {
     let mut other = env.sibling();
     other.start_service(&[]);
 
-    let dir = std::env::temp_dir().join(format!("taskworker-limits-{}", env.prefix));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let script = dir.join("tool.sh");
-    std::fs::write(&script, SCRIPT).expect("script");
-    let log = dir.join("runs.log");
-    let tools = dir.join("tools.json");
-    std::fs::write(
-        &tools,
-        json!({"tools": {"limited": {
-            "command": ["sh", script.to_str().expect("utf-8 path")],
-            "env": {"RUNS_LOG": log.to_str().expect("utf-8 path")},
-            "concurrency": {"max": LIMIT, "key": "arguments.customer"},
-        }}})
-        .to_string(),
-    )
-    .expect("tools file");
+    let tool = RecordingTool::new(&env.prefix, LIMIT);
+    let tools = tool.tools_file().to_owned();
     let mut doomed = env.start_worker("worker-limits-1", "none", Some(&tools), &[]);
     let _second = env.start_worker("worker-limits-2", "none", Some(&tools), &[]);
     let _third = env.start_worker("worker-limits-3", "none", Some(&tools), &[]);
@@ -109,61 +86,12 @@ async fn a_keys_limit_holds_at_every_instant_through_kills() {
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
 
-    // Every run the tool recorded, as (customer, start, end); a run whose
-    // end is missing died with its worker, when it was killed.
-    let text = std::fs::read_to_string(&log).expect("runs log");
-    let mut starts: HashMap<(String, String), (String, u128)> = HashMap::new();
-    let mut runs: Vec<(String, u128, u128)> = Vec::new();
-    let mut order: Vec<(String, String)> = Vec::new();
-    let mut seen: HashMap<String, usize> = HashMap::new();
-    for line in text.lines() {
-        let mut parts = line.splitn(4, ' ');
-        let (kind, at, task) = (
-            parts.next().unwrap_or_default(),
-            parts
-                .next()
-                .and_then(|at| at.parse::<u128>().ok())
-                .expect("a time"),
-            parts.next().unwrap_or_default().to_owned(),
-        );
-        match kind {
-            "start" => {
-                let arguments: serde_json::Value =
-                    serde_json::from_str(parts.next().unwrap_or("{}")).expect("arguments");
-                let customer = arguments["customer"].as_str().expect("customer").to_owned();
-                let n = seen.entry(task.clone()).or_default();
-                *n += 1;
-                let run = (task.clone(), n.to_string());
-                starts.insert(run.clone(), (customer, at));
-                order.push(run);
-            }
-            "end" => {
-                let n = seen.get(&task).copied().unwrap_or_default().to_string();
-                if let Some((customer, start)) = starts.remove(&(task, n)) {
-                    runs.push((customer, start, at));
-                }
-            }
-            other => panic!("unexpected line {other:?}"),
-        }
-    }
-    let cut_short = starts.len();
-    for (_, (customer, start)) in starts {
-        runs.push((customer, start, worker_killed_at.max(start)));
-    }
+    // Every run the tool recorded; a run whose end is missing died with
+    // its worker, when it was killed.
+    let runs = tool.runs(worker_killed_at);
+    let cut_short = runs.cut_short;
     for customer in ["acme", "globex"] {
-        // A sweep over the runs' starts and ends (an end before a start at
-        // the same instant).
-        let mut events: Vec<(u128, i32)> = runs
-            .iter()
-            .filter(|(c, _, _)| c == customer)
-            .flat_map(|(_, start, end)| [(*start, 1), (*end, -1)])
-            .collect();
-        events.sort();
-        let (mut running, mut most) = (0, 0);
-        for (_, step) in events {
-            running += step;
-            most = most.max(running);
-        }
+        let most = runs.most_at_once(customer);
         eprintln!("limits: {customer} ran at most {most} at once");
         assert!(
             most <= LIMIT as i32,
@@ -186,16 +114,15 @@ async fn a_keys_limit_holds_at_every_instant_through_kills() {
             .expect("reruns");
     eprintln!(
         "limits: {} runs, {cut_short} cut short by the kill, {reruns} tasks run again",
-        order.len()
+        runs.started
     );
     assert!(
-        order.len() >= ids.len() && order.len() <= ids.len() + 4,
+        runs.started >= ids.len() && runs.started <= ids.len() + 4,
         "{} runs of {} tasks (the killed worker held at most 4)",
-        order.len(),
+        runs.started,
         ids.len()
     );
     env.cleanup(&["limited"]).await;
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// Records `start <ns> <task>` (each run once) and sleeps a little.
