@@ -189,9 +189,15 @@ async fn tools(State(board): State<Arc<Board>>, viewer: Viewer) -> Response {
                     .insights
                     .tool_activity(&viewer.tenant, Utc::now())
                     .await?;
+                // Keys carry every tenant's values: for operators of every tenant.
+                let dispatch = if viewer.sees_every_tenant() {
+                    Some(board.operations.dispatch_view().await?)
+                } else {
+                    None
+                };
                 Ok(live_region(
                     board.base(),
-                    pages::tools::list(board.base(), &tools, &activity),
+                    pages::tools::list(board.base(), &tools, &activity, dispatch.as_deref()),
                 ))
             },
         )

@@ -81,9 +81,20 @@ async fn an_operator_sees_a_tools_keys_and_lifts_a_pause_a_tenant_admin_cannot()
         .post(&format!("/tools/{TOOL}/lift-pause"), &lift_form(&paused))
         .await;
     assert_eq!(refused.status(), 403);
+    let (_, list) = tenant_admin.text("/tools").await;
+    assert!(
+        !list.contains(">Waiting<") && !list.contains("paused"),
+        "{list}"
+    );
 
-    // An operator of every tenant: the key, paused, with its button.
+    // An operator of every tenant: the tool paused in the list, and the
+    // key, paused, with its button.
     let operator = operator_of_every_tenant(&board, "globex").await;
+    let (_, list) = operator.text("/tools").await;
+    assert!(
+        list.contains(">Waiting<") && list.contains("paused"),
+        "{list}"
+    );
     let (status, page) = operator.text(&format!("/tools/{TOOL}")).await;
     assert_eq!(status, 200);
     assert!(page.contains("id=\"dispatch-keys\""), "{page}");

@@ -9,9 +9,17 @@ use serde_json::Value;
 use super::super::render::{query_value, segment};
 use super::super::viewer::Viewer;
 use super::result::pretty;
-use crate::domain::{ACTIVITY_SAMPLE, Activity, Operation, ServedTool, ToolActivity, WorkerInfo};
+use crate::domain::{
+    ACTIVITY_SAMPLE, Activity, Operation, ServedTool, ToolActivity, ToolDispatch, WorkerInfo,
+};
 
-pub fn list(base: &str, tools: &[ServedTool], activity: &Activity) -> Markup {
+/// `dispatch`: what waits per tool, for viewers who see every tenant.
+pub fn list(
+    base: &str,
+    tools: &[ServedTool],
+    activity: &Activity,
+    dispatch: Option<&[ToolDispatch]>,
+) -> Markup {
     html! {
         h1 { "Tools" }
         @if tools.is_empty() { p { "No worker serves a tool now." } }
@@ -23,6 +31,9 @@ pub fn list(base: &str, tools: &[ServedTool], activity: &Activity) -> Markup {
                         th scope="col" rowspan="2" { "Tool" } th scope="col" rowspan="2" { "Description" }
                         th scope="col" rowspan="2" { "Task support" } th scope="col" rowspan="2" { "Workers" }
                         th scope="col" rowspan="2" { "Busy / slots" }
+                        @if dispatch.is_some() {
+                            th scope="col" rowspan="2" { abbr title="jobs due and waiting for room, a key's slot, its rate or its pause" { "Waiting" } }
+                        }
                         th scope="colgroup" colspan="5" { "Last hour" }
                     }
                     tr {
@@ -48,6 +59,15 @@ pub fn list(base: &str, tools: &[ServedTool], activity: &Activity) -> Markup {
                                 }
                             }
                             td { (tool.busy) " / " (tool.slots) }
+                            @if let Some(dispatch) = dispatch {
+                                @let held = dispatch.iter().find(|d| d.tool == tool.name.as_str());
+                                td.num {
+                                    (held.map_or(0, |d| d.waiting))
+                                    @if held.is_some_and(|d| d.keys.iter().any(|k| k.paused_until.is_some())) {
+                                        " " span.warn { "paused" }
+                                    }
+                                }
+                            }
                             (activity_cells(last_hour))
                         }
                     }
