@@ -10,12 +10,10 @@
 use std::collections::VecDeque;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use nix::sys::signal::{Signal, kill};
-use nix::unistd::Pid;
 use serde_json::{Value, json};
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use taskstore_proto::credentials::BearerToken;
@@ -24,6 +22,10 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
 use crate::common::{self, Env};
+
+#[path = "worker_process.rs"]
+mod worker_process;
+pub use worker_process::WorkerProcess;
 
 /// A task-store client holding the test tenant's client key.
 pub type Client = pb::task_store_client::TaskStoreClient<InterceptedService<Channel, BearerToken>>;
@@ -102,71 +104,6 @@ impl Language {
                 (PathBuf::from("node"), args, dir)
             }
         }
-    }
-}
-
-/// A worker process: killed (SIGKILL) and reaped when dropped. Its stderr
-/// is echoed with its id, and the last lines are kept for failure messages.
-pub struct WorkerProcess {
-    pub id: String,
-    pub language: Language,
-    child: Child,
-    tail: Arc<Mutex<VecDeque<String>>>,
-    exit: Option<ExitStatus>,
-}
-
-impl WorkerProcess {
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    pub fn signal(&self, signal: Signal) {
-        let pid = Pid::from_raw(i32::try_from(self.pid()).expect("pid"));
-        kill(pid, signal).unwrap_or_else(|err| panic!("{signal} to {}: {err}", self.id));
-    }
-
-    /// SIGKILL, as a crash would; reaped.
-    pub fn kill_9(&mut self) {
-        if self.exited().is_none() {
-            let _ = self.child.kill();
-            self.exit = self.child.wait().ok();
-        }
-    }
-
-    /// How it ended, once it has.
-    pub fn exited(&mut self) -> Option<ExitStatus> {
-        if self.exit.is_none() {
-            self.exit = self.child.try_wait().expect("try_wait");
-        }
-        self.exit
-    }
-
-    pub fn wait_exit(&mut self, timeout: Duration) -> ExitStatus {
-        let deadline = std::time::Instant::now() + timeout;
-        loop {
-            if let Some(status) = self.exited() {
-                return status;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{} did not exit within {timeout:?}; its last lines:\n{}",
-                self.id,
-                self.tail()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Its last lines on stderr.
-    pub fn tail(&self) -> String {
-        let lines = self.tail.lock().map(|t| t.clone()).unwrap_or_default();
-        lines.into_iter().collect::<Vec<_>>().join("\n")
-    }
-}
-
-impl Drop for WorkerProcess {
-    fn drop(&mut self) {
-        self.kill_9();
     }
 }
 
@@ -358,6 +295,36 @@ impl Fleet {
             }
         }
         let _ = connection.close(200, "ready".into()).await;
+        // And the service lists them: a worker may consume before the
+        // heartbeat that lists its tools arrives (the Python and TypeScript
+        // ones list them once their queues exist), and a create meanwhile
+        // would not get what the tool declares (its retry policy, say).
+        loop {
+            let listed = self
+                .client
+                .clone()
+                .list_tools(pb::ListToolsRequest {})
+                .await
+                .expect("list tools")
+                .into_inner()
+                .tools;
+            let serves = |tool: &&str| {
+                listed
+                    .iter()
+                    .any(|t| t.name == *tool && t.consuming >= consumers)
+            };
+            if tools.iter().all(serves) {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the service never listed the {} worker {}'s tools; its last lines:\n{}",
+                worker.language.name(),
+                worker.id,
+                worker.tail()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
     }
 
     pub async fn dispatch(
