@@ -21,8 +21,10 @@ use crate::error::StoreError;
 use crate::store::execution::{DueJob, JobPublisher};
 use crate::store::statements::sql;
 
-/// Most rows made ready per pass.
+/// Most due rows handled per statement.
 const PROMOTE_BATCH: i64 = 1000;
+/// Most statements of them per relay pass.
+const PROMOTE_BATCHES_PER_PASS: usize = 10;
 
 #[derive(sqlx::FromRow)]
 struct Candidate {
@@ -91,8 +93,31 @@ impl PgTaskStore {
     /// again). A job taken by a decision whose publish never settled waits
     /// again: it gives back its key's slot. A published job still unclaimed
     /// keeps its slot and goes out again: the broker may have lost it.
+    /// Batch after batch while they come full (every published job falls
+    /// due once, so at a high rate of tasks there are many), up to a bound
+    /// per pass.
     async fn promote_due(&self) -> Result<(), StoreError> {
-        let republished: i64 = sqlx::query_scalar(sql!(concat!(
+        let mut republished = 0;
+        for _ in 0..PROMOTE_BATCHES_PER_PASS {
+            let (handled, again) = self.promote_due_batch().await?;
+            republished += again;
+            if handled < PROMOTE_BATCH {
+                break;
+            }
+        }
+        if republished > 0 {
+            tracing::info!(
+                jobs = republished,
+                "published jobs not claimed in time; publishing them again in case the broker lost them"
+            );
+        }
+        Ok(())
+    }
+
+    /// One batch of [`Self::promote_due`]: how many rows it handled, and
+    /// how many of them go out again.
+    async fn promote_due_batch(&self) -> Result<(i64, i64), StoreError> {
+        sqlx::query_as(sql!(concat!(
             "WITH due AS MATERIALIZED (",
             " SELECT o.id, o.tenant_id, o.task_id, o.generation, o.publishes,",
             "  (k.task_id IS NULL OR k.dispatch_generation <> o.generation OR NOT (",
@@ -108,19 +133,12 @@ impl PgTaskStore {
             " freed AS (DELETE FROM dispatch_slots s USING due",
             "  WHERE due.publishes = 0 AND s.tenant_id = due.tenant_id",
             "  AND s.task_id = due.task_id AND s.generation = due.generation)",
-            " SELECT count(*) FROM due WHERE publishes > 0 AND NOT stale"
+            " SELECT count(*), count(*) FILTER (WHERE publishes > 0 AND NOT stale) FROM due"
         )))
         .bind(PROMOTE_BATCH)
         .fetch_one(self.pool())
         .await
-        .map_err(store_error)?;
-        if republished > 0 {
-            tracing::info!(
-                jobs = republished,
-                "published jobs not claimed in time; publishing them again in case the broker lost them"
-            );
-        }
-        Ok(())
+        .map_err(store_error)
     }
 
     /// The tools with ready rows: one index probe per tool (a loose scan).
