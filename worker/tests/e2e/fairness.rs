@@ -16,11 +16,13 @@ use crate::common::{Env, dispatch_request};
 use pb::task_store_client::TaskStoreClient;
 
 /// The flood: this many tasks of `TASK_MS` on one worker of 4 slots (the
-/// tests' workers' `--concurrency`).
-const FLOOD: usize = 600;
+/// tests' workers' `--concurrency`): about 25 s of work, longer than the
+/// quiet tenant's 20 s.
+const FLOOD: usize = 2000;
 const TASK_MS: u64 = 50;
-/// The quiet tenant's tasks, one every `QUIET_EVERY`.
-const QUIET: usize = 12;
+/// The quiet tenant's tasks, one every `QUIET_EVERY`: a hundred, so that
+/// their p99 (the bound) is a p99, not their single worst wait.
+const QUIET: usize = 100;
 const QUIET_EVERY: Duration = Duration::from_millis(200);
 
 async fn create(client: &mut TaskStoreClient<Channel>, tenant: &str, priority: u32) -> String {
@@ -66,7 +68,7 @@ async fn a_quiet_tenant_is_not_stuck_behind_a_noisy_ones_flood() {
         flood.extend(creator.await.expect("creator"));
     }
     // The quiet tenant, one task every 200 ms, while the flood drains
-    // (about FLOOD × TASK_MS / 4 slots = 7.5 s of work).
+    // (about FLOOD × TASK_MS / 4 slots = 25 s of work).
     // Halfway, the noisy tenant itself has an urgent one: a higher
     // priority overtakes its own backlog.
     let mut quiet = Vec::new();
@@ -126,7 +128,11 @@ async fn a_quiet_tenant_is_not_stuck_behind_a_noisy_ones_flood() {
     let quiet_waits = waited(quiet).await;
     let urgent_wait = waited(urgent).await.last().copied().unwrap_or(f64::MAX);
     let flood_waits = waited(flood).await;
-    let worst_quiet = quiet_waits.last().copied().unwrap_or(f64::MAX);
+    // The 99th percentile of the hundred: the 99th wait, in order.
+    let p99_quiet = quiet_waits
+        .get((QUIET * 99).div_ceil(100) - 1)
+        .copied()
+        .unwrap_or(f64::MAX);
     let worst_flood = flood_waits.last().copied().unwrap_or(0.0);
     eprintln!(
         "fairness: quiet tenant's waits (ms) {quiet_waits:.0?}; the urgent task's {urgent_wait:.0}; the flood's longest wait {worst_flood:.0} ms"
@@ -135,11 +141,11 @@ async fn a_quiet_tenant_is_not_stuck_behind_a_noisy_ones_flood() {
         worst_flood > 2_000.0,
         "the flood made a backlog ({worst_flood:.0} ms): otherwise this proves nothing"
     );
-    // The bound: within 3x the tool's duration, for every one
-    // of the quiet tenant's tasks (its p99, with twelve of them).
+    // The bound: within 3x the tool's duration, the p99 of the
+    // quiet tenant's tasks.
     assert!(
-        worst_quiet <= 3.0 * TASK_MS as f64,
-        "the quiet tenant waited up to {worst_quiet:.0} ms: {quiet_waits:.0?}"
+        p99_quiet <= 3.0 * TASK_MS as f64,
+        "the quiet tenant's p99 wait was {p99_quiet:.0} ms: {quiet_waits:.0?}"
     );
     assert!(
         urgent_wait <= 3.0 * TASK_MS as f64,
