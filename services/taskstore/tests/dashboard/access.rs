@@ -229,18 +229,7 @@ async fn only_keys_that_reach_every_tenant_see_the_system_page_and_name_their_te
         400,
         "a key for every tenant must name one"
     );
-    let named = anonymous
-        .post("/login", &format!("api_key={everywhere}&tenant=globex"))
-        .await;
-    assert_eq!(named.status(), 303);
-    let cookie = named.headers()["set-cookie"]
-        .to_str()
-        .expect("ascii")
-        .split(';')
-        .next()
-        .expect("cookie")
-        .to_owned();
-    let operator = Browser::with_cookie_of(&board, cookie);
+    let operator = board.browser_in(&everywhere, "globex").await;
     let own = board.task("globex").await;
     let other = board.task("acme").await;
     let (status, system) = operator.text("/system").await;

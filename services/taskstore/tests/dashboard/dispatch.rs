@@ -13,28 +13,11 @@ use taskstore::store::TaskStore;
 use taskstore::store::execution::ExecutionStore;
 use taskstore::store::operations::OperationsStore;
 
-use crate::harness::{Board, Browser};
+use crate::harness::Board;
 
 const TOOL: &str = "quotes";
 /// A tool without limits: its back-off pauses the whole tool (the empty key).
 const WIDE: &str = "crawl";
-
-/// A browser logged in with a key of every tenant, acting in `tenant`.
-async fn operator_of_every_tenant(board: &Board, tenant: &str) -> Browser {
-    let key = board.key("*", Role::Admin).await;
-    let response = Browser::new(board)
-        .post("/login", &format!("api_key={key}&tenant={tenant}"))
-        .await;
-    assert_eq!(response.status(), 303, "login");
-    let cookie = response.headers()["set-cookie"]
-        .to_str()
-        .expect("ascii")
-        .split(';')
-        .next()
-        .expect("cookie")
-        .to_owned();
-    Browser::with_cookie_of(board, cookie)
-}
 
 #[tokio::test]
 async fn an_operator_sees_a_tools_keys_and_lifts_a_pause_a_tenant_admin_cannot() {
@@ -89,7 +72,9 @@ async fn an_operator_sees_a_tools_keys_and_lifts_a_pause_a_tenant_admin_cannot()
 
     // An operator of every tenant: the tool paused in the list, and the
     // key, paused, with its button.
-    let operator = operator_of_every_tenant(&board, "globex").await;
+    let operator = board
+        .browser_in(&board.key("*", Role::Admin).await, "globex")
+        .await;
     let (_, list) = operator.text("/tools").await;
     assert!(
         list.contains(">Waiting<") && list.contains("paused"),

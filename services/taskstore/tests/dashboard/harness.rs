@@ -128,8 +128,19 @@ impl Board {
 
     /// A browser that logged in with `key`.
     pub async fn browser(&self, key: &str) -> Browser {
+        self.logged_in(&format!("api_key={key}")).await
+    }
+
+    /// A browser that logged in with `key`, a key of every tenant, acting
+    /// in `tenant`.
+    pub async fn browser_in(&self, key: &str, tenant: &str) -> Browser {
+        self.logged_in(&format!("api_key={key}&tenant={tenant}"))
+            .await
+    }
+
+    async fn logged_in(&self, form: &str) -> Browser {
         let browser = Browser::new(self);
-        let response = browser.post("/login", &format!("api_key={key}")).await;
+        let response = browser.post("/login", form).await;
         assert_eq!(response.status(), 303, "login with a valid key");
         let cookie = response
             .headers()
