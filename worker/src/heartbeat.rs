@@ -80,6 +80,7 @@ pub(crate) fn description(name: &str, info: &crate::ToolInfo) -> pb::ToolDescrip
             max: limit.max,
             key: limit.key.clone(),
         }),
+        fairness_key: info.fairness_key.clone().unwrap_or_default(),
     }
 }
 

@@ -78,6 +78,10 @@ pub struct ToolInfo {
     /// At most how many of its tasks start per window per key; `None`: no
     /// limit.
     pub rate: Option<RateLimit>,
+    /// Within a tenant, the key whose values take turns when its tasks
+    /// wait for room (terms as [`ConcurrencyLimit::key`], e.g.
+    /// `"arguments.customer_id"`); `None`: first in, first out.
+    pub fairness_key: Option<String>,
 }
 
 /// "At most `starts` of this tool's tasks start within any `per`, per value
@@ -168,6 +172,15 @@ impl ToolInfo {
                 per,
                 key: key.into(),
             }),
+            ..self
+        }
+    }
+
+    /// With the values of `key` taking turns within a tenant when its
+    /// tasks wait for room ([`ToolInfo::fairness_key`]).
+    pub fn with_fairness_key(self, key: impl Into<String>) -> Self {
+        Self {
+            fairness_key: Some(key.into()),
             ..self
         }
     }

@@ -246,3 +246,39 @@ def test_a_back_off_carries_the_time_its_key_may_start_again() -> None:
         BackOff.after(float("nan"))
     with pytest.raises(ValueError, match="time zone"):
         BackOff(datetime(2030, 1, 1))
+
+
+def test_a_declared_fairness_key_goes_with_the_description() -> None:
+    tools = Tools()
+
+    @tools.tool(fairness_key="arguments.customer_id")
+    async def per_customer(customer_id: str) -> str:
+        return customer_id
+
+    @tools.tool()
+    async def plain() -> str:
+        return "ok"
+
+    sent = tools["per_customer"].description()
+    assert sent.fairness_key == "arguments.customer_id"
+    assert tools["plain"].description().fairness_key == "", "none declared: first in, first out"
+    # On the wire: field 9 of ToolDescription, as the service reads it.
+    assert xpb.ToolDescription.FromString(sent.SerializeToString()).fairness_key == "arguments.customer_id"
+    assert make_tool(plain, name="made", fairness_key="session").description().fairness_key == "session"
+
+
+@pytest.mark.parametrize(
+    ("key", "error", "says"),
+    [
+        ("customer_id", ValueError, "fairness_key term 'customer_id' is not tenant"),
+        ("arguments.a b", ValueError, "is not tenant"),
+        ("tenant" + " " * 251, ValueError, "fairness_key must be at most 256 characters"),
+        (",".join(["tool"] * 9), ValueError, "more than 8 terms"),
+        (["tenant"], TypeError, "fairness_key must be a str"),
+    ],
+)
+def test_a_fairness_key_the_service_would_refuse_is_refused_at_declaration(
+    key: object, error: type[Exception], says: str
+) -> None:
+    with pytest.raises(error, match=re.escape(says)):
+        make_tool(lambda: "x", fairness_key=key)  # type: ignore[arg-type]

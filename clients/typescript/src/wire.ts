@@ -219,6 +219,7 @@ export interface WireToolDescription {
   retry?: WireRetryPolicy | null;
   concurrency?: WireConcurrencyLimit | null;
   rate?: WireRateLimit | null;
+  fairnessKey?: string;
 }
 
 export interface WireConcurrencyLimit {

@@ -226,6 +226,25 @@ describe('tools', () => {
     }
   });
 
+  it('sends a declared fairness key with the description, and refuses at declaration one the service would refuse', () => {
+    const perCustomer = defineTool('per_customer', { fairnessKey: 'arguments.customerId' }, () => '');
+    assert.equal(describeTool(perCustomer).fairnessKey, 'arguments.customerId');
+    assert.equal(describeTool(defineTool('plain', {}, () => '')).fairnessKey, '', 'none declared: first in, first out');
+    const refused: Array<[unknown, ErrorConstructor, RegExp]> = [
+      ['customerId', RangeError, /fairness key term "customerId" is not tenant/],
+      ['tenant' + ' '.repeat(251), RangeError, /fairness key must be at most 256 characters/],
+      [Array(9).fill('tool').join(','), RangeError, /more than 8 terms/],
+      [['tenant'], TypeError, /fairness key must be a string/],
+    ];
+    for (const [key, type, message] of refused) {
+      assert.throws(() => defineTool('fair', { fairnessKey: key as never }, () => ''), (err: Error) => {
+        assert.ok(err instanceof type, `${JSON.stringify(key)}: ${err.name} ${err.message}`);
+        assert.match(err.message, message);
+        return true;
+      });
+    }
+  });
+
   it("takes a failed result's first text line, at most 1 KiB, for the status message", () => {
     assert.equal(firstText({ content: [{ type: 'image', data: '', mimeType: 'image/png' }, { type: 'text', text: '\n  disk full  \nmore' }] }), 'disk full');
     assert.equal(firstText({ content: [] }), undefined);
@@ -284,7 +303,7 @@ describe('wire shape of the worker API', () => {
     AskQuestionResponse: ['answerJson'],
     HeartbeatRequest: ['workerId', 'tools', 'slots', 'busy', 'stopping', 'descriptions'],
     HeartbeatResponse: ['interval', 'topology'],
-    ToolDescription: ['name', 'title', 'description', 'inputSchemaJson', 'taskSupport', 'retry', 'concurrency'],
+    ToolDescription: ['name', 'title', 'description', 'inputSchemaJson', 'taskSupport', 'retry', 'concurrency', 'rate', 'fairnessKey'],
     ConcurrencyLimit: ['max', 'key'],
     RetryPolicy: ['maxAttempts', 'backoffBase', 'backoffMax', 'retryErrors', 'retryLostWorkers'],
     QueueTopology: ['exchange', 'toolQueuePrefix', 'queueArguments'],

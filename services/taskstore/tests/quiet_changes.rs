@@ -121,6 +121,7 @@ fn echo_task() -> NewTask {
         request: JsonObject::parse(r#"{"method":"tools/call","params":{"name":"echo"}}"#)
             .expect("json"),
         dispatch: Some(DispatchRequest {
+            fairness: None,
             rate: None,
             concurrency: None,
             priority: Default::default(),

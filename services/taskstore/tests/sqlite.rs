@@ -26,6 +26,7 @@ fn task(dispatch: bool) -> NewTask {
         request: JsonObject::parse(r#"{"method":"tools/call","params":{"name":"echo"}}"#)
             .expect("json"),
         dispatch: dispatch.then(|| DispatchRequest {
+            fairness: None,
             rate: None,
             concurrency: None,
             priority: Default::default(),

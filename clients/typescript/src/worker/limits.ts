@@ -95,6 +95,17 @@ export function checkRate(tool: string, rate: unknown): RateLimit {
   return { starts, perMs, key };
 }
 
+/**
+ * A fairness key as declared, checked: within a tenant, the key whose values
+ * take turns when the tool's tasks wait for room (terms as a limit's key).
+ */
+export function checkFairnessKey(tool: string, key: unknown): string {
+  const say = (what: string) => `tool ${tool}: fairness ${what}`;
+  if (typeof key !== 'string') throw new TypeError(say(`key must be a string, got ${shown(key)}`));
+  checkKey(key, say);
+  return key;
+}
+
 /** A key as the service takes it: terms of tenant, tool, session, arguments.<path>. */
 function checkKey(key: string, say: (what: string) => string): void {
   const chars = [...key].length;

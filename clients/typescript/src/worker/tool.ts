@@ -8,7 +8,7 @@ import { toJsonSchemaCompat } from '@modelcontextprotocol/sdk/server/zod-json-sc
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { msToDuration } from '../convert.js';
 import type { WireRetryPolicy, WireTaskSupport, WireToolDescription } from '../wire.js';
-import { checkConcurrency, checkRate, wireConcurrency, wireRate, type ConcurrencyLimit, type RateLimit } from './limits.js';
+import { checkConcurrency, checkFairnessKey, checkRate, wireConcurrency, wireRate, type ConcurrencyLimit, type RateLimit } from './limits.js';
 
 export type { ConcurrencyLimit, RateLimit } from './limits.js';
 
@@ -40,6 +40,12 @@ export interface ToolConfig<S extends InputSchema | undefined = undefined> {
   concurrency?: ConcurrencyLimit;
   /** At most how many of its tasks start per window per key; unset: no limit. */
   rate?: RateLimit;
+  /**
+   * Within a tenant, the key whose values take turns when its tasks wait for
+   * room (`'arguments.customerId'`: one customer's flood does not hold up the
+   * tenant's other customers); unset: first in, first out.
+   */
+  fairnessKey?: string;
 }
 
 /**
@@ -167,6 +173,7 @@ export interface WorkerTool {
   readonly retry?: RetryPolicy;
   readonly concurrency?: ConcurrencyLimit;
   readonly rate?: RateLimit;
+  readonly fairnessKey?: string;
   readonly handler: (args: unknown, ctx: ToolContext) => ToolReturn | Promise<ToolReturn>;
 }
 
@@ -188,6 +195,7 @@ export function defineTool<S extends InputSchema | undefined = undefined>(
   if (config.inputSchema !== undefined && !schema) throw new Error(`tool ${name}: inputSchema must be a zod object schema or a raw shape`);
   const concurrency = config.concurrency === undefined ? undefined : checkConcurrency(name, config.concurrency);
   const rate = config.rate === undefined ? undefined : checkRate(name, config.rate);
+  const fairnessKey = config.fairnessKey === undefined ? undefined : checkFairnessKey(name, config.fairnessKey);
   return {
     name,
     ...(config.title !== undefined && { title: config.title }),
@@ -197,6 +205,7 @@ export function defineTool<S extends InputSchema | undefined = undefined>(
     ...(config.retry !== undefined && { retry: config.retry }),
     ...(concurrency !== undefined && { concurrency }),
     ...(rate !== undefined && { rate }),
+    ...(fairnessKey !== undefined && { fairnessKey }),
     handler: handler as WorkerTool['handler'],
   };
 }
@@ -227,6 +236,7 @@ export function describeTool(tool: WorkerTool): WireToolDescription {
     ...(tool.retry !== undefined && { retry: wireRetry(tool.retry) }),
     ...(tool.concurrency !== undefined && { concurrency: wireConcurrency(tool.concurrency) }),
     ...(tool.rate !== undefined && { rate: wireRate(tool.rate) }),
+    fairnessKey: tool.fairnessKey ?? '',
   };
 }
 

@@ -57,6 +57,7 @@ pub(super) fn new_task(flags: CreateArgs) -> Result<NewTask, ClientError> {
                 .and_then(|name| tool_arg(&name))?,
         };
         Some(DispatchRequest {
+            fairness: None,
             rate: None,
             concurrency: None,
             // The service gives the task its tool's.

@@ -455,6 +455,7 @@ async fn create(
         return Err(Refused::BadRequest("the arguments are too large".into()));
     }
     let mut dispatch = DispatchRequest {
+        fairness: None,
         rate: None,
         concurrency: None,
         start: None,

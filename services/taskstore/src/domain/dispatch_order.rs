@@ -5,80 +5,17 @@
 //! The order: the highest priority first; among equal priorities, the
 //! tenants take turns (round-robin, weighted by each tenant's
 //! `dispatch_weight`, so one tenant's flood cannot make another's task
-//! wait behind it); within a tenant, first in, first out. A job whose key
+//! wait behind it); within a tenant, its fairness keys take turns (the
+//! same way, each of weight 1: one customer's flood cannot make another
+//! customer of the tenant wait behind it); within a key, first in, first
+//! out. A job whose limit key
 //! already runs as many tasks as its tool's concurrency limit allows, or
 //! started as many as its rate allows within the window, is passed over
 //! (it keeps its place).
 
 use std::collections::HashMap;
 
-use super::KeyCounts;
-
-/// A task's dispatch priority: 0 (the default) to [`Priority::MAX`]; a
-/// higher one is published first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct Priority(u8);
-
-/// The `tools/call` `_meta` entry that carries a priority on `/mcp`.
-pub const PRIORITY_META_KEY: &str = "mcp-taskstore/priority";
-
-/// Why a priority was refused.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("must be between 0 and {max}")]
-pub struct InvalidPriority {
-    /// The highest the caller may ask for.
-    pub max: u8,
-}
-
-impl Priority {
-    /// The highest priority there is.
-    pub const MAX: u8 = 9;
-
-    /// `raw` within `0..=cap` (a tenant's cap, at most [`Priority::MAX`]).
-    pub fn parse(raw: u32, cap: u8) -> Result<Self, InvalidPriority> {
-        let cap = cap.min(Self::MAX);
-        u8::try_from(raw)
-            .ok()
-            .filter(|p| *p <= cap)
-            .map(Self)
-            .ok_or(InvalidPriority { max: cap })
-    }
-
-    /// A stored priority (clamped, so a row of a newer build still sorts).
-    pub fn of_stored(stored: i16) -> Self {
-        Self(u8::try_from(stored.clamp(0, i16::from(Self::MAX))).unwrap_or(0))
-    }
-
-    pub fn get(self) -> u8 {
-        self.0
-    }
-
-    /// A priority in a `_meta` object: absent is `None`; a value that is
-    /// not a whole number in range is refused.
-    pub fn of_meta(
-        meta: Option<&serde_json::Map<String, serde_json::Value>>,
-        cap: u8,
-    ) -> Result<Option<Self>, String> {
-        let Some(value) = meta.and_then(|meta| meta.get(PRIORITY_META_KEY)) else {
-            return Ok(None);
-        };
-        let refuse = |why: String| format!("params._meta[\"{PRIORITY_META_KEY}\"] {why}");
-        let raw = value
-            .as_u64()
-            .and_then(|raw| u32::try_from(raw).ok())
-            .ok_or_else(|| {
-                refuse(
-                    InvalidPriority {
-                        max: cap.min(Self::MAX),
-                    }
-                    .to_string(),
-                )
-            })?;
-        Self::parse(raw, cap)
-            .map(Some)
-            .map_err(|err| refuse(err.to_string()))
-    }
-}
+use super::{KeyCounts, Priority, Turns};
 
 /// What a tool's queue holds now, as the queue says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,65 +44,22 @@ impl QueueDepth {
 }
 
 /// A job waiting for room, as the decision sees it. Candidates come in each
-/// tenant's own order (priority, highest first, then oldest first).
+/// tenant's own order (its keys as the store read them, from
+/// `Turns::resume_at`; within a key, priority, highest first, then oldest
+/// first).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WaitingJob {
     /// The backend's id of the job; lower is older.
     pub id: i64,
     pub tenant: String,
     pub priority: Priority,
+    /// Its fairness key's value within its tenant ("" when its tool
+    /// declares none).
+    pub fairness: String,
     /// Its key's concurrency limit, if its tool declares one.
     pub limit: Option<crate::domain::KeyLimit>,
     /// Its key's rate of starts, if its tool declares one.
     pub rate: Option<crate::domain::TaskRate>,
-}
-
-/// How far each tenant of a tool has been served, carried from one decision
-/// to the next (per tool; a replica's own memory: replicas that share a
-/// tool alternate their decisions under its lock, so each keeps a fair
-/// order of its own). Weighted round-robin by virtual time (stride
-/// scheduling): serving a tenant moves it on by [`Turns::STRIDE`] divided
-/// by its weight, and the tenant furthest behind goes next; a tenant new to
-/// the tool starts where the tool is now, never behind, so a tenant that
-/// was idle gets no credit to spend in a burst.
-#[derive(Debug, Clone, Default)]
-pub struct Turns {
-    passes: HashMap<String, u64>,
-    /// Where the tool is now: the pass of the tenant served last.
-    floor: u64,
-}
-
-impl Turns {
-    /// Most tenants remembered; past it, the half closest to the floor go
-    /// (a tenant forgotten starts at the floor).
-    const MAX_TENANTS: usize = 10_000;
-    /// One turn of a tenant of weight 1.
-    const STRIDE: u64 = 1_000_000;
-
-    fn pass(&self, tenant: &str) -> u64 {
-        self.passes
-            .get(tenant)
-            .copied()
-            .unwrap_or(0)
-            .max(self.floor)
-    }
-
-    fn served(&mut self, tenant: &str, weight: u32) {
-        let start = self.pass(tenant);
-        self.floor = start;
-        self.passes.insert(
-            tenant.to_owned(),
-            start + Self::STRIDE / u64::from(weight.max(1)),
-        );
-        if self.passes.len() > Self::MAX_TENANTS {
-            // Forget the half closest to the floor: each starts there again,
-            // barely ahead of where it was.
-            let mut passes: Vec<u64> = self.passes.values().copied().collect();
-            passes.sort_unstable();
-            let cutoff = passes[passes.len() - Self::MAX_TENANTS / 2 - 1];
-            self.passes.retain(|_, pass| *pass > cutoff);
-        }
-    }
 }
 
 /// The weight a tenant has when none is set: one turn per round.
@@ -185,43 +79,45 @@ pub fn next_jobs(
     weight: &dyn Fn(&str) -> u32,
     counts: &mut KeyCounts,
 ) -> Vec<usize> {
-    // Each tenant's candidates, in its own order.
-    let mut queues: Vec<(&str, Vec<usize>)> = Vec::new();
-    let mut of_tenant: HashMap<&str, usize> = HashMap::new();
+    // Each (tenant, fairness key)'s candidates, in the order read.
+    let mut queues: Vec<(&str, &str, Vec<usize>)> = Vec::new();
+    let mut of_key: HashMap<(&str, &str), usize> = HashMap::new();
     for (index, job) in waiting.iter().enumerate() {
-        let slot = *of_tenant.entry(job.tenant.as_str()).or_insert_with(|| {
-            queues.push((job.tenant.as_str(), Vec::new()));
+        let key = (job.tenant.as_str(), job.fairness.as_str());
+        let slot = *of_key.entry(key).or_insert_with(|| {
+            queues.push((key.0, key.1, Vec::new()));
             queues.len() - 1
         });
-        queues[slot].1.push(index);
+        queues[slot].2.push(index);
     }
-    for (_, queue) in &mut queues {
+    for (_, _, queue) in &mut queues {
         queue.sort_by_key(|&i| (std::cmp::Reverse(waiting[i].priority), waiting[i].id));
         queue.reverse(); // popped from the back
     }
     let mut chosen = Vec::with_capacity(room.min(waiting.len()));
     while chosen.len() < room {
         // The best head: highest priority, then the tenant furthest behind,
-        // then the oldest job.
+        // then its key furthest behind, then the oldest job.
         let best = queues
             .iter()
             .enumerate()
-            .filter_map(|(q, (tenant, queue))| queue.last().map(|&i| (q, *tenant, i)))
-            .min_by_key(|&(_, tenant, i)| {
+            .filter_map(|(q, (tenant, key, queue))| queue.last().map(|&i| (q, *tenant, *key, i)))
+            .min_by_key(|&(_, tenant, key, i)| {
                 (
                     std::cmp::Reverse(waiting[i].priority),
-                    turns.pass(tenant),
+                    turns.tenant_pass(tenant),
+                    turns.key_pass(tenant, key),
                     waiting[i].id,
                 )
             });
-        let Some((q, tenant, i)) = best else {
+        let Some((q, tenant, key, i)) = best else {
             break;
         };
-        queues[q].1.pop();
+        queues[q].2.pop();
         if !counts.admit(&waiting[i]) {
-            continue; // its key is full: the tenant's next job, if any
+            continue; // its limit key is full: the key's next job, if any
         }
-        turns.served(tenant, weight(tenant).clamp(1, MAX_DISPATCH_WEIGHT));
+        turns.served(tenant, key, weight(tenant).clamp(1, MAX_DISPATCH_WEIGHT));
         chosen.push(i);
     }
     chosen
@@ -235,7 +131,8 @@ mod tests {
         WaitingJob {
             id,
             tenant: tenant.into(),
-            priority: Priority(priority),
+            priority: Priority::of_stored(i16::from(priority)),
+            fairness: String::new(),
             limit: None,
             rate: None,
         }
@@ -324,39 +221,36 @@ mod tests {
         );
     }
 
-    #[test]
-    fn priorities_are_bounded_by_the_tenants_cap() {
-        assert_eq!(Priority::parse(0, 9), Ok(Priority(0)));
-        assert_eq!(Priority::parse(9, 9), Ok(Priority(9)));
-        assert_eq!(Priority::parse(10, 9), Err(InvalidPriority { max: 9 }));
-        assert_eq!(Priority::parse(4, 3), Err(InvalidPriority { max: 3 }));
-        assert_eq!(
-            Priority::parse(u32::MAX, 20),
-            Err(InvalidPriority { max: 9 })
-        );
-        assert_eq!(Priority::of_stored(-3), Priority(0));
-        assert_eq!(Priority::of_stored(40), Priority(9));
-        let meta = |value: serde_json::Value| {
-            let mut meta = serde_json::Map::new();
-            meta.insert(PRIORITY_META_KEY.into(), value);
-            meta
-        };
-        assert_eq!(Priority::of_meta(None, 9), Ok(None));
-        assert_eq!(
-            Priority::of_meta(Some(&meta(serde_json::json!(3))), 9),
-            Ok(Some(Priority(3)))
-        );
-        for bad in [
-            serde_json::json!(-1),
-            serde_json::json!(2.5),
-            serde_json::json!("3"),
-            serde_json::json!(10),
-        ] {
-            assert!(
-                Priority::of_meta(Some(&meta(bad.clone())), 9).is_err(),
-                "{bad}"
-            );
+    fn keyed(id: i64, tenant: &str, key: &str) -> WaitingJob {
+        WaitingJob {
+            fairness: key.into(),
+            ..job(id, tenant, 0)
         }
+    }
+
+    #[test]
+    fn a_tenants_fairness_keys_take_turns_and_fifo_holds_within_a_key() {
+        // Customer c1 of tenant a flooded before c2 came; tenant b has one
+        // job: the tenants take turns, and within a, the customers.
+        let waiting = [
+            keyed(1, "a", "c1"),
+            keyed(2, "a", "c1"),
+            keyed(3, "a", "c1"),
+            keyed(4, "a", "c2"),
+            keyed(5, "a", "c2"),
+            keyed(6, "b", ""),
+        ];
+        assert_eq!(ids(&waiting, 6, &mut Turns::default()), [1, 6, 4, 2, 5, 3]);
+        // A priority still goes first, whatever its key's turn.
+        let urgent = [
+            keyed(1, "a", "c1"),
+            keyed(2, "a", "c2"),
+            WaitingJob {
+                priority: Priority::of_stored(5),
+                ..keyed(3, "a", "c1")
+            },
+        ];
+        assert_eq!(ids(&urgent, 3, &mut Turns::default()), [3, 2, 1]);
     }
 
     #[test]
@@ -411,7 +305,7 @@ mod tests {
         // lower priority of another.
         let waiting = [
             WaitingJob {
-                priority: Priority(9),
+                priority: Priority::of_stored(9),
                 ..limited(7, "a", "k", 2)
             },
             job(8, "a", 0),
@@ -463,15 +357,5 @@ mod tests {
         // k is paused, and so is every job of no key ("" pauses the tool).
         let picked = next_jobs(&waiting, 10, &mut Turns::default(), &|_| 1, &mut counts);
         assert_eq!(picked, [1]);
-    }
-
-    #[test]
-    fn the_turns_remember_a_bounded_number_of_tenants() {
-        let mut turns = Turns::default();
-        for n in 0..(Turns::MAX_TENANTS + 10) {
-            turns.served(&format!("t{n}"), 1);
-        }
-        assert!(turns.passes.len() <= Turns::MAX_TENANTS);
-        assert_eq!(turns.pass("t0"), turns.floor, "forgotten: at the floor");
     }
 }

@@ -7,6 +7,7 @@ mod asked;
 mod caller;
 mod cursor;
 mod dispatch_order;
+mod dispatch_turns;
 pub mod dispatch_view;
 mod execution;
 mod fleet;
@@ -19,6 +20,7 @@ mod limits;
 mod mcp;
 mod overview;
 mod poll;
+mod priority;
 mod progress;
 pub mod questions;
 pub mod schema_check;
@@ -38,9 +40,9 @@ pub use access::{
 pub use caller::{Caller, Reach, Role, TENANT_METADATA, TenantRefused, UnknownRole};
 pub use cursor::{CursorCodec, CursorPosition, InvalidCursor};
 pub use dispatch_order::{
-    DEFAULT_DISPATCH_WEIGHT, InvalidPriority, MAX_DISPATCH_WEIGHT, PRIORITY_META_KEY, Priority,
-    QueueDepth, Turns, WaitingJob, next_jobs,
+    DEFAULT_DISPATCH_WEIGHT, MAX_DISPATCH_WEIGHT, QueueDepth, WaitingJob, next_jobs,
 };
+pub use dispatch_turns::{FAIRNESS_KEY_WINDOW, KeyWindow, Turns};
 pub use dispatch_view::{DispatchRows, KeyDispatch, ToolDispatch};
 pub use execution::{
     AttemptEnd, AttemptHistory, AttemptOutcome, AttemptRecord, AttemptState, Claim, ClaimRefusal,
@@ -71,6 +73,7 @@ pub use overview::{
     OverviewWindow, epoch_minute,
 };
 pub use poll::{MAX_POLL_INTERVAL, PollPolicy};
+pub use priority::{InvalidPriority, PRIORITY_META_KEY, Priority};
 pub use progress::{MAX_PROGRESS_TOKEN_BYTES, ProgressToken, progress_of};
 pub use questions::{
     Answer, Answered, Answers, AskStep, InputKey, InputMethod, InputRequest, Question,

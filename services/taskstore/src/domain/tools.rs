@@ -4,7 +4,7 @@
 
 use std::fmt;
 
-use super::execution::{ConcurrencyLimit, RateLimit, RetryPolicy, ToolName};
+use super::execution::{ConcurrencyLimit, KeyExpr, RateLimit, RetryPolicy, ToolName};
 use super::json::{InvalidJson, JsonObject};
 
 /// MCP `execution.taskSupport`: how a tool may be called.
@@ -61,6 +61,9 @@ pub struct ToolDescription {
     /// How many of its tasks may start per window per key (`None`: no
     /// limit).
     pub rate: Option<RateLimit>,
+    /// Within a tenant, the key whose values take turns when its tasks
+    /// wait for room (`None`: first in, first out).
+    pub fairness: Option<KeyExpr>,
 }
 
 /// Why a worker's description of a tool was refused.
@@ -91,6 +94,7 @@ impl ToolDescription {
             retry: RetryPolicy::default(),
             concurrency: None,
             rate: None,
+            fairness: None,
         }
     }
 
@@ -107,6 +111,16 @@ impl ToolDescription {
         dispatch.retry = self.retry.clone();
         dispatch.concurrency = self.concurrency.clone();
         dispatch.rate = self.rate.clone();
+        dispatch.fairness = self.fairness.clone();
+    }
+
+    /// With the fairness key its workers declare (an expression of no
+    /// terms is none: one key is first in, first out).
+    pub fn with_fairness(self, fairness: Option<KeyExpr>) -> Self {
+        Self {
+            fairness: fairness.filter(|key| !key.is_whole_tool()),
+            ..self
+        }
     }
 
     /// With the rate of starts its workers declare.
@@ -150,6 +164,9 @@ impl ToolDescription {
                 rate.per,
                 rate.key.source()
             ));
+        }
+        if let Some(key) = &self.fairness {
+            whole.push_str(&format!("\u{0}fair\u{0}{}", key.source()));
         }
         let digest = sha2::Sha256::digest(whole.as_bytes());
         let fingerprint: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
@@ -212,6 +229,7 @@ impl ToolDescription {
         Ok(Self {
             rate: None,
             concurrency: None,
+            fairness: None,
             name,
             title: non_empty(title),
             description: non_empty(description),

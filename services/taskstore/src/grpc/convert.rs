@@ -80,6 +80,7 @@ impl From<ToolDescription> for pb::ToolDescription {
                 max: limit.max,
                 key: limit.key.source(),
             }),
+            fairness_key: d.fairness.map(|key| key.source()).unwrap_or_default(),
         }
     }
 }

@@ -4,10 +4,10 @@
 use crate::domain::questions::MAX_QUESTIONS;
 use crate::domain::{
     Answers, ConcurrencyLimit, DispatchRequest, Holder, IdempotencyKey, InputKey, InputRequest,
-    JsonObject, LeaseToken, MAX_HOLDER_BYTES, MAX_POLL_INTERVAL, NewResult, NewTask, PageRequest,
-    Priority, RateLimit, RequestId, ResultStatus, RetryPolicy, Scope, SessionId, StartTime,
-    StatusUpdate, TaskFilter, TaskId, TaskStatus, TaskSupport, TenantId, ToolDescription, ToolName,
-    TraceContext, Ttl, TtlRequest, WorkerHeartbeat,
+    JsonObject, KeyExpr, LeaseToken, MAX_HOLDER_BYTES, MAX_POLL_INTERVAL, NewResult, NewTask,
+    PageRequest, Priority, RateLimit, RequestId, ResultStatus, RetryPolicy, Scope, SessionId,
+    StartTime, StatusUpdate, TaskFilter, TaskId, TaskStatus, TaskSupport, TenantId,
+    ToolDescription, ToolName, TraceContext, Ttl, TtlRequest, WorkerHeartbeat,
 };
 use crate::error::StoreError;
 
@@ -65,6 +65,8 @@ pub(super) fn tool_descriptions(
                 .transpose()
                 .map_err(|err| StoreError::invalid("descriptions.concurrency", err))?;
             let rate = d.rate.map(rate_limit).transpose()?;
+            let fairness = KeyExpr::parse(&d.fairness_key)
+                .map_err(|err| StoreError::invalid("descriptions.fairness_key", err))?;
             ToolDescription::parse(
                 name,
                 &d.title,
@@ -77,6 +79,7 @@ pub(super) fn tool_descriptions(
                     .with_retry(retry)
                     .with_concurrency(concurrency)
                     .with_rate(rate)
+                    .with_fairness(Some(fairness))
             })
             .map_err(|err| StoreError::invalid("descriptions", err))
         })
@@ -374,6 +377,7 @@ fn dispatch(dispatch: pb::Dispatch, request: &JsonObject) -> Result<DispatchRequ
         (None, None) => None,
     };
     Ok(DispatchRequest {
+        fairness: None,
         rate: None,
         concurrency: None,
         // Its tool's, read from the tools served (`TaskStoreService::prepare_dispatch`).

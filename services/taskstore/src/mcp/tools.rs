@@ -246,6 +246,7 @@ fn new_task(
         .map_err(RpcError::invalid_params)?
         .unwrap_or_default();
     let mut dispatch = DispatchRequest {
+        fairness: None,
         rate: None,
         concurrency: None,
         tool: tool.name.clone(),

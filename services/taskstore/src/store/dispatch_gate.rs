@@ -16,7 +16,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::domain::{KeyCounts, Turns, WaitingJob, next_jobs};
+use crate::domain::{KeyCounts, KeyWindow, Turns, WaitingJob, next_jobs};
 use crate::store::execution::JobPublisher;
 
 /// How long a tool's measured room is trusted.
@@ -147,10 +147,19 @@ impl DispatchGate {
         room: usize,
         weight: &dyn Fn(&str) -> u32,
         counts: &mut KeyCounts,
+        windows: &[KeyWindow],
     ) -> Vec<usize> {
         self.with(tool, |gate| {
-            next_jobs(waiting, room, &mut gate.turns, weight, counts)
+            let chosen = next_jobs(waiting, room, &mut gate.turns, weight, counts);
+            gate.turns.after_windows(waiting, &chosen, windows);
+            chosen
         })
+    }
+
+    /// Where each tenant's read of `tool`'s fairness keys starts, as two
+    /// columns (tenants, keys): `Turns::resumes`.
+    pub fn resumes(&self, tool: &str) -> (Vec<String>, Vec<String>) {
+        self.with(tool, |gate| gate.turns.resumes())
     }
 
     /// A decision for `tool` was taken: `more` jobs still wait for room.

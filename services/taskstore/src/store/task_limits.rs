@@ -11,6 +11,8 @@ use crate::domain::{ConcurrencyLimit, KeyInputs, KeyLimit, NewTask, Scope, TaskR
 pub(crate) struct TaskLimits {
     pub concurrency: Option<KeyLimit>,
     pub rate: Option<TaskRate>,
+    /// Its key within its tenant for taking turns (`domain::next_jobs`).
+    pub fairness: Option<String>,
 }
 
 impl StoreConfig {
@@ -34,7 +36,7 @@ impl StoreConfig {
             (None, Some(max)) => Some(ConcurrencyLimit::per_tenant(max)),
             (None, None) => None,
         };
-        if concurrency.is_none() && dispatch.rate.is_none() {
+        if concurrency.is_none() && dispatch.rate.is_none() && dispatch.fairness.is_none() {
             return TaskLimits::default();
         }
         // Only a limited tool's creates read their request again.
@@ -52,6 +54,7 @@ impl StoreConfig {
         TaskLimits {
             concurrency: concurrency.map(|limit| limit.key_of(inputs)),
             rate: dispatch.rate.as_ref().map(|rate| rate.key_of(inputs)),
+            fairness: dispatch.fairness.as_ref().map(|key| key.value_of(inputs)),
         }
     }
 }

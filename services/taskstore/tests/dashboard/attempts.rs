@@ -22,6 +22,7 @@ pub(crate) async fn dispatched(board: &Board, tenant: &str) -> TaskId {
         request_id: RequestId::parse("1").expect("id"),
         request: JsonObject::parse(request).expect("request"),
         dispatch: Some(DispatchRequest {
+            fairness: None,
             rate: None,
             concurrency: None,
             priority: Default::default(),

@@ -153,6 +153,7 @@ async fn back_off(board: &Board, tool: &ToolName, limit: Option<ConcurrencyLimit
                 request_id: RequestId::parse("1").expect("id"),
                 request: JsonObject::parse(request).expect("request"),
                 dispatch: Some(DispatchRequest {
+                    fairness: None,
                     rate: None,
                     concurrency: limit,
                     priority: Default::default(),

@@ -186,6 +186,8 @@ async fn tools_are_listed_while_their_workers_report() {
             rating(5, Some((1, 0)), "nope"),
             "descriptions.rate key term",
         ),
+        (fair("customer_id"), "descriptions.fairness_key key term"),
+        (fair(&"x".repeat(257)), "descriptions.fairness_key key must"),
     ] {
         let refused = execution.heartbeat(bad).await.expect_err("refused");
         assert_eq!(refused.code(), Code::InvalidArgument, "{field}");
@@ -276,6 +278,7 @@ async fn tools_are_listed_while_their_workers_report() {
                     }),
                     key: "tenant".into(),
                 }),
+                fairness_key: " arguments.customer.id ".into(),
                 ..described("limited", "")
             }],
             ..report("w6", &["limited"], 0, false)
@@ -310,6 +313,7 @@ async fn tools_are_listed_while_their_workers_report() {
             key: "tenant".into(),
         })
     );
+    assert_eq!(limited.fairness_key, "arguments.customer.id");
     assert_eq!(zeta.concurrency, None, "none declared, none listed");
 }
 
@@ -385,8 +389,20 @@ fn declaring(policy: pb::RetryPolicy) -> pb::HeartbeatRequest {
     }
 }
 
+/// A heartbeat declaring `echo` with fairness key `key`.
+fn fair(key: &str) -> pb::HeartbeatRequest {
+    pb::HeartbeatRequest {
+        descriptions: vec![pb::ToolDescription {
+            fairness_key: key.into(),
+            ..described("echo", "")
+        }],
+        ..report("w3", &["echo"], 0, false)
+    }
+}
+
 fn described(tool: &str, schema: &str) -> pb::ToolDescription {
     pb::ToolDescription {
+        fairness_key: String::new(),
         rate: None,
         concurrency: None,
         retry: Default::default(),

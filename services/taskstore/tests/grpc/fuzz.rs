@@ -338,7 +338,7 @@ fn valid_requests() -> Vec<(&'static str, bool, Vec<u8>)> {
                 busy: 0,
                 stopping: false,
                 // Mutations reach every field of a declared retry policy,
-                // concurrency limit and rate.
+                // concurrency limit, rate and fairness key.
                 descriptions: vec![pb::ToolDescription {
                     concurrency: Some(pb::ConcurrencyLimit {
                         max: 3,
@@ -352,6 +352,7 @@ fn valid_requests() -> Vec<(&'static str, bool, Vec<u8>)> {
                         }),
                         key: "tenant".into(),
                     }),
+                    fairness_key: "arguments.customer.id".into(),
                     name: "echo".into(),
                     title: String::new(),
                     description: String::new(),

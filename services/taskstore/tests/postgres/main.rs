@@ -35,6 +35,7 @@ async fn dispatched(store: &PgTaskStore) -> TaskId {
         request: JsonObject::parse(r#"{"method":"tools/call","params":{"name":"echo"}}"#)
             .expect("json"),
         dispatch: Some(DispatchRequest {
+            fairness: None,
             rate: None,
             concurrency: None,
             priority: Default::default(),

@@ -23,6 +23,7 @@ fn heartbeat(worker: &str, tools: &[&str], described: &str, support: i32) -> pb:
             .map(|tool| pb::ToolDescription {
                 rate: None,
                 concurrency: None,
+                fairness_key: String::new(),
                 retry: Default::default(),
                 name: (*tool).to_owned(),
                 title: String::new(),

@@ -4,8 +4,13 @@
 //! oldest first. The queue here has room for one job per relay pass, so
 //! the order of the decisions is the order of the publishes.
 
+use std::collections::HashMap;
 use taskstore::StoreError;
-use taskstore::domain::{DispatchRequest, Priority, Scope, TenantId, ToolName};
+
+use taskstore::domain::{
+    DispatchRequest, FAIRNESS_KEY_WINDOW, KeyExpr, Priority, Scope, TenantId, ToolDescription,
+    ToolName, WorkerHeartbeat, WorkerId,
+};
 
 use super::*;
 use crate::common::recorder::Recorder;
@@ -14,6 +19,7 @@ use crate::common::{Backend, Stores};
 fn with_priority(priority: u32) -> NewTask {
     NewTask {
         dispatch: Some(DispatchRequest {
+            fairness: None,
             rate: None,
             concurrency: None,
             tool: ToolName::parse("echo").expect("tool"),
@@ -39,7 +45,7 @@ async fn published_in_order(stores: &Stores, queue: &Recorder) -> Vec<String> {
     let room = queue
         .depth
         .map_or(u64::MAX, |depth| u64::from(depth.room()));
-    for _ in 0..50 {
+    for _ in 0..500 {
         let published = stores
             .dispatch
             .relay_due_jobs(queue, 100)
@@ -189,4 +195,82 @@ pub async fn a_heavier_tenant_gets_more_turns(backend: &dyn Backend) {
         "three turns to one: {first_eight:?}"
     );
     assert_eq!(order.len(), 12, "and every job goes out");
+}
+
+const FAIR: &str = "fair";
+
+/// A worker serving the `fair` tool, whose customers take turns.
+async fn declare_fair(stores: &Stores) -> KeyExpr {
+    let key = KeyExpr::parse("arguments.customer").expect("key");
+    let tool = ToolName::parse(FAIR).expect("tool");
+    let description = ToolDescription::undescribed(tool.clone()).with_fairness(Some(key.clone()));
+    let heartbeat = WorkerHeartbeat::new(WorkerId::parse("w-fair").expect("id"), vec![tool], 8, 0)
+        .with_descriptions(vec![description]);
+    stores
+        .operations
+        .record_heartbeat(&heartbeat)
+        .await
+        .expect("heartbeat");
+    key
+}
+
+/// A task of the `fair` tool for `customer`, created as the edge creates
+/// it: with what the tool declares (which the gRPC client leaves to the
+/// service).
+async fn create_fair(stores: &Stores, key: &KeyExpr, customer: &str) -> String {
+    let request = format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"{FAIR}","arguments":{{"customer":"{customer}"}}}}}}"#
+    );
+    let task = NewTask {
+        request: JsonObject::parse(request).expect("request"),
+        dispatch: Some(DispatchRequest {
+            fairness: Some(key.clone()),
+            rate: None,
+            concurrency: None,
+            priority: Default::default(),
+            tool: ToolName::parse(FAIR).expect("tool"),
+            max_attempts: None,
+            start: None,
+            retry: Default::default(),
+        }),
+        ..new_task()
+    };
+    create(stores, &all(), task).await
+}
+
+pub async fn a_tenants_fairness_keys_take_turns(backend: &dyn Backend) {
+    let stores = backend.stores(with_policy(short_leases())).await;
+    let key = declare_fair(&stores).await;
+    // Customer c1 floods before c2 comes: they take turns, each first in,
+    // first out.
+    let mut c1 = Vec::new();
+    for _ in 0..4 {
+        c1.push(create_fair(&stores, &key, "c1").await);
+    }
+    let mut c2 = Vec::new();
+    for _ in 0..2 {
+        c2.push(create_fair(&stores, &key, "c2").await);
+    }
+    let expected = [&c1[0], &c2[0], &c1[1], &c2[1], &c1[2], &c1[3]].map(String::clone);
+    assert_eq!(
+        published_in_order(&stores, &Recorder::with_room(1)).await,
+        expected
+    );
+
+    // More keys wait than one decision reads: every key's first job still
+    // goes before any key's second.
+    let keys = FAIRNESS_KEY_WINDOW + 6;
+    let mut customer_of = HashMap::new();
+    for _ in 0..2 {
+        for n in 0..keys {
+            let customer = format!("k{n:03}");
+            customer_of.insert(create_fair(&stores, &key, &customer).await, customer);
+        }
+    }
+    let order = published_in_order(&stores, &Recorder::with_room(1)).await;
+    assert_eq!(order.len(), 2 * keys, "every job goes out");
+    let mut first_round: Vec<&String> = order[..keys].iter().map(|id| &customer_of[id]).collect();
+    first_round.sort();
+    first_round.dedup();
+    assert_eq!(first_round.len(), keys, "each key once before any twice");
 }

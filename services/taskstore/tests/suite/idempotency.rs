@@ -61,6 +61,7 @@ pub async fn concurrent_creates_with_one_key_make_one_task(backend: &dyn Backend
         let task = if n % 2 == 0 { new_task() } else { retried() };
         let task = NewTask {
             dispatch: Some(taskstore::domain::DispatchRequest {
+                fairness: None,
                 rate: None,
                 concurrency: None,
                 priority: Default::default(),

@@ -45,6 +45,7 @@ pub fn calling(name: &str) -> NewTask {
 pub fn dispatched_to(name: &str, max_attempts: Option<u32>) -> NewTask {
     NewTask {
         dispatch: Some(DispatchRequest {
+            fairness: None,
             rate: None,
             concurrency: None,
             priority: Default::default(),

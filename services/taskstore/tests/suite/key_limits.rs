@@ -52,6 +52,7 @@ pub(super) async fn create_of(
     let task = NewTask {
         request: JsonObject::parse(request).expect("request"),
         dispatch: Some(DispatchRequest {
+            fairness: None,
             rate,
             concurrency,
             priority: Default::default(),

@@ -265,6 +265,7 @@ pub async fn filters_by_status_and_tool_before_paging(backend: &dyn Backend) {
         .expect("create");
     let rerouted = NewTask {
         dispatch: Some(DispatchRequest {
+            fairness: None,
             rate: None,
             concurrency: None,
             priority: Default::default(),

@@ -117,6 +117,7 @@ macro_rules! conformance_suite {
             dispatch_order::a_queue_with_room_takes_new_jobs_at_once_in_order,
             dispatch_order::priorities_out_of_range_are_refused,
             dispatch_order::a_heavier_tenant_gets_more_turns,
+            dispatch_order::a_tenants_fairness_keys_take_turns,
             retry_policy::a_tools_retry_policy_sets_attempts_and_backoff,
             retry_policy::a_tool_may_decline_to_retry_errors_or_lost_workers,
             key_limits::a_key_runs_no_more_than_its_limit_at_once,
@@ -219,6 +220,7 @@ pub async fn let_leases_expire() {
 pub async fn dispatched(store: &Store, max_attempts: Option<u32>) -> TaskId {
     let task = NewTask {
         dispatch: Some(DispatchRequest {
+            fairness: None,
             rate: None,
             concurrency: None,
             priority: Default::default(),

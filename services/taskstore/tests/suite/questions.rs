@@ -189,6 +189,7 @@ pub async fn answers_reach_only_the_callers_own_tasks(backend: &dyn Backend) {
             &session("s1"),
             NewTask {
                 dispatch: Some(taskstore::domain::DispatchRequest {
+                    fairness: None,
                     rate: None,
                     concurrency: None,
                     priority: Default::default(),
@@ -397,6 +398,7 @@ pub async fn questions_go_with_their_task(backend: &dyn Backend) {
     let short = NewTask {
         ttl: Some(ttl(400)).into(),
         dispatch: Some(taskstore::domain::DispatchRequest {
+            fairness: None,
             rate: None,
             concurrency: None,
             priority: Default::default(),

@@ -142,6 +142,7 @@ pub async fn a_job_carries_the_trace_its_task_was_created_in(backend: &dyn Backe
     let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     let task = NewTask {
         dispatch: Some(DispatchRequest {
+            fairness: None,
             rate: None,
             concurrency: None,
             priority: Default::default(),

@@ -45,6 +45,7 @@ async fn dispatched_to(
 ) -> TaskId {
     let task = NewTask {
         dispatch: Some(DispatchRequest {
+            fairness: None,
             rate: None,
             concurrency: None,
             priority: Default::default(),

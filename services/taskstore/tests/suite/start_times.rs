@@ -17,6 +17,7 @@ use taskstore::store::StoreConfig;
 pub fn starting(start: StartTime) -> NewTask {
     NewTask {
         dispatch: Some(DispatchRequest {
+            fairness: None,
             rate: None,
             concurrency: None,
             priority: Default::default(),

@@ -121,6 +121,10 @@ pub struct CommandSpec {
     /// (`{"starts": 20, "per": "1s", "key": "tenant"}`).
     #[serde(default)]
     pub rate: Option<RateSpec>,
+    /// Within a tenant, the key whose values take turns when its tasks
+    /// wait for room (`"arguments.customer_id"`).
+    #[serde(default)]
+    pub fairness_key: Option<String>,
 }
 
 /// A command tool's rate of starts, as the tools file writes it.
@@ -244,6 +248,7 @@ impl CommandTool {
             retry: spec.retry.map(RetrySpec::policy).transpose()?,
             concurrency: spec.concurrency,
             rate: spec.rate.map(RateSpec::limit).transpose()?,
+            fairness_key: spec.fairness_key,
         };
         let mut command = spec.command.into_iter();
         let program = command.next().ok_or("command must name a program")?;
@@ -303,6 +308,24 @@ mod tests {
         );
         let mixed = spec(serde_json::json!({"command": ["python3", 7]})).expect_err("refused");
         assert!(mixed.contains("array of strings"), "{mixed}");
+    }
+
+    #[test]
+    fn a_fairness_key_goes_with_the_description() {
+        let tool = spec(serde_json::json!({
+            "command": ["python3"],
+            "fairness_key": "arguments.customer_id",
+        }))
+        .expect("valid");
+        assert_eq!(
+            crate::heartbeat::description("t", &tool.info).fairness_key,
+            "arguments.customer_id"
+        );
+        let plain = spec(serde_json::json!({"command": ["python3"]})).expect("valid");
+        assert_eq!(
+            crate::heartbeat::description("t", &plain.info).fairness_key,
+            ""
+        );
     }
 
     #[test]

@@ -152,7 +152,7 @@ class HeartbeatRequest(_message.Message):
     def __init__(self, worker_id: _Optional[str] = ..., tools: _Optional[_Iterable[str]] = ..., slots: _Optional[int] = ..., busy: _Optional[int] = ..., stopping: bool = ..., descriptions: _Optional[_Iterable[_Union[ToolDescription, _Mapping]]] = ..., consuming: bool = ...) -> None: ...
 
 class ToolDescription(_message.Message):
-    __slots__ = ("name", "title", "description", "input_schema_json", "task_support", "retry", "concurrency", "rate")
+    __slots__ = ("name", "title", "description", "input_schema_json", "task_support", "retry", "concurrency", "rate", "fairness_key")
     NAME_FIELD_NUMBER: _ClassVar[int]
     TITLE_FIELD_NUMBER: _ClassVar[int]
     DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
@@ -161,6 +161,7 @@ class ToolDescription(_message.Message):
     RETRY_FIELD_NUMBER: _ClassVar[int]
     CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
     RATE_FIELD_NUMBER: _ClassVar[int]
+    FAIRNESS_KEY_FIELD_NUMBER: _ClassVar[int]
     name: str
     title: str
     description: str
@@ -169,7 +170,8 @@ class ToolDescription(_message.Message):
     retry: RetryPolicy
     concurrency: ConcurrencyLimit
     rate: RateLimit
-    def __init__(self, name: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., input_schema_json: _Optional[str] = ..., task_support: _Optional[_Union[TaskSupport, str]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., concurrency: _Optional[_Union[ConcurrencyLimit, _Mapping]] = ..., rate: _Optional[_Union[RateLimit, _Mapping]] = ...) -> None: ...
+    fairness_key: str
+    def __init__(self, name: _Optional[str] = ..., title: _Optional[str] = ..., description: _Optional[str] = ..., input_schema_json: _Optional[str] = ..., task_support: _Optional[_Union[TaskSupport, str]] = ..., retry: _Optional[_Union[RetryPolicy, _Mapping]] = ..., concurrency: _Optional[_Union[ConcurrencyLimit, _Mapping]] = ..., rate: _Optional[_Union[RateLimit, _Mapping]] = ..., fairness_key: _Optional[str] = ...) -> None: ...
 
 class RateLimit(_message.Message):
     __slots__ = ("starts", "per", "key")

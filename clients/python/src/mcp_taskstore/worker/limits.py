@@ -44,7 +44,7 @@ class ConcurrencyLimit:
             raise TypeError(f"ConcurrencyLimit.max must be an int, got {self.max!r}")
         if not 1 <= self.max <= _MAX_CONCURRENCY:
             raise ValueError(f"ConcurrencyLimit.max must be between 1 and {_MAX_CONCURRENCY}, got {self.max}")
-        _check_key("ConcurrencyLimit", self.key)
+        _check_key("ConcurrencyLimit.key", self.key)
 
     def message(self) -> xpb.ConcurrencyLimit:
         return xpb.ConcurrencyLimit(max=self.max, key=self.key)
@@ -79,7 +79,7 @@ class RateLimit:
             raise TypeError(f"RateLimit.per must be seconds, got {self.per!r}")
         if not _MIN_RATE_WINDOW <= self.per <= _MAX_RATE_WINDOW:
             raise ValueError(f"RateLimit.per must be between 10 ms and 24 h, got {self.per!r} s")
-        _check_key("RateLimit", self.key)
+        _check_key("RateLimit.key", self.key)
 
     def message(self) -> xpb.RateLimit:
         limit = xpb.RateLimit(starts=self.starts, key=self.key)
@@ -87,20 +87,27 @@ class RateLimit:
         return limit
 
 
+def check_fairness_key(key: object) -> None:
+    """Refuses a fairness key the service would refuse: within a tenant, the
+    key whose values take turns when a tool's tasks wait for room (terms as
+    ``ConcurrencyLimit.key``: ``"arguments.customer_id"``)."""
+    _check_key("fairness_key", key)
+
+
 def _check_key(owner: str, key: object) -> None:
     if not isinstance(key, str):
-        raise TypeError(f"{owner}.key must be a str, got {key!r}")
+        raise TypeError(f"{owner} must be a str, got {key!r}")
     if len(key) > _MAX_KEY_CHARS:
-        raise ValueError(f"{owner}.key must be at most {_MAX_KEY_CHARS} characters, got {len(key)}")
+        raise ValueError(f"{owner} must be at most {_MAX_KEY_CHARS} characters, got {len(key)}")
     terms = [term.strip() for term in key.strip().split(",")] if key.strip() else []
     if len(terms) > _MAX_KEY_TERMS:
-        raise ValueError(f"{owner}.key has more than {_MAX_KEY_TERMS} terms: {key!r}")
+        raise ValueError(f"{owner} has more than {_MAX_KEY_TERMS} terms: {key!r}")
     for term in terms:
         if term in ("tenant", "tool", "session"):
             continue
         names = term.removeprefix("arguments.").split(".") if term.startswith("arguments.") else None
         if names is None or len(names) > _MAX_KEY_DEPTH or not all(_KEY_NAME.fullmatch(n) for n in names):
             raise ValueError(
-                f"{owner}.key term {term!r} is not tenant, tool, session or arguments.<path> "
+                f"{owner} term {term!r} is not tenant, tool, session or arguments.<path> "
                 f"(at most {_MAX_KEY_DEPTH} names of A-Z a-z 0-9 _ -)"
             )

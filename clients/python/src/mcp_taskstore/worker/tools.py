@@ -31,7 +31,7 @@ from pydantic import ValidationError
 
 from mcp_taskstore._proto import execution_pb2 as xpb
 from mcp_taskstore.worker.failures import BackOff, InvalidArguments, RetryableError, ToolFailure
-from mcp_taskstore.worker.limits import ConcurrencyLimit, RateLimit
+from mcp_taskstore.worker.limits import ConcurrencyLimit, RateLimit, check_fairness_key
 
 
 TaskSupport = Literal["optional", "required", "forbidden"]
@@ -117,6 +117,9 @@ class FleetTool:
     concurrency: ConcurrencyLimit | None = None
     # At most how many of its tasks start per window per key; None: no limit.
     rate: RateLimit | None = None
+    # Within a tenant, the key whose values take turns when its tasks wait
+    # for room ("arguments.customer_id"); None: first in, first out.
+    fairness_key: str | None = None
 
     @property
     def name(self) -> str:
@@ -133,6 +136,7 @@ class FleetTool:
             retry=self.retry.message() if self.retry is not None else None,
             concurrency=self.concurrency.message() if self.concurrency is not None else None,
             rate=self.rate.message() if self.rate is not None else None,
+            fairness_key=self.fairness_key or "",
         )
 
     async def run(self, context: Any, arguments: dict[str, Any]) -> dict[str, Any]:
@@ -196,6 +200,7 @@ def make_tool(
     retry: RetryPolicy | None = None,
     concurrency: ConcurrencyLimit | None = None,
     rate: RateLimit | None = None,
+    fairness_key: str | None = None,
 ) -> FleetTool:
     """A tool from a function, as FastMCP's ``Tool.from_function`` makes one
     (``structured_output`` as FastMCP's: None decides from the return annotation)."""
@@ -205,6 +210,8 @@ def make_tool(
         raise TypeError(f"concurrency must be a ConcurrencyLimit, got {concurrency!r}")
     if rate is not None and not isinstance(rate, RateLimit):
         raise TypeError(f"rate must be a RateLimit, got {rate!r}")
+    if fairness_key is not None:
+        check_fairness_key(fairness_key)
     context_kwarg, fastmcp = _context_parameter(fn)
     tool = FastMCPTool.from_function(
         fn,
@@ -214,7 +221,7 @@ def make_tool(
         context_kwarg=context_kwarg,
         structured_output=structured_output,
     )
-    return FleetTool(tool, task_support, fastmcp, retry, concurrency, rate)
+    return FleetTool(tool, task_support, fastmcp, retry, concurrency, rate, fairness_key)
 
 
 class Tools:
@@ -252,6 +259,7 @@ class Tools:
         retry: RetryPolicy | None = None,
         concurrency: ConcurrencyLimit | None = None,
         rate: RateLimit | None = None,
+        fairness_key: str | None = None,
     ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """Decorator: serve the function as a tool (it stays callable as it was)."""
         if callable(name):
@@ -268,6 +276,7 @@ class Tools:
                 retry=retry,
                 concurrency=concurrency,
                 rate=rate,
+                fairness_key=fairness_key,
             )
             self.add(tool)
             return fn

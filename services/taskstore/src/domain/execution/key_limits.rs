@@ -112,6 +112,11 @@ impl KeyExpr {
         Ok(Term::Argument(names))
     }
 
+    /// Whether it has no terms: one key for the whole tool.
+    pub fn is_whole_tool(&self) -> bool {
+        self.terms.is_empty()
+    }
+
     /// The expression as written (normalised).
     pub fn source(&self) -> String {
         self.terms

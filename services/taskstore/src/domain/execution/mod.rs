@@ -79,6 +79,8 @@ pub struct DispatchRequest {
     pub concurrency: Option<ConcurrencyLimit>,
     /// Its tool's rate of starts as its workers declare it.
     pub rate: Option<RateLimit>,
+    /// Its tool's fairness key as its workers declare it.
+    pub fairness: Option<KeyExpr>,
 }
 
 /// The secret a claim hands its worker; reports carry it as a fence.

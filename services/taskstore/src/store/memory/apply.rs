@@ -27,6 +27,7 @@ pub(super) fn apply(state: &mut State, key: &Key, effects: &Effects, now: DateTi
             record.dispatch = Some(Dispatch {
                 limit: None,
                 rate: None,
+                fairness: None,
                 slot: None,
                 tool,
                 max_attempts: 1,

@@ -128,6 +128,9 @@ impl DispatchStore for MemoryTaskStore {
                         id: i64::try_from(job.id).unwrap_or(i64::MAX),
                         tenant: job.key.0.clone(),
                         priority: dispatch.map(|d| d.priority).unwrap_or_default(),
+                        fairness: dispatch
+                            .and_then(|d| d.fairness.clone())
+                            .unwrap_or_default(),
                         limit: dispatch.and_then(|d| d.limit.clone()).filter(|_| first),
                         rate: dispatch.and_then(|d| d.rate.clone()).filter(|_| first),
                     }
@@ -146,10 +149,14 @@ impl DispatchStore for MemoryTaskStore {
                 },
                 started: started_per_key(starts, &tool, &candidates, now),
             };
-            let chosen =
-                self.inner
-                    .gate
-                    .choose(&tool, &candidates, room.min(left), &weight, &mut counts);
+            let chosen = self.inner.gate.choose(
+                &tool,
+                &candidates,
+                room.min(left),
+                &weight,
+                &mut counts,
+                &[],
+            );
             self.inner
                 .gate
                 .decided(&tool, candidates.len() > chosen.len());

@@ -103,6 +103,9 @@ pub struct StoredDispatch {
     /// The generation holding one of its key's slots.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slot: Option<u64>,
+    /// Its fairness key within its tenant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fairness: Option<String>,
 }
 
 fn is_zero(priority: &u8) -> bool {
@@ -174,6 +177,7 @@ impl From<&Record> for StoredRecord {
                     (r.key.clone(), r.starts, per)
                 }),
                 slot: d.slot,
+                fairness: d.fairness.clone(),
                 lease: d.lease.as_ref().map(|l| StoredLease {
                     token: l.token.as_str().to_owned(),
                     owner: l.owner.clone(),
@@ -251,6 +255,7 @@ impl TryFrom<StoredRecord> for (Key, Record) {
                         per: Duration::from_millis(per),
                     }),
                     slot: d.slot,
+                    fairness: d.fairness,
                     lease: d
                         .lease
                         .map(|l| -> Result<Lease, StoreError> {

@@ -41,6 +41,8 @@ pub(super) struct Dispatch {
     pub limit: Option<KeyLimit>,
     /// Its key's rate of starts, if its tool declares one.
     pub rate: Option<TaskRate>,
+    /// Its fairness key within its tenant, if its tool declares one.
+    pub fairness: Option<String>,
     /// The generation whose job took one of its key's slots (the
     /// dispatch decision sets it; a new generation gives the slot back).
     pub slot: Option<u64>,

@@ -84,6 +84,7 @@ impl TaskStore for MemoryTaskStore {
             let dispatch = task.dispatch.map(|d| Dispatch {
                 limit: limits.concurrency,
                 rate: limits.rate,
+                fairness: limits.fairness,
                 slot: None,
                 tool: d.tool,
                 max_attempts,

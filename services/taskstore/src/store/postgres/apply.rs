@@ -68,10 +68,11 @@ pub(super) async fn apply(
         history_started!("attempt_history", "$8", "$14"),
         " ELSE attempt_history END
              WHERE tenant_id = $1 AND task_id = $2
-             RETURNING tenant_id, task_id, dispatch_generation, tool, priority)
+             RETURNING tenant_id, task_id, dispatch_generation, tool, priority, fairness_key)
          INSERT INTO dispatch_outbox (tenant_id, task_id, generation, tool, priority,
-                                      available_at)
+                                      fairness_key, available_at)
          SELECT tenant_id, task_id, dispatch_generation, tool, priority,
+                COALESCE(fairness_key, ''),
                 now() + $10::bigint * interval '1 millisecond'
          FROM task WHERE $9::text = 'again'"
     )))

@@ -79,6 +79,7 @@ impl PgTaskStore {
                     millis(rate.per),
                 )
             }),
+            fairness: limits.fairness,
         };
         let new_row = starts_at.map(|starts_at| group_commit::NewRow {
             starts_at,

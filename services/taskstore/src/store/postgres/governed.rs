@@ -16,7 +16,9 @@ use super::advisory::try_lock_until_commit;
 use super::error::store_error;
 use super::handoff::{FreshJob, HANDOFF_GRACE};
 use super::rows::millis;
-use crate::domain::{KeyCounts, KeyLimit, Priority, TaskRate, WaitingJob};
+use crate::domain::{
+    FAIRNESS_KEY_WINDOW, KeyCounts, KeyLimit, KeyWindow, Priority, TaskRate, WaitingJob,
+};
 use crate::error::StoreError;
 use crate::store::execution::{DueJob, JobPublisher};
 use crate::store::statements::sql;
@@ -47,6 +49,12 @@ struct Candidate {
     rate_starts: Option<i32>,
     rate_per_ms: Option<i64>,
     key_started: i32,
+    /// Its fairness key within its tenant ('' when its tool declares
+    /// none); rows come in the order the tenant's keys were read.
+    fairness_key: String,
+    /// The last key read of its tenant when the read stopped at a window
+    /// of keys (`None`: it read them all).
+    window_last: Option<String>,
 }
 
 impl PgTaskStore {
@@ -179,11 +187,13 @@ impl PgTaskStore {
         if !try_lock_until_commit(&mut tx, format!("taskstore/dispatch/{tool}")).await? {
             return Ok((Vec::new(), true));
         }
-        // Each tenant's first `room + 1` (one more tells whether more wait),
-        // in its own order, passing over the jobs of keys at their
-        // concurrency limit or rate; the tenants found by a loose scan. The
-        // slots that no longer hold and the starts out of their windows are
-        // forgotten on the way.
+        // Each tenant's first jobs of each of its fairness keys (about
+        // `room + 1` in all: one more tells whether more wait), in its own
+        // order, passing over the jobs of limit keys at their concurrency
+        // limit or rate; the tenants and their keys found by loose scans.
+        // The slots that no longer hold and the starts out of their windows
+        // are forgotten on the way.
+        let (resume_tenants, resume_keys) = self.gate.resumes(tool);
         let candidates = sqlx::query_as::<_, Candidate>(sql!(concat!(
             "WITH RECURSIVE dead AS (",
             " DELETE FROM dispatch_slots s WHERE s.tool = $1 AND NOT EXISTS (",
@@ -202,6 +212,10 @@ impl PgTaskStore {
             " rated AS MATERIALIZED (",
             " SELECT rate_key, count(*)::int AS started FROM dispatch_starts",
             " WHERE tool = $1 AND expires_at > now() GROUP BY rate_key),",
+            // Read once: probing the pauses per candidate row costs tens of
+            // milliseconds a decision, even with none.
+            " paused AS MATERIALIZED (SELECT pause_key FROM dispatch_pauses",
+            "  WHERE tool = $1 AND until > now()),",
             " tenants(tenant_id) AS (",
             " (SELECT tenant_id FROM dispatch_outbox WHERE ready AND tool = $1",
             "  ORDER BY tenant_id LIMIT 1)",
@@ -210,33 +224,79 @@ impl PgTaskStore {
             "         WHERE o.ready AND o.tool = $1 AND o.tenant_id > t.tenant_id",
             "         ORDER BY o.tenant_id LIMIT 1)",
             " FROM tenants t WHERE t.tenant_id IS NOT NULL)",
-            " SELECT c.* FROM tenants t CROSS JOIN LATERAL (",
-            "  SELECT o.id, o.tenant_id, o.task_id, o.generation, o.priority, k.trace_context,",
-            "   o.publishes > 0 AS republish,",
-            "   k.limit_key, k.limit_max, COALESCE(h.running, 0) AS key_running,",
-            "   k.rate_key, k.rate_starts, k.rate_per_ms, COALESCE(r.started, 0) AS key_started,",
-            "   (k.task_id IS NULL OR k.dispatch_generation <> o.generation OR NOT (",
+            " SELECT c.* FROM tenants t",
+            " CROSS JOIN LATERAL (SELECT COALESCE((SELECT u.key FROM unnest($3::text[], $4::text[])",
+            "  AS u(tenant_id, key) WHERE u.tenant_id = t.tenant_id), '') AS resume) cur",
+            // The tenant's fairness keys with ready jobs (a loose scan),
+            // from where its last read stopped, round to the start, up to
+            // a window of them (`domain::FAIRNESS_KEY_WINDOW`).
+            " CROSS JOIN LATERAL (WITH RECURSIVE keys(fairness_key, wrapped, rank) AS (",
+            "  (SELECT f.fairness_key, f.wrapped, 1 FROM (",
+            "   (SELECT o.fairness_key, false AS wrapped FROM dispatch_outbox o",
+            "    WHERE o.ready AND o.tool = $1 AND o.tenant_id = t.tenant_id",
+            "    AND o.fairness_key >= cur.resume ORDER BY o.fairness_key LIMIT 1)",
+            "   UNION ALL",
+            "   (SELECT o.fairness_key, true FROM dispatch_outbox o",
+            "    WHERE o.ready AND o.tool = $1 AND o.tenant_id = t.tenant_id",
+            "    ORDER BY o.fairness_key LIMIT 1) LIMIT 1) f)",
+            "  UNION ALL",
+            "  SELECT f.fairness_key, f.wrapped, k.rank + 1 FROM keys k CROSS JOIN LATERAL (",
+            "   (SELECT o.fairness_key, k.wrapped AS wrapped FROM dispatch_outbox o",
+            "    WHERE o.ready AND o.tool = $1 AND o.tenant_id = t.tenant_id",
+            "    AND o.fairness_key > k.fairness_key ORDER BY o.fairness_key LIMIT 1)",
+            "   UNION ALL",
+            "   (SELECT o.fairness_key, true FROM dispatch_outbox o",
+            "    WHERE NOT k.wrapped AND o.ready AND o.tool = $1 AND o.tenant_id = t.tenant_id",
+            "    ORDER BY o.fairness_key LIMIT 1) LIMIT 1) f",
+            "  WHERE k.rank < $5 AND NOT (f.wrapped AND f.fairness_key >= cur.resume))",
+            // Each key's first jobs: enough that the keys together fill
+            // the room and one more (which tells whether more wait).
+            "  SELECT j.*, g.fairness_key, g.rank AS key_rank,",
+            "   (SELECT w.fairness_key FROM keys w WHERE w.rank = $5) AS window_last",
+            "  FROM keys g CROSS JOIN LATERAL (",
+            "   SELECT o.id, o.tenant_id, o.task_id, o.generation, o.priority, k.trace_context,",
+            "    o.publishes > 0 AS republish,",
+            "    k.limit_key, k.limit_max, COALESCE(h.running, 0) AS key_running,",
+            "    k.rate_key, k.rate_starts, k.rate_per_ms, COALESCE(r.started, 0) AS key_started,",
+            "    (k.task_id IS NULL OR k.dispatch_generation <> o.generation OR NOT (",
             claimable!("k."),
             "))",
-            "   AS stale",
-            "  FROM dispatch_outbox o",
-            "  LEFT JOIN tasks k ON k.tenant_id = o.tenant_id AND k.task_id = o.task_id",
-            "  LEFT JOIN held h ON h.limit_key = k.limit_key",
-            "  LEFT JOIN rated r ON r.rate_key = k.rate_key",
-            "  WHERE o.ready AND o.tool = $1 AND o.tenant_id = t.tenant_id",
-            "  AND (o.publishes > 0 OR k.limit_key IS NULL OR COALESCE(h.running, 0) < k.limit_max)",
-            "  AND (o.publishes > 0 OR k.rate_key IS NULL OR COALESCE(r.started, 0) < k.rate_starts)",
+            "    AS stale",
+            "   FROM dispatch_outbox o",
+            "   LEFT JOIN tasks k ON k.tenant_id = o.tenant_id AND k.task_id = o.task_id",
+            "   LEFT JOIN held h ON h.limit_key = k.limit_key",
+            "   LEFT JOIN rated r ON r.rate_key = k.rate_key",
+            "   WHERE o.ready AND o.tool = $1 AND o.tenant_id = t.tenant_id",
+            "   AND o.fairness_key = g.fairness_key",
+            "   AND (o.publishes > 0 OR k.limit_key IS NULL OR COALESCE(h.running, 0) < k.limit_max)",
+            "   AND (o.publishes > 0 OR k.rate_key IS NULL OR COALESCE(r.started, 0) < k.rate_starts)",
             // A paused key's jobs wait (`domain::pause_key`, in SQL).
-            "  AND NOT EXISTS (SELECT 1 FROM dispatch_pauses p WHERE p.tool = $1",
-            "   AND p.pause_key = COALESCE(k.rate_key, k.limit_key, '') AND p.until > now())",
-            "  ORDER BY o.priority DESC, o.id LIMIT $2) c",
-            " WHERE t.tenant_id IS NOT NULL"
+            "   AND NOT EXISTS (SELECT 1 FROM paused p",
+            "    WHERE p.pause_key = COALESCE(k.rate_key, k.limit_key, ''))",
+            "   ORDER BY o.priority DESC, o.id",
+            "   LIMIT ($2 + (SELECT count(*) FROM keys) - 1) / (SELECT count(*) FROM keys)) j) c",
+            " WHERE t.tenant_id IS NOT NULL",
+            " ORDER BY c.tenant_id, c.key_rank, c.priority DESC, c.id"
         )))
         .bind(tool)
         .bind(i64::try_from(room + 1).unwrap_or(i64::MAX))
+        .bind(&resume_tenants)
+        .bind(&resume_keys)
+        .bind(i32::try_from(FAIRNESS_KEY_WINDOW).unwrap_or(i32::MAX))
         .fetch_all(&mut *tx)
         .await
         .map_err(store_error)?;
+        let mut windows: Vec<KeyWindow> = Vec::new();
+        for c in &candidates {
+            if let Some(last) = &c.window_last
+                && windows.last().is_none_or(|w| w.tenant != c.tenant_id)
+            {
+                windows.push(KeyWindow {
+                    tenant: c.tenant_id.clone(),
+                    last: last.clone(),
+                });
+            }
+        }
         let (stale, live): (Vec<Candidate>, Vec<Candidate>) =
             candidates.into_iter().partition(|c| c.stale);
         let waiting: Vec<WaitingJob> = live
@@ -245,6 +305,7 @@ impl PgTaskStore {
                 id: c.id,
                 tenant: c.tenant_id.clone(),
                 priority: Priority::of_stored(c.priority),
+                fairness: c.fairness_key.clone(),
                 limit: c.limit_key.clone().filter(|_| !c.republish).map(|key| {
                     KeyLimit::new(key, c.limit_max.map_or(1, |max| max.max(1).unsigned_abs()))
                 }),
@@ -275,7 +336,9 @@ impl PgTaskStore {
                 .collect(),
         };
         let weight = |tenant: &str| self.config.dispatch_weight(tenant);
-        let chosen = self.gate.choose(tool, &waiting, room, &weight, &mut counts);
+        let chosen = self
+            .gate
+            .choose(tool, &waiting, room, &weight, &mut counts, &windows);
         let chosen_ids: Vec<i64> = chosen.iter().map(|&i| live[i].id).collect();
         let stale_ids: Vec<i64> = stale.iter().map(|c| c.id).collect();
         let slots = Slots::of(chosen.iter().map(|&i| &live[i]));

@@ -54,6 +54,8 @@ pub(super) struct NewRow {
     /// Its key's rate (key, starts, window in milliseconds): its job is
     /// left to the decision too.
     pub rate: Option<(String, i32, i64)>,
+    /// Its fairness key within its tenant (`None`: its tool declares none).
+    pub fairness: Option<String>,
 }
 
 /// One create waiting for its batch; no row in the reply when a live task
@@ -149,6 +151,7 @@ pub(super) async fn insert_rows<'e>(
     let rate_keys = column(|r| r.rate.as_ref().map(|(key, _, _)| key.clone()));
     let rate_starts: Vec<Option<i32>> = rows.iter().map(|r| r.rate.as_ref().map(|r| r.1)).collect();
     let rate_pers: Vec<Option<i64>> = rows.iter().map(|r| r.rate.as_ref().map(|r| r.2)).collect();
+    let fairness_keys = column(|r| r.fairness.clone());
     let limit_maxes: Vec<Option<i32>> =
         rows.iter().map(|r| r.limit.as_ref().map(|l| l.1)).collect();
     let starts: Vec<Option<chrono::DateTime<chrono::Utc>>> =
@@ -162,23 +165,23 @@ pub(super) async fn insert_rows<'e>(
         "                      $6::bigint[], $7::bigint[], $8::text[], $9::int[], $10::text[],",
         "                      $11::text[], $13::text[], $14::text[], $15::timestamptz[],",
         "                      $16::text[], $17::smallint[], $18::text[], $19::int[],",
-        "                      $20::text[], $21::int[], $22::bigint[])",
+        "                      $20::text[], $21::int[], $22::bigint[], $23::text[])",
         "   AS i(tenant_id, task_id, session_id, request_id_json, request_json, ttl_ms,",
         "        poll_interval_ms, tool, max_attempts, trace_context, progress_token,",
         "        idempotency_key, status_message, starts_at, retry_policy, priority,",
-        "        limit_key, limit_max, rate_key, rate_starts, rate_per_ms)),",
+        "        limit_key, limit_max, rate_key, rate_starts, rate_per_ms, fairness_key)),",
         " task AS (",
         " INSERT INTO tasks (tenant_id, task_id, session_id, status, status_message,",
         "  request_id_json, request_json,",
         "  created_at, last_updated_at, ttl_ms, expires_at, poll_interval_ms,",
         "  tool, max_attempts, dispatch_generation, trace_context, progress_token,",
         "  idempotency_key, retry_policy, priority, limit_key, limit_max, rate_key, rate_starts,",
-        "  rate_per_ms)",
+        "  rate_per_ms, fairness_key)",
         " SELECT tenant_id, task_id, session_id, 'working', status_message,",
         "  request_id_json, request_json,",
         "  now(), now(), ttl_ms, now() + ttl_ms * interval '1 millisecond', poll_interval_ms,",
         "  tool, max_attempts, 1, trace_context, progress_token, idempotency_key, retry_policy,",
-        "  priority, limit_key, limit_max, rate_key, rate_starts, rate_per_ms",
+        "  priority, limit_key, limit_max, rate_key, rate_starts, rate_per_ms, fairness_key",
         " FROM input",
         " ON CONFLICT (tenant_id, task_id) DO UPDATE SET",
         "   session_id = EXCLUDED.session_id, status = EXCLUDED.status,",
@@ -193,6 +196,7 @@ pub(super) async fn insert_rows<'e>(
         "   priority = EXCLUDED.priority, limit_key = EXCLUDED.limit_key,",
         "   limit_max = EXCLUDED.limit_max, rate_key = EXCLUDED.rate_key,",
         "   rate_starts = EXCLUDED.rate_starts, rate_per_ms = EXCLUDED.rate_per_ms,",
+        "   fairness_key = EXCLUDED.fairness_key,",
         "   dispatch_generation = tasks.dispatch_generation + 1,",
         "   lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, parked_at = NULL,",
         "   attempt_history = NULL",
@@ -205,8 +209,9 @@ pub(super) async fn insert_rows<'e>(
         " WHERE task.reused AND q.tenant_id = task.tenant_id AND q.task_id = task.task_id),",
         " job AS (",
         " INSERT INTO dispatch_outbox (tenant_id, task_id, generation, tool, priority,",
-        "  available_at, ready)",
+        "  fairness_key, available_at, ready)",
         " SELECT t.tenant_id, t.task_id, t.dispatch_generation, t.tool, t.priority,",
+        "  COALESCE(t.fairness_key, ''),",
         "  COALESCE(i.starts_at, CASE WHEN t.limit_key IS NULL AND t.rate_key IS NULL",
         "   THEN now() + $12 * interval '1 millisecond' ELSE now() END),",
         "  (t.limit_key IS NOT NULL OR t.rate_key IS NOT NULL) AND i.starts_at IS NULL",
@@ -242,6 +247,7 @@ pub(super) async fn insert_rows<'e>(
     .bind(&rate_keys)
     .bind(&rate_starts)
     .bind(&rate_pers)
+    .bind(&fairness_keys)
     .fetch_all(executor)
     .await?;
     let committed_at = std::time::Instant::now();
@@ -279,6 +285,7 @@ mod tests {
     fn pending(tenant: &str, id: &str) -> PendingCreate {
         let (reply, _) = tokio::sync::oneshot::channel();
         let row = NewRow {
+            fairness: None,
             rate: None,
             limit: None,
             tenant: tenant.into(),

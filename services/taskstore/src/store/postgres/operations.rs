@@ -10,8 +10,8 @@ use super::PgTaskStore;
 use super::error::store_error;
 use super::rows::millis;
 use crate::domain::{
-    ConcurrencyLimit, OutboxBacklog, RateLimit, Reach, RetryPolicy, TaskStatus, TaskSupport,
-    ToolDescription, ToolName, WorkerHeartbeat, WorkerId, WorkerInfo,
+    ConcurrencyLimit, KeyExpr, OutboxBacklog, RateLimit, Reach, RetryPolicy, TaskStatus,
+    TaskSupport, ToolDescription, ToolName, WorkerHeartbeat, WorkerId, WorkerInfo,
 };
 use crate::error::StoreError;
 use crate::store::operations::OperationsStore;
@@ -65,6 +65,9 @@ struct StoredDescription {
     /// Its declared rate (`{"starts": 20, "perMs": 1000, "key": ""}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     rate: Option<serde_json::Value>,
+    /// Its declared fairness key (`"arguments.customer_id"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    fairness_key: Option<String>,
 }
 
 /// A rate as the workers table keeps it.
@@ -109,6 +112,7 @@ impl StoredDescription {
                     key: rate.key.source(),
                 })
             }),
+            fairness_key: d.fairness.as_ref().map(KeyExpr::source),
         })
     }
 
@@ -141,12 +145,20 @@ impl StoredDescription {
             }
             rate
         });
+        let fairness = self.fairness_key.and_then(|raw| {
+            let key = KeyExpr::parse(&raw).ok();
+            if key.is_none() {
+                tracing::warn!(tool = %self.name, "a stored fairness key cannot be read; the tool's tasks go first in, first out");
+            }
+            key
+        });
         match ToolDescription::parse(name, &self.title, &self.description, &schema, support) {
             Ok(description) => Some(
                 description
                     .with_retry(retry)
                     .with_concurrency(concurrency)
-                    .with_rate(rate),
+                    .with_rate(rate)
+                    .with_fairness(fairness),
             ),
             Err(err) => {
                 // Checked when reported; jsonb may write numbers out longer.
