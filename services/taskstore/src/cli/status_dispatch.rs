@@ -39,7 +39,7 @@ pub(super) fn write(out: &mut impl Write, tools: &[pb::ToolDispatchStatus]) -> s
         if tool.keys.is_empty() {
             continue;
         }
-        let rows: Vec<[String; 4]> = tool
+        let rows: Vec<[String; 5]> = tool
             .keys
             .iter()
             .map(|key| {
@@ -52,6 +52,7 @@ pub(super) fn write(out: &mut impl Write, tools: &[pb::ToolDispatchStatus]) -> s
                             &key.key
                         }
                     ),
+                    key.waiting.to_string(),
                     match key.max_running {
                         Some(max) => format!("{} of {max}", key.running),
                         None => "-".to_owned(),
@@ -61,7 +62,14 @@ pub(super) fn write(out: &mut impl Write, tools: &[pb::ToolDispatchStatus]) -> s
                 ]
             })
             .collect();
-        let header = ["    KEY", "RUNNING", "STARTED IN WINDOW", "PAUSED UNTIL"].map(str::to_owned);
+        let header = [
+            "    KEY",
+            "WAITING",
+            "RUNNING",
+            "STARTED IN WINDOW",
+            "PAUSED UNTIL",
+        ]
+        .map(str::to_owned);
         write_table(out, &header, &rows)?;
     }
     Ok(())
@@ -78,6 +86,7 @@ pub(super) fn as_json(tools: &[pb::ToolDispatchStatus]) -> Value {
                 "oldestWaitMs": duration(tool.oldest_wait).as_millis() as u64,
                 "keys": tool.keys.iter().map(|key| json!({
                     "key": key.key,
+                    "waiting": key.waiting,
                     "running": key.running,
                     "maxRunning": key.max_running,
                     "started": key.started,

@@ -16,6 +16,7 @@ mod account;
 mod actions;
 mod assets;
 mod body_gate;
+mod dispatch_samples;
 mod gate;
 mod guard;
 mod identify;
@@ -89,6 +90,8 @@ pub(crate) struct Board {
     pub settings: DashboardSettings,
     /// Ends the live streams when the dashboard stops.
     pub shutdown: CancellationToken,
+    /// The last hour of each tool's dispatch, for its page's chart.
+    pub dispatch_samples: Arc<dispatch_samples::DispatchSamples>,
 }
 
 /// The dashboard, built and ready to serve.
@@ -135,6 +138,7 @@ impl Dashboard {
                 oidc,
                 settings,
                 shutdown: CancellationToken::new(),
+                dispatch_samples: Arc::default(),
             }),
         })
     }
@@ -154,6 +158,10 @@ impl Dashboard {
         };
         let app = routes::router(self.board.clone());
         let shutdown = self.board.shutdown.clone();
+        self.board
+            .dispatch_samples
+            .clone()
+            .spawn(self.board.operations.clone(), shutdown.clone());
         serve_until_stopped("dashboard", listener, app, limits, stop, move || {
             shutdown.cancel();
         })

@@ -233,11 +233,14 @@ async fn tool(
                     return Ok(page);
                 }
                 let view = board.operations.dispatch_view().await?;
+                board.dispatch_samples.record(&view);
+                let history = board.dispatch_samples.of_tool(tool.name.as_str());
                 let dispatch = view.iter().find(|d| d.tool == tool.name.as_str());
                 let may_lift = viewer.may(Operation::SteerDispatch);
                 Ok(maud::html! {
                     (page)
                     (pages::dispatch::section(board.base(), tool.name.as_str(), dispatch, may_lift, now))
+                    (pages::dispatch_chart::section(&history))
                 })
             },
         )

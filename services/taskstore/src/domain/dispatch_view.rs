@@ -26,6 +26,8 @@ pub struct ToolDispatch {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct KeyDispatch {
     pub key: String,
+    /// Its jobs due and waiting for room.
+    pub waiting: u64,
     /// Tasks holding a slot of the key now, and its limit.
     pub running: u32,
     pub max_running: Option<u32>,
@@ -45,8 +47,9 @@ impl KeyDispatch {
 /// The rows a backend read, each kind by tool.
 #[derive(Debug, Clone, Default)]
 pub struct DispatchRows {
-    /// (tool, waiting, oldest wait)
-    pub waiting: Vec<(String, u64, Duration)>,
+    /// (tool, key, waiting, oldest wait): the key a job waits under (its
+    /// rate key, else its limit key, else "": `domain::pause_key`).
+    pub waiting: Vec<(String, String, u64, Duration)>,
     /// (tool, key, running, limit)
     pub running: Vec<(String, String, u32, u32)>,
     /// (tool, key, started within the window)
@@ -85,11 +88,6 @@ pub fn merge(rows: DispatchRows) -> Vec<ToolDispatch> {
                 ..KeyDispatch::default()
             })
     }
-    for (name, waiting, oldest) in rows.waiting {
-        let (entry, _) = tool(&mut tools, &name);
-        entry.waiting = waiting;
-        entry.oldest_wait = oldest;
-    }
     for (name, k, running, max) in rows.running {
         let entry = key(&mut tools, &name, k);
         entry.running = running;
@@ -100,6 +98,16 @@ pub fn merge(rows: DispatchRows) -> Vec<ToolDispatch> {
     }
     for (name, k, until) in rows.paused {
         key(&mut tools, &name, k).paused_until = Some(until);
+    }
+    for (name, k, waiting, oldest) in rows.waiting {
+        let (entry, keys) = tool(&mut tools, &name);
+        entry.waiting += waiting;
+        entry.oldest_wait = entry.oldest_wait.max(oldest);
+        // The jobs of no key are the tool's; "" is listed only when it has
+        // something else to say (a pause of the whole tool).
+        if !k.is_empty() || keys.contains_key(&k) {
+            key(&mut tools, &name, k).waiting = waiting;
+        }
     }
     tools
         .into_values()
@@ -118,7 +126,16 @@ mod tests {
     fn rows_become_tools_and_their_keys_in_order() {
         let until = DateTime::from_timestamp(2_000_000_000, 0).expect("time");
         let merged = merge(DispatchRows {
-            waiting: vec![("fetch".into(), 7, Duration::from_secs(3))],
+            waiting: vec![
+                ("fetch".into(), String::new(), 4, Duration::from_secs(3)),
+                (
+                    "fetch".into(),
+                    "tenant=\"b\"".into(),
+                    3,
+                    Duration::from_secs(1),
+                ),
+                ("mail".into(), String::new(), 2, Duration::from_secs(9)),
+            ],
             running: vec![
                 ("fetch".into(), "tenant=\"b\"".into(), 3, 3),
                 ("fetch".into(), "tenant=\"a\"".into(), 1, 3),
@@ -129,16 +146,29 @@ mod tests {
         assert_eq!(merged.len(), 2);
         let fetch = &merged[0];
         assert_eq!((fetch.tool.as_str(), fetch.waiting), ("fetch", 7));
-        let keys: Vec<(&str, u32, u32, bool)> = fetch
+        assert_eq!(
+            fetch.oldest_wait,
+            Duration::from_secs(3),
+            "the oldest of any key"
+        );
+        let keys: Vec<(&str, u64, u32, u32, bool)> = fetch
             .keys
             .iter()
-            .map(|k| (k.key.as_str(), k.running, k.started, k.full()))
+            .map(|k| (k.key.as_str(), k.waiting, k.running, k.started, k.full()))
             .collect();
         assert_eq!(
             keys,
-            [("tenant=\"a\"", 1, 12, false), ("tenant=\"b\"", 3, 0, true)]
+            [
+                ("tenant=\"a\"", 0, 1, 12, false),
+                ("tenant=\"b\"", 3, 3, 0, true)
+            ],
+            "the jobs of no key are the tool's alone"
         );
-        assert_eq!(merged[1].waiting, 0);
+        assert_eq!(merged[1].waiting, 2);
         assert_eq!(merged[1].keys[0].paused_until, Some(until));
+        assert_eq!(
+            merged[1].keys[0].waiting, 2,
+            "the paused whole tool's waiting"
+        );
     }
 }

@@ -6,6 +6,7 @@ pub mod answers;
 mod asked;
 mod caller;
 mod cursor;
+pub mod dispatch_history;
 mod dispatch_order;
 mod dispatch_turns;
 pub mod dispatch_view;

@@ -203,6 +203,7 @@ fn tool_dispatch(tool: crate::domain::ToolDispatch) -> pb::ToolDispatchStatus {
             .into_iter()
             .map(|key| pb::KeyDispatchStatus {
                 key: key.key,
+                waiting: key.waiting,
                 running: key.running,
                 max_running: key.max_running,
                 started: key.started,

@@ -57,7 +57,9 @@ async fn an_operator_sees_a_tools_keys_and_lifts_a_pause_a_tenant_admin_cannot()
     let (status, page) = tenant_admin.text(&format!("/tools/{TOOL}")).await;
     assert_eq!(status, 200);
     assert!(
-        !page.contains("dispatch-keys") && !page.contains("c-9"),
+        !page.contains("dispatch-keys")
+            && !page.contains("dispatch-history")
+            && !page.contains("c-9"),
         "{page}"
     );
     let refused = tenant_admin
@@ -83,6 +85,15 @@ async fn an_operator_sees_a_tools_keys_and_lifts_a_pause_a_tenant_admin_cannot()
     let (status, page) = operator.text(&format!("/tools/{TOOL}")).await;
     assert_eq!(status, 200);
     assert!(page.contains("id=\"dispatch-keys\""), "{page}");
+    // The hour's chart, with its numbers per key (this read is a sample).
+    assert!(
+        page.contains("id=\"dispatch-history\"") && page.contains("polyline"),
+        "{page}"
+    );
+    let table = &page[page
+        .find("dispatch-history-table")
+        .expect("the chart's table")..];
+    assert!(table.contains("c-9"), "the paused key has a row: {table}");
     assert!(
         page.contains("c-9") && page.contains("/lift-pause"),
         "{page}"

@@ -28,7 +28,7 @@ from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__
 from mcp_taskstore._proto import task_store_pb2 as mcp_dot_tasks_dot_v1_dot_task__store__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dmcp/tasks/v1/operations.proto\x12\x0cmcp.tasks.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1dmcp/tasks/v1/task_store.proto\"\x12\n\x10GetStatusRequest\"\xe0\x02\n\x11GetStatusResponse\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\x12\x30\n\x08\x64\x61tabase\x18\x03 \x01(\x0b\x32\x1e.mcp.tasks.v1.DependencyStatus\x12\x12\n\nqueue_kind\x18\x04 \x01(\t\x12-\n\x05queue\x18\x05 \x01(\x0b\x32\x1e.mcp.tasks.v1.DependencyStatus\x12*\n\x06outbox\x18\x06 \x01(\x0b\x32\x1a.mcp.tasks.v1.OutboxStatus\x12+\n\x07workers\x18\x07 \x03(\x0b\x32\x1a.mcp.tasks.v1.WorkerStatus\x12\'\n\x05tools\x18\x08 \x03(\x0b\x32\x18.mcp.tasks.v1.ServedTool\x12\x32\n\x08\x64ispatch\x18\t \x03(\x0b\x32 .mcp.tasks.v1.ToolDispatchStatus\"\x92\x01\n\x12ToolDispatchStatus\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12\x0f\n\x07waiting\x18\x02 \x01(\x04\x12.\n\x0boldest_wait\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12-\n\x04keys\x18\x04 \x03(\x0b\x32\x1f.mcp.tasks.v1.KeyDispatchStatus\"\x9e\x01\n\x11KeyDispatchStatus\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x0f\n\x07running\x18\x02 \x01(\r\x12\x18\n\x0bmax_running\x18\x03 \x01(\rH\x00\x88\x01\x01\x12\x0f\n\x07started\x18\x04 \x01(\r\x12\x30\n\x0cpaused_until\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.TimestampB\x0e\n\x0c_max_running\"\xd1\x01\n\x10\x44\x65pendencyStatus\x12\x0f\n\x07healthy\x18\x01 \x01(\x08\x12)\n\x05since\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12*\n\x07latency\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x11\n\tcondition\x18\x05 \x01(\t\x12\x33\n\x0f\x63ondition_since\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\\\n\x0cOutboxStatus\x12\x0c\n\x04jobs\x18\x01 \x01(\x04\x12\x0b\n\x03\x64ue\x18\x02 \x01(\x04\x12\x31\n\x0eoldest_due_age\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"\xe9\x02\n\x0cWorkerStatus\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\r\n\x05tools\x18\x02 \x03(\t\x12\r\n\x05slots\x18\x03 \x01(\r\x12\x0c\n\x04\x62usy\x18\x04 \x01(\r\x12\x31\n\rfirst_seen_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x30\n\x0clast_seen_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tconsuming\x18\x07 \x01(\x08\x12\r\n\x05reach\x18\x08 \x01(\t\x12U\n\x16\x64iffering_descriptions\x18\t \x03(\x0b\x32\x35.mcp.tasks.v1.WorkerStatus.DifferingDescriptionsEntry\x1a<\n\x1a\x44ifferingDescriptionsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"-\n\x10LiftPauseRequest\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\"#\n\x11LiftPauseResponse\x12\x0e\n\x06lifted\x18\x01 \x01(\x08\x32\xa8\x01\n\nOperations\x12L\n\tGetStatus\x12\x1e.mcp.tasks.v1.GetStatusRequest\x1a\x1f.mcp.tasks.v1.GetStatusResponse\x12L\n\tLiftPause\x12\x1e.mcp.tasks.v1.LiftPauseRequest\x1a\x1f.mcp.tasks.v1.LiftPauseResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1dmcp/tasks/v1/operations.proto\x12\x0cmcp.tasks.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1dmcp/tasks/v1/task_store.proto\"\x12\n\x10GetStatusRequest\"\xe0\x02\n\x11GetStatusResponse\x12\x0f\n\x07version\x18\x01 \x01(\t\x12\x0f\n\x07\x62\x61\x63kend\x18\x02 \x01(\t\x12\x30\n\x08\x64\x61tabase\x18\x03 \x01(\x0b\x32\x1e.mcp.tasks.v1.DependencyStatus\x12\x12\n\nqueue_kind\x18\x04 \x01(\t\x12-\n\x05queue\x18\x05 \x01(\x0b\x32\x1e.mcp.tasks.v1.DependencyStatus\x12*\n\x06outbox\x18\x06 \x01(\x0b\x32\x1a.mcp.tasks.v1.OutboxStatus\x12+\n\x07workers\x18\x07 \x03(\x0b\x32\x1a.mcp.tasks.v1.WorkerStatus\x12\'\n\x05tools\x18\x08 \x03(\x0b\x32\x18.mcp.tasks.v1.ServedTool\x12\x32\n\x08\x64ispatch\x18\t \x03(\x0b\x32 .mcp.tasks.v1.ToolDispatchStatus\"\x92\x01\n\x12ToolDispatchStatus\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12\x0f\n\x07waiting\x18\x02 \x01(\x04\x12.\n\x0boldest_wait\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12-\n\x04keys\x18\x04 \x03(\x0b\x32\x1f.mcp.tasks.v1.KeyDispatchStatus\"\xaf\x01\n\x11KeyDispatchStatus\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\x0f\n\x07running\x18\x02 \x01(\r\x12\x18\n\x0bmax_running\x18\x03 \x01(\rH\x00\x88\x01\x01\x12\x0f\n\x07started\x18\x04 \x01(\r\x12\x30\n\x0cpaused_until\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x0f\n\x07waiting\x18\x06 \x01(\x04\x42\x0e\n\x0c_max_running\"\xd1\x01\n\x10\x44\x65pendencyStatus\x12\x0f\n\x07healthy\x18\x01 \x01(\x08\x12)\n\x05since\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x65rror\x18\x03 \x01(\t\x12*\n\x07latency\x18\x04 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x11\n\tcondition\x18\x05 \x01(\t\x12\x33\n\x0f\x63ondition_since\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\\\n\x0cOutboxStatus\x12\x0c\n\x04jobs\x18\x01 \x01(\x04\x12\x0b\n\x03\x64ue\x18\x02 \x01(\x04\x12\x31\n\x0eoldest_due_age\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\"\xe9\x02\n\x0cWorkerStatus\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\r\n\x05tools\x18\x02 \x03(\t\x12\r\n\x05slots\x18\x03 \x01(\r\x12\x0c\n\x04\x62usy\x18\x04 \x01(\r\x12\x31\n\rfirst_seen_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x30\n\x0clast_seen_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\x11\n\tconsuming\x18\x07 \x01(\x08\x12\r\n\x05reach\x18\x08 \x01(\t\x12U\n\x16\x64iffering_descriptions\x18\t \x03(\x0b\x32\x35.mcp.tasks.v1.WorkerStatus.DifferingDescriptionsEntry\x1a<\n\x1a\x44ifferingDescriptionsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"-\n\x10LiftPauseRequest\x12\x0c\n\x04tool\x18\x01 \x01(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\"#\n\x11LiftPauseResponse\x12\x0e\n\x06lifted\x18\x01 \x01(\x08\x32\xa8\x01\n\nOperations\x12L\n\tGetStatus\x12\x1e.mcp.tasks.v1.GetStatusRequest\x1a\x1f.mcp.tasks.v1.GetStatusResponse\x12L\n\tLiftPause\x12\x1e.mcp.tasks.v1.LiftPauseRequest\x1a\x1f.mcp.tasks.v1.LiftPauseResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -44,19 +44,19 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_TOOLDISPATCHSTATUS']._serialized_start=519
   _globals['_TOOLDISPATCHSTATUS']._serialized_end=665
   _globals['_KEYDISPATCHSTATUS']._serialized_start=668
-  _globals['_KEYDISPATCHSTATUS']._serialized_end=826
-  _globals['_DEPENDENCYSTATUS']._serialized_start=829
-  _globals['_DEPENDENCYSTATUS']._serialized_end=1038
-  _globals['_OUTBOXSTATUS']._serialized_start=1040
-  _globals['_OUTBOXSTATUS']._serialized_end=1132
-  _globals['_WORKERSTATUS']._serialized_start=1135
-  _globals['_WORKERSTATUS']._serialized_end=1496
-  _globals['_WORKERSTATUS_DIFFERINGDESCRIPTIONSENTRY']._serialized_start=1436
-  _globals['_WORKERSTATUS_DIFFERINGDESCRIPTIONSENTRY']._serialized_end=1496
-  _globals['_LIFTPAUSEREQUEST']._serialized_start=1498
-  _globals['_LIFTPAUSEREQUEST']._serialized_end=1543
-  _globals['_LIFTPAUSERESPONSE']._serialized_start=1545
-  _globals['_LIFTPAUSERESPONSE']._serialized_end=1580
-  _globals['_OPERATIONS']._serialized_start=1583
-  _globals['_OPERATIONS']._serialized_end=1751
+  _globals['_KEYDISPATCHSTATUS']._serialized_end=843
+  _globals['_DEPENDENCYSTATUS']._serialized_start=846
+  _globals['_DEPENDENCYSTATUS']._serialized_end=1055
+  _globals['_OUTBOXSTATUS']._serialized_start=1057
+  _globals['_OUTBOXSTATUS']._serialized_end=1149
+  _globals['_WORKERSTATUS']._serialized_start=1152
+  _globals['_WORKERSTATUS']._serialized_end=1513
+  _globals['_WORKERSTATUS_DIFFERINGDESCRIPTIONSENTRY']._serialized_start=1453
+  _globals['_WORKERSTATUS_DIFFERINGDESCRIPTIONSENTRY']._serialized_end=1513
+  _globals['_LIFTPAUSEREQUEST']._serialized_start=1515
+  _globals['_LIFTPAUSEREQUEST']._serialized_end=1560
+  _globals['_LIFTPAUSERESPONSE']._serialized_start=1562
+  _globals['_LIFTPAUSERESPONSE']._serialized_end=1597
+  _globals['_OPERATIONS']._serialized_start=1600
+  _globals['_OPERATIONS']._serialized_end=1768
 # @@protoc_insertion_point(module_scope)

@@ -51,18 +51,20 @@ class ToolDispatchStatus(_message.Message):
     def __init__(self, tool: _Optional[str] = ..., waiting: _Optional[int] = ..., oldest_wait: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., keys: _Optional[_Iterable[_Union[KeyDispatchStatus, _Mapping]]] = ...) -> None: ...
 
 class KeyDispatchStatus(_message.Message):
-    __slots__ = ("key", "running", "max_running", "started", "paused_until")
+    __slots__ = ("key", "running", "max_running", "started", "paused_until", "waiting")
     KEY_FIELD_NUMBER: _ClassVar[int]
     RUNNING_FIELD_NUMBER: _ClassVar[int]
     MAX_RUNNING_FIELD_NUMBER: _ClassVar[int]
     STARTED_FIELD_NUMBER: _ClassVar[int]
     PAUSED_UNTIL_FIELD_NUMBER: _ClassVar[int]
+    WAITING_FIELD_NUMBER: _ClassVar[int]
     key: str
     running: int
     max_running: int
     started: int
     paused_until: _timestamp_pb2.Timestamp
-    def __init__(self, key: _Optional[str] = ..., running: _Optional[int] = ..., max_running: _Optional[int] = ..., started: _Optional[int] = ..., paused_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    waiting: int
+    def __init__(self, key: _Optional[str] = ..., running: _Optional[int] = ..., max_running: _Optional[int] = ..., started: _Optional[int] = ..., paused_until: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., waiting: _Optional[int] = ...) -> None: ...
 
 class DependencyStatus(_message.Message):
     __slots__ = ("healthy", "since", "error", "latency", "condition", "condition_since")

@@ -32,15 +32,16 @@ pub fn section(
                     }
                     @if !dispatch.keys.is_empty() {
                         table #dispatch-keys {
-                            caption.visually-hidden { "Its keys: running against the limit, starts in the rate's window, pauses" }
+                            caption.visually-hidden { "Its keys: waiting, running against the limit, starts in the rate's window, pauses" }
                             thead { tr {
-                                th scope="col" { "Key" } th scope="col" { "Running / limit" }
+                                th scope="col" { "Key" } th scope="col" { "Waiting" } th scope="col" { "Running / limit" }
                                 th scope="col" { "Starts in window" } th scope="col" { "Paused" }
                             } }
                             tbody {
                                 @for key in &dispatch.keys {
                                     tr data-key=(key.key) {
                                         td { code { (if key.key.is_empty() { "(the whole tool)" } else { key.key.as_str() }) } }
+                                        td.num { (key.waiting) }
                                         td.num {
                                             (key.running)
                                             @if let Some(max) = key.max_running { " / " (max) }

@@ -3,6 +3,7 @@
 
 pub mod attempts;
 pub mod dispatch;
+pub mod dispatch_chart;
 pub mod login;
 pub mod overview;
 pub mod questions;

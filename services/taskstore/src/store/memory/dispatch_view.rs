@@ -9,15 +9,28 @@ use super::state::State;
 use crate::domain::DispatchRows;
 
 pub(super) fn rows(state: &mut State, now: DateTime<Utc>) -> DispatchRows {
-    // The ready backlog: due jobs not taken by a relay.
-    let mut waiting: BTreeMap<String, (u64, DateTime<Utc>)> = BTreeMap::new();
+    // The ready backlog: due jobs not taken by a relay, by the key each
+    // waits under.
+    let mut waiting: BTreeMap<(String, String), (u64, DateTime<Utc>)> = BTreeMap::new();
     for job in state
         .outbox
         .iter()
         .filter(|job| !job.in_flight && job.available_at <= now)
     {
+        let dispatch = state
+            .tasks
+            .get(&job.key)
+            .and_then(|record| record.dispatch.as_ref());
+        let key = crate::domain::pause_key(
+            dispatch
+                .and_then(|d| d.rate.as_ref())
+                .map(|rate| rate.key.as_str()),
+            dispatch
+                .and_then(|d| d.limit.as_ref())
+                .map(|limit| limit.key.as_str()),
+        );
         let entry = waiting
-            .entry(job.tool.clone())
+            .entry((job.tool.clone(), key.to_owned()))
             .or_insert((0, job.available_at));
         entry.0 += 1;
         entry.1 = entry.1.min(job.available_at);
@@ -46,7 +59,9 @@ pub(super) fn rows(state: &mut State, now: DateTime<Utc>) -> DispatchRows {
     DispatchRows {
         waiting: waiting
             .into_iter()
-            .map(|(tool, (n, oldest))| (tool, n, (now - oldest).to_std().unwrap_or_default()))
+            .map(|((tool, key), (n, oldest))| {
+                (tool, key, n, (now - oldest).to_std().unwrap_or_default())
+            })
             .collect(),
         running: running
             .into_iter()

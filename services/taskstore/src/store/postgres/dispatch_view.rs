@@ -44,10 +44,14 @@ impl PgTaskStore {
     }
 
     pub(super) async fn dispatch_rows(&self) -> Result<DispatchRows, StoreError> {
-        let waiting: Vec<(String, i64, f64)> = sqlx::query_as(sql!(
-            "SELECT tool, count(*),
-                    (extract(epoch FROM now() - min(available_at)) * 1000)::float8
-             FROM dispatch_outbox WHERE ready GROUP BY tool"
+        // By the key each job waits under (`domain::pause_key`): a probe of
+        // its task per ready row, read for operators every few seconds.
+        let waiting: Vec<(String, String, i64, f64)> = sqlx::query_as(sql!(
+            "SELECT o.tool, COALESCE(k.rate_key, k.limit_key, ''), count(*),
+                    (extract(epoch FROM now() - min(o.available_at)) * 1000)::float8
+             FROM dispatch_outbox o
+             LEFT JOIN tasks k ON k.tenant_id = o.tenant_id AND k.task_id = o.task_id
+             WHERE o.ready GROUP BY 1, 2"
         ))
         .fetch_all(self.pool())
         .await
@@ -78,9 +82,9 @@ impl PgTaskStore {
         Ok(DispatchRows {
             waiting: waiting
                 .into_iter()
-                .map(|(tool, n, ms)| {
+                .map(|(tool, key, n, ms)| {
                     let n = u64::try_from(n).unwrap_or(0);
-                    (tool, n, Duration::from_secs_f64(ms.max(0.0) / 1000.0))
+                    (tool, key, n, Duration::from_secs_f64(ms.max(0.0) / 1000.0))
                 })
                 .collect(),
             running: running
