@@ -12,7 +12,8 @@ export PGSSLMODE=disable
 url="postgres://postgres@127.0.0.1:$pg_port/$db?sslmode=disable"
 port=50151
 endpoint="http://127.0.0.1:$port"
-bin=./target/release
+# BENCH_BIN: the binaries to run (a debug build, for a smoke run of a script).
+bin=${BENCH_BIN:-./target/release}
 
 # BENCH_NO_BUILD=1: use the release binaries already in target/release.
 [ -n "${BENCH_NO_BUILD:-}" ] || cargo build --release --bin taskstore --bin taskworker

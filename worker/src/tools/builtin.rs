@@ -211,16 +211,23 @@ pub struct Noop;
 impl Tool for Noop {
     fn describe(&self) -> ToolInfo {
         ToolInfo::new(
-            "Does nothing; answers the Unix time in microseconds at which it started.",
-            json!({"type": "object"}),
+            "Does nothing (for `ms` milliseconds, default 0, silently); answers the Unix time in microseconds at which it started.",
+            json!({"type": "object", "properties": {"ms": {"type": "integer", "minimum": 0, "maximum": MAX_SLEEP_MS}}}),
         )
     }
 
-    async fn call(&self, _ctx: ToolContext, _arguments: Value) -> Result<Value, ToolError> {
+    async fn call(&self, ctx: ToolContext, arguments: Value) -> Result<Value, ToolError> {
         let started = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_micros())
             .unwrap_or(0);
+        let ms = u64_argument(&arguments, "ms", 0)?.min(MAX_SLEEP_MS);
+        if ms > 0 {
+            tokio::select! {
+                () = ctx.cancelled().cancelled() => return Err(ToolError::Cancelled),
+                () = tokio::time::sleep(std::time::Duration::from_millis(ms)) => {}
+            }
+        }
         Ok(text_result(started.to_string()))
     }
 }

@@ -4,6 +4,7 @@
 //! PostgreSQL baseline it is compared with lives in `benches/`.
 
 mod drive;
+mod fairness;
 mod listeners;
 mod mcp;
 mod prepare;
@@ -51,6 +52,9 @@ pub enum Scenario {
     /// `--endpoint`: the service's memory and CPU per stream, delivery
     /// latency and completeness, and its stop (`streams.rs`).
     McpStreams,
+    /// The noisy neighbour: a tenant's `--flood`, then each client a quiet
+    /// tenant creating at its share of `--rate` (`fairness.rs`).
+    Fairness,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -87,9 +91,13 @@ pub struct BenchArgs {
     /// The tool `poll` and `e2e` dispatch to (a no-op by default).
     #[arg(long, default_value = "noop")]
     pub tool: String,
-    /// `e2e`: creates per second across all clients (default: as fast as possible).
+    /// `e2e`: creates per second across all clients (default: as fast as
+    /// possible); `fairness`: the quiet tenants' creates per second.
     #[arg(long)]
     pub rate: Option<f64>,
+    /// `fairness`: the tasks tenant `noisy` creates before the clock starts.
+    #[arg(long)]
+    pub flood: Option<u64>,
     /// HTTP/2 connections the clients share.
     #[arg(long, default_value_t = 4)]
     pub connections: usize,
@@ -146,6 +154,9 @@ pub struct Report {
     /// `mcp-streams`: what the streams cost and whether they were complete.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub streams: Option<streams::Figures>,
+    /// `fairness`: the flood's tasks still unfinished when the run ended.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flood_left: Option<u64>,
 }
 
 /// Why a benchmark could not run.
@@ -213,6 +224,10 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
         return streams::run(setup).await;
     }
     let prepared = prepare::prepare(&setup).await?;
+    let flood = match args.scenario {
+        Scenario::Fairness => Some(fairness::flood(&setup).await?),
+        _ => None,
+    };
     let watchers = match args.scenario {
         Scenario::Watch => {
             Some(watch::Watchers::open(&setup, &prepared.task_ids[..prepared.watched]).await?)
@@ -242,6 +257,10 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
     }
     progress.abort();
     eprintln!();
+    let flood_left = match &flood {
+        Some(ids) => Some(fairness::flood_left(&shared, ids).await?),
+        None => None,
+    };
     Ok(Report {
         scenario: args.scenario,
         clients: args.clients,
@@ -251,6 +270,7 @@ pub async fn run(args: BenchArgs) -> Result<Report, BenchError> {
             .map(|(name, samples)| (name, samples.summary(elapsed)))
             .collect(),
         streams: None,
+        flood_left,
     })
 }
 

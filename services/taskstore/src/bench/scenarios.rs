@@ -26,6 +26,7 @@ pub(crate) async fn client(
         Scenario::List => list(&shared, index, &mut recorded).await?,
         Scenario::Watch => super::watch::client(&shared, &prepared, index, &mut recorded).await?,
         Scenario::McpCall => super::mcp::call(&shared, index, &mut recorded).await?,
+        Scenario::Fairness => super::fairness::quiet(&shared, index, &mut recorded).await?,
         // Runs on its own (`streams.rs`), not as clients of one loop.
         Scenario::McpStreams => {}
     }

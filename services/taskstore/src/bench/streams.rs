@@ -270,6 +270,7 @@ pub(crate) async fn run(shared: Shared) -> Result<Report, BenchError> {
             .map(|(name, samples)| (name, samples.summary(elapsed)))
             .collect(),
         streams: Some(figures),
+        flood_left: None,
     })
 }
 
