@@ -22,6 +22,14 @@ use crate::store::execution::JobPublisher;
 /// How long a tool's measured room is trusted.
 const REMEASURE: Duration = Duration::from_millis(100);
 
+/// Jobs that go straight to a queue where nothing waits, per consumer,
+/// before the queue is asked again. Unbounded, a burst of creates (a
+/// tenant's flood at thousands a second) filled the queue for the 100 ms
+/// the room is trusted, and another tenant's task then waited behind
+/// hundreds of jobs in the broker, where no decision reorders them
+/// (BENCHMARKS.md, the fairness benchmark).
+const BURST_PER_CONSUMER: u32 = 32;
+
 #[derive(Debug, Default)]
 struct ToolGate {
     /// Jobs that may still go straight out (`None`: any number: the queue
@@ -50,20 +58,21 @@ impl DispatchGate {
         f(tools.entry(tool.to_owned()).or_default())
     }
 
-    /// Whether `count` new jobs of `tool` may go straight to its queue: no
-    /// backlog waits, and the queue had room for them when last asked.
-    pub async fn admit_fresh(&self, tool: &str, count: u32, publisher: &dyn JobPublisher) -> bool {
+    /// How many of `count` new jobs of `tool` (the oldest) may go straight
+    /// to its queue: none while a backlog waits, else as many as the queue
+    /// had room for when last asked; the rest wait with the backlog.
+    pub async fn admit_fresh(&self, tool: &str, count: u32, publisher: &dyn JobPublisher) -> u32 {
         let known = self.with(tool, |gate| {
             if gate.backlog {
-                return Some(false);
+                return Some(0);
             }
             let fresh = gate.measured_at.is_some_and(|at| at.elapsed() < REMEASURE);
             match gate.budget {
                 _ if !fresh => None,
-                None => Some(true),
+                None => Some(count),
                 Some(budget) if budget >= count => {
                     gate.budget = Some(budget - count);
-                    Some(true)
+                    Some(count)
                 }
                 Some(_) => None,
             }
@@ -71,36 +80,45 @@ impl DispatchGate {
         if let Some(known) = known {
             return known;
         }
-        let room = self.room(tool, publisher.depth(tool).await);
+        let depth = publisher.depth(tool).await;
+        let room = self.room(tool, depth);
+        // A burst is taken in part (the oldest go, the rest are decided);
+        // the room left beside jobs already waiting in the queue, all or
+        // nothing, so that a backlog is ordered by the decision alone.
+        let burst = depth.is_some_and(|depth| depth.takes_everything());
         self.with(tool, |gate| {
             gate.measured_at = Some(Instant::now());
             match room {
                 None => {
                     gate.budget = None;
-                    true
+                    count
                 }
                 Some(room) if room >= count => {
                     gate.budget = Some(room - count);
-                    true
+                    count
                 }
-                Some(_) => {
-                    gate.budget = Some(0);
+                Some(room) => {
+                    let admitted = if burst { room } else { 0 };
+                    gate.budget = Some(room - admitted);
                     gate.backlog = true;
-                    false
+                    admitted
                 }
             }
         })
     }
 
     /// How many jobs of `tool` the decision may send now, given what its
-    /// queue holds: any number while no backlog waits and nothing waits in
-    /// the queue (as for a new job going straight out), else the queue's
-    /// room. `None`: any number.
+    /// queue holds: while no backlog waits and nothing waits in the queue,
+    /// a burst of [`BURST_PER_CONSUMER`] per consumer before it is asked
+    /// again (its consumers take them at once), else the queue's room.
+    /// `None`: any number (the queue cannot tell).
     pub fn room(&self, tool: &str, depth: Option<crate::domain::QueueDepth>) -> Option<u32> {
         let backlog = self.with(tool, |gate| gate.backlog);
         match depth {
             None => None,
-            Some(depth) if depth.takes_everything() && !backlog => None,
+            Some(depth) if depth.takes_everything() && !backlog => {
+                Some(depth.consumers.max(1).saturating_mul(BURST_PER_CONSUMER))
+            }
             Some(depth) => Some(depth.room()),
         }
     }
@@ -206,27 +224,33 @@ mod tests {
             ready: 1,
             consumers: 4,
         }));
-        assert!(gate.admit_fresh("echo", 2, &three).await);
-        assert!(gate.admit_fresh("echo", 1, &three).await, "the budget");
+        assert_eq!(gate.admit_fresh("echo", 2, &three).await, 2);
+        assert_eq!(gate.admit_fresh("echo", 1, &three).await, 1, "the budget");
         // Spent: the queue is asked again, and has no room for four.
-        assert!(!gate.admit_fresh("echo", 4, &three).await);
-        assert!(gate.any_backlog());
+        assert_eq!(gate.admit_fresh("echo", 4, &three).await, 0);
+        assert!(gate.any_backlog(), "all four wait with the backlog");
         // Once the backlog is gone, jobs go straight out again.
         gate.decided("echo", false);
-        assert!(gate.admit_fresh("echo", 1, &three).await);
+        assert_eq!(gate.admit_fresh("echo", 1, &three).await, 1);
         gate.decided("echo", true);
-        assert!(
-            !gate.admit_fresh("echo", 1, &three).await,
+        assert_eq!(
+            gate.admit_fresh("echo", 1, &three).await,
+            0,
             "behind the backlog"
         );
         gate.only_waiting(&[]);
         assert!(!gate.any_backlog(), "published elsewhere");
-        // A queue that cannot tell, or where nothing waits, takes everything.
-        assert!(gate.admit_fresh("other", 1000, &Room(None)).await);
+        // A queue that cannot tell takes everything; one where nothing
+        // waits, a burst per consumer before it is asked again.
+        assert_eq!(gate.admit_fresh("other", 1000, &Room(None)).await, 1000);
         let empty = Room(Some(QueueDepth {
             ready: 0,
-            consumers: 1,
+            consumers: 2,
         }));
-        assert!(gate.admit_fresh("third", 1000, &empty).await);
+        assert_eq!(
+            gate.admit_fresh("third", 1000, &empty).await,
+            2 * BURST_PER_CONSUMER
+        );
+        assert!(gate.any_backlog(), "the rest wait to be decided");
     }
 }

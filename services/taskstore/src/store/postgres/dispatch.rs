@@ -89,13 +89,12 @@ impl DispatchStore for PgTaskStore {
         // `governed` decides what goes next.
         let mut jobs = Vec::new();
         let mut held = Vec::new();
-        for (tool, fresh) in by_tool(self.take_fresh(limit)) {
+        for (tool, mut fresh) in by_tool(self.take_fresh(limit)) {
             let count = u32::try_from(fresh.len()).unwrap_or(u32::MAX);
-            if self.gate.admit_fresh(&tool, count, queue).await {
-                jobs.extend(fresh);
-            } else {
-                held.extend(fresh.iter().map(|job| job.outbox_id));
-            }
+            let admitted = self.gate.admit_fresh(&tool, count, queue).await as usize;
+            let rest = fresh.split_off(admitted.min(fresh.len()));
+            jobs.extend(fresh);
+            held.extend(rest.iter().map(|job| job.outbox_id));
         }
         if !held.is_empty() {
             // A failure leaves them to their grace: they fall due then.
