@@ -55,6 +55,9 @@ pub enum Scenario {
     /// The noisy neighbour: a tenant's `--flood`, then each client a quiet
     /// tenant creating at its share of `--rate` (`fairness.rs`).
     Fairness,
+    /// CreateTask dispatched to `--tool` (with `--sleep-ms`), not waiting
+    /// for results: fills the workers with running tasks (`--count`).
+    Fill,
 }
 
 #[derive(Debug, Clone, Args)]

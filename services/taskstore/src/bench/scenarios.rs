@@ -27,6 +27,7 @@ pub(crate) async fn client(
         Scenario::Watch => super::watch::client(&shared, &prepared, index, &mut recorded).await?,
         Scenario::McpCall => super::mcp::call(&shared, index, &mut recorded).await?,
         Scenario::Fairness => super::fairness::quiet(&shared, index, &mut recorded).await?,
+        Scenario::Fill => fill(&shared, index, &mut recorded).await?,
         // Runs on its own (`streams.rs`), not as clients of one loop.
         Scenario::McpStreams => {}
     }
@@ -39,6 +40,25 @@ async fn create(shared: &Shared, index: usize, recorded: &mut Recorded) -> Resul
     while !shared.finished() {
         let started = Instant::now();
         client.create_task(create_request(None, n)).await?;
+        samples(recorded, "create").record(started.elapsed());
+        shared.count_one();
+        n += shared.args.clients as u64;
+    }
+    Ok(())
+}
+
+async fn fill(shared: &Shared, index: usize, recorded: &mut Recorded) -> Result<(), BenchError> {
+    let mut client = shared.client(index);
+    let mut n = index as u64;
+    while !shared.finished() {
+        let arguments = match shared.args.sleep_ms {
+            Some(range) => serde_json::json!({ "ms": range.for_task(n) }),
+            None => serde_json::json!({}),
+        };
+        let started = Instant::now();
+        client
+            .create_task(create_request_with(Some(&shared.args.tool), n, arguments))
+            .await?;
         samples(recorded, "create").record(started.elapsed());
         shared.count_one();
         n += shared.args.clients as u64;
