@@ -5,10 +5,11 @@
 //! store, where `domain::next_jobs` decides what goes next.
 //!
 //! What a tool's queue has room for is asked of the queue itself
-//! (`JobPublisher::depth`): while nothing waits in it, its consumers take
-//! whatever comes; once jobs wait there, a budget of `QueueDepth::room`,
-//! spent by the jobs sent straight out. It is asked again when spent or
-//! older than [`REMEASURE`]. Every replica asks
+//! (`JobPublisher::depth`): while nothing waits in it, a burst of
+//! [`BURST_PER_CONSUMER`] per consumer (its consumers take them at once);
+//! once jobs wait there, a budget of `QueueDepth::room`. Either is spent by
+//! the jobs sent straight out, and asked again when spent or older than
+//! [`REMEASURE`]. Every replica asks
 //! the same queue, so replicas agree on the room without sharing memory;
 //! the decision itself runs under the tool's lock in the store.
 
