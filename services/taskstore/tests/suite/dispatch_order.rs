@@ -9,7 +9,7 @@ use taskstore::StoreError;
 
 use taskstore::domain::{
     DispatchRequest, FAIRNESS_KEY_WINDOW, KeyExpr, Priority, Scope, TenantId, ToolDescription,
-    ToolName, WorkerHeartbeat, WorkerId,
+    ToolName,
 };
 
 use super::*;
@@ -203,14 +203,8 @@ const FAIR: &str = "fair";
 async fn declare_fair(stores: &Stores) -> KeyExpr {
     let key = KeyExpr::parse("arguments.customer").expect("key");
     let tool = ToolName::parse(FAIR).expect("tool");
-    let description = ToolDescription::undescribed(tool.clone()).with_fairness(Some(key.clone()));
-    let heartbeat = WorkerHeartbeat::new(WorkerId::parse("w-fair").expect("id"), vec![tool], 8, 0)
-        .with_descriptions(vec![description]);
-    stores
-        .operations
-        .record_heartbeat(&heartbeat)
-        .await
-        .expect("heartbeat");
+    let description = ToolDescription::undescribed(tool).with_fairness(Some(key.clone()));
+    super::key_limits::serve_described(stores, "w-fair", description).await;
     key
 }
 
@@ -218,24 +212,19 @@ async fn declare_fair(stores: &Stores) -> KeyExpr {
 /// it: with what the tool declares (which the gRPC client leaves to the
 /// service).
 async fn create_fair(stores: &Stores, key: &KeyExpr, customer: &str) -> String {
-    let request = format!(
-        r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"{FAIR}","arguments":{{"customer":"{customer}"}}}}}}"#
-    );
-    let task = NewTask {
-        request: JsonObject::parse(request).expect("request"),
-        dispatch: Some(DispatchRequest {
-            fairness: Some(key.clone()),
-            rate: None,
-            concurrency: None,
-            priority: Default::default(),
-            tool: ToolName::parse(FAIR).expect("tool"),
-            max_attempts: None,
-            start: None,
-            retry: Default::default(),
-        }),
-        ..new_task()
+    let dispatch = DispatchRequest {
+        fairness: Some(key.clone()),
+        rate: None,
+        concurrency: None,
+        priority: Default::default(),
+        tool: ToolName::parse(FAIR).expect("tool"),
+        max_attempts: None,
+        start: None,
+        retry: Default::default(),
     };
-    create(stores, &all(), task).await
+    super::key_limits::create_dispatched(stores, customer, dispatch)
+        .await
+        .to_string()
 }
 
 pub async fn a_tenants_fairness_keys_take_turns(backend: &dyn Backend) {

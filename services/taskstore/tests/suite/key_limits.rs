@@ -23,17 +23,26 @@ pub(super) fn tool() -> ToolName {
     ToolName::parse(TOOL).expect("tool")
 }
 
-/// A worker serving the tool, declaring `limit`.
-pub(super) async fn declare(stores: &Stores, limit: &ConcurrencyLimit) {
-    let description = ToolDescription::undescribed(tool()).with_concurrency(Some(limit.clone()));
-    let heartbeat =
-        WorkerHeartbeat::new(WorkerId::parse("w-limits").expect("id"), vec![tool()], 8, 0)
-            .with_descriptions(vec![description]);
+/// Worker `worker`, of 8 slots, serving the tool `description` describes.
+pub(super) async fn serve_described(stores: &Stores, worker: &str, description: ToolDescription) {
+    let heartbeat = WorkerHeartbeat::new(
+        WorkerId::parse(worker).expect("id"),
+        vec![description.name.clone()],
+        8,
+        0,
+    )
+    .with_descriptions(vec![description]);
     stores
         .operations
         .record_heartbeat(&heartbeat)
         .await
         .expect("heartbeat");
+}
+
+/// A worker serving the tool, declaring `limit`.
+pub(super) async fn declare(stores: &Stores, limit: &ConcurrencyLimit) {
+    let description = ToolDescription::undescribed(tool()).with_concurrency(Some(limit.clone()));
+    serve_described(stores, "w-limits", description).await;
 }
 
 /// A task of `tool_name` for `customer`, created as the edge creates it:
@@ -46,21 +55,33 @@ pub(super) async fn create_of(
     concurrency: Option<ConcurrencyLimit>,
     rate: Option<RateLimit>,
 ) -> TaskId {
+    let dispatch = DispatchRequest {
+        fairness: None,
+        rate,
+        concurrency,
+        priority: Default::default(),
+        tool: ToolName::parse(tool_name).expect("tool"),
+        max_attempts: None,
+        start: None,
+        retry: Default::default(),
+    };
+    create_dispatched(stores, customer, dispatch).await
+}
+
+/// A task for `customer` dispatched as `dispatch` says (its tool and what
+/// the tool declares).
+pub(super) async fn create_dispatched(
+    stores: &Stores,
+    customer: &str,
+    dispatch: DispatchRequest,
+) -> TaskId {
     let request = format!(
-        r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"{tool_name}","arguments":{{"customer":"{customer}"}}}}}}"#
+        r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"{}","arguments":{{"customer":"{customer}"}}}}}}"#,
+        dispatch.tool
     );
     let task = NewTask {
         request: JsonObject::parse(request).expect("request"),
-        dispatch: Some(DispatchRequest {
-            fairness: None,
-            rate,
-            concurrency,
-            priority: Default::default(),
-            tool: ToolName::parse(tool_name).expect("tool"),
-            max_attempts: None,
-            start: None,
-            retry: Default::default(),
-        }),
+        dispatch: Some(dispatch),
         ..new_task()
     };
     stores
@@ -220,18 +241,7 @@ pub async fn an_operator_sets_a_tenants_own_limit_per_tool(backend: &dyn Backend
     let shared = ConcurrencyLimit::parse(4, "arguments.customer").expect("limit");
     let description = ToolDescription::undescribed(ToolName::parse("shared").expect("tool"))
         .with_concurrency(Some(shared.clone()));
-    let heartbeat = WorkerHeartbeat::new(
-        WorkerId::parse("w-shared").expect("id"),
-        vec![ToolName::parse("shared").expect("tool")],
-        8,
-        0,
-    )
-    .with_descriptions(vec![description]);
-    stores
-        .operations
-        .record_heartbeat(&heartbeat)
-        .await
-        .expect("heartbeat");
+    serve_described(&stores, "w-shared", description).await;
     let first = create_undeclared(&stores).await;
     create_undeclared(&stores).await;
     assert_eq!(relay(&stores, &queue).await, [first.to_string()]);
@@ -308,14 +318,7 @@ pub async fn a_keys_rate_holds_its_starts_per_window(backend: &dyn Backend) {
     // Two starts per second per customer.
     let rate = RateLimit::parse(2, Duration::from_secs(1), "arguments.customer").expect("rate");
     let description = ToolDescription::undescribed(tool()).with_rate(Some(rate.clone()));
-    let heartbeat =
-        WorkerHeartbeat::new(WorkerId::parse("w-rates").expect("id"), vec![tool()], 8, 0)
-            .with_descriptions(vec![description]);
-    stores
-        .operations
-        .record_heartbeat(&heartbeat)
-        .await
-        .expect("heartbeat");
+    serve_described(&stores, "w-rates", description).await;
     let rated = |customer: &'static str| {
         let rate = rate.clone();
         let stores = &stores;
