@@ -6,6 +6,7 @@
 #   benches/ab-graphile.sh [rounds] [seconds] [clients]   (defaults: 6, 10 s, 8)
 #   QUEUE_TYPE=classic benches/ab-graphile.sh ...         (ours on classic queues)
 #   GRAPHILE_LOCAL_QUEUE=0 benches/ab-graphile.sh ...      (theirs without a local queue)
+#   BENCH_BIN=../landed/target/release benches/ab-graphile.sh ...  (ours from another build)
 #
 # Ours: this tree's release build, `serve` on a database of its own
 # (taskstore_bench_g, emptied and vacuumed before each round), two
@@ -22,7 +23,11 @@ rounds=${1:-6}; seconds=${2:-10}; clients=${3:-8}
 queue_type=${QUEUE_TYPE:-quorum}
 port=50162
 endpoint="http://127.0.0.1:$port"
-bin=./target/release
+# BENCH_BIN=dir: our side runs that build's taskstore and taskworker (e.g. a
+# worktree's release build, to set an earlier tree beside graphile-worker in
+# the same sequence); the load generator is always this tree's.
+bin=${BENCH_BIN:-./target/release}
+loadgen=./target/release
 out=$(mktemp -d)
 source benches/ab-lib.sh
 export PGSSLMODE=disable   # plain TCP for both, as run.sh measures
@@ -34,7 +39,7 @@ graphile_url="postgres://postgres@127.0.0.1:5432/$graphile_db?sslmode=disable"
 [ -d benches/graphile/node_modules ] || npm ci --prefix benches/graphile --no-audit --no-fund --silent
 
 ours() { # round
-  e2e_run g "$bin" "$queue_type" "$bin" "ours-$1"
+  e2e_run g "$bin" "$queue_type" "$loadgen" "ours-$1"
   echo "round $1 ours: $(json_figure "$out/ours-$1.json" "['operations']['create_to_result']['per_second']") tasks/s, cpu $(total_cpu "$out/cpu-ours-$1.txt") ms/task"
 }
 
@@ -61,9 +66,9 @@ for round in $(seq 1 "$rounds"); do
   if (( round % 2 )); then ours "$round"; theirs "$round"; else theirs "$round"; ours "$round"; fi
 done
 
-python3 - "$out" "$rounds" "$clients" "$queue_type" <<'PY'
+python3 - "$out" "$rounds" "$clients" "$queue_type" "$bin" <<'PY'
 import json, re, statistics, sys
-out, rounds, clients, queue_type = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+out, rounds, clients, queue_type, bin = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 runs = range(1, rounds + 1)
 load = lambda name, r: json.load(open(f"{out}/{name}-{r}.json"))
 cpu = lambda name, r: float(re.search(r"total ([0-9.]+) ms", open(f"{out}/cpu-{name}-{r}.txt").read()).group(1))
@@ -73,7 +78,7 @@ ours_p50 = [load("ours", r)["operations"]["create_to_result"]["p50_ms"] for r in
 theirs_p50 = [load("theirs", r)["p50_ms"] for r in runs]
 paired = [o / t for o, t in zip(ours, theirs)]
 med = statistics.median
-print(f"{clients} clients, ours on {queue_type} queues, {rounds} rounds")
+print(f"{clients} clients, ours ({bin}) on {queue_type} queues, {rounds} rounds")
 print(f"ours median {med(ours):.0f}/s, graphile-worker median {med(theirs):.0f}/s: "
       f"ratio {med(ours) / med(theirs):.2f} (paired {min(paired):.2f}–{max(paired):.2f}, median {med(paired):.2f})")
 print(f"create→done p50 median: ours {med(ours_p50):.1f} ms, graphile-worker {med(theirs_p50):.1f} ms")

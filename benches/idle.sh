@@ -9,6 +9,9 @@
 #   benches/idle.sh [tasks] [workers] [seconds]   (defaults: 2000, 2, 30)
 #   TOOL=sleep benches/idle.sh ...   (`sleep`: progress every second; default
 #                                     `noop`, which waits silently)
+#   LANGUAGE=python benches/idle.sh ...       (or typescript: the workers are the
+#                                     worker library's conformance workers, and the
+#                                     tool `conf_noop`, which waits silently too)
 #
 # Its own database (taskstore_bench_idle) and port (50181). Needs what
 # benches/run.sh needs (PostgreSQL, RabbitMQ, python3).
@@ -18,7 +21,12 @@ cd "$(dirname "$0")/.."
 tasks=${1:-2000}
 workers=${2:-2}
 seconds=${3:-30}
-tool=${TOOL:-noop}
+language=${LANGUAGE:-rust}
+case $language in
+  rust) tool=${TOOL:-noop} ;;
+  python | typescript) tool=${TOOL:-conf_noop}; worker/tests/conformance/build-workers ;;
+  *) echo "idle: LANGUAGE is rust, python or typescript, not $language" >&2; exit 2 ;;
+esac
 slots=$(((tasks + workers - 1) / workers))
 export BENCH_DATABASE=${BENCH_DATABASE:-taskstore_bench_idle}
 . benches/lib.sh
@@ -33,8 +41,13 @@ start_service --amqp-url "$amqp" --queue-prefix "$prefix"
 service=${pids[-1]}
 worker_pids=()
 for n in $(seq 1 "$workers"); do
-  "$bin/taskworker" --endpoint "$endpoint" --amqp-url "$amqp" --queue-prefix "$prefix" \
-    --tools noop,sleep --concurrency "$slots" --worker-id "bench-idle-$n" --log-level warn &
+  flags=(--endpoint "$endpoint" --amqp-url "$amqp" --queue-prefix "$prefix"
+    --concurrency "$slots" --worker-id "bench-idle-$n" --log-level warn)
+  case $language in
+    rust) "$bin/taskworker" "${flags[@]}" --tools noop,sleep & ;;
+    python) clients/python/.venv/bin/mcp-taskstore-worker mcp_taskstore.conformance:tools "${flags[@]}" & ;;
+    typescript) node clients/typescript/dist/worker/cli.js "$PWD/clients/typescript/dist/worker/conformance.js" "${flags[@]}" & ;;
+  esac
   worker_pids+=($!)
   pids+=($!)
 done
@@ -72,13 +85,13 @@ python3 benches/cpu.py report "$out/idle.cpu" 1 service="$service" \
 after=$(pg_counters)
 rss_after=$(rss_kib "${worker_pids[@]}")
 
-python3 - "$out/idle.txt" "$seconds" "$before" "$after" "$rss_before" "$rss_after" "$now_running" "$tool" <<'PY'
+python3 - "$out/idle.txt" "$seconds" "$before" "$after" "$rss_before" "$rss_after" "$now_running" "$tool" "$language" <<'PY'
 import re, sys
 text, seconds = open(sys.argv[1]).read(), float(sys.argv[2])
 before, after = [list(map(int, v.split("|"))) for v in sys.argv[3:5]]
-rss_before, rss_after, running, tool = int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]), sys.argv[8]
+rss_before, rss_after, running, tool, language = int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7]), sys.argv[8], sys.argv[9]
 share = {name: float(ms) / (seconds * 1000) * 100 for name, ms in re.findall(r"(\w+) ([0-9.]+) ms", text)}
-print(f"{running} running tasks of {tool}, {seconds:.0f} s:")
+print(f"{running} running tasks of {tool} ({language} workers), {seconds:.0f} s:")
 print("  cpu, % of one core: " + ", ".join(f"{name} {pct:.1f}" for name, pct in share.items() if name != "total")
       + f"; total {share.get('total', 0):.1f}")
 print(f"  postgres: {(after[0] - before[0]) / seconds:.0f} commits/s, {(after[1] - before[1]) / seconds:.0f} rows updated/s")

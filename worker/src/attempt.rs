@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::control::{Control, Stop};
+use crate::follow::Followers;
 use crate::metrics;
 use crate::report::{Reported, Reporter};
 use crate::tool::{Tool, ToolContext, ToolError, error_result, is_error};
@@ -40,6 +41,11 @@ pub(crate) struct Attempt {
     pub lease_duration: Duration,
     /// How long a question may wait before the attempt parks.
     pub park_after: Duration,
+    /// Fires when the worker session the attempt was claimed in is over;
+    /// `None`: claimed without one, the attempt renews its own lease.
+    pub session_over: Option<CancellationToken>,
+    /// The worker's stream following its attempts.
+    pub followers: Followers,
 }
 
 impl Attempt {
@@ -50,14 +56,24 @@ impl Attempt {
         let control = Arc::new(Control::new(self.park_after));
         // The guards' RPCs (renewals, the watch) belong to the job's trace.
         let here = tracing::Span::current();
-        let guards = [
-            tokio::spawn(
-                watch_for_end(self.reporter.clone(), control.clone()).instrument(here.clone()),
-            ),
-            tokio::spawn(
+        let alive = match self.session_over {
+            // The session keeps the lease: nothing to renew per attempt.
+            Some(over) => tokio::spawn(stop_on(over, Stop::LeaseLost, control.clone())),
+            None => tokio::spawn(
                 keep_lease(self.reporter.clone(), self.lease_duration, control.clone())
                     .instrument(here.clone()),
             ),
+        };
+        let guards = [
+            tokio::spawn(
+                follow_to_the_end(
+                    self.followers.clone(),
+                    self.reporter.clone(),
+                    control.clone(),
+                )
+                .instrument(here.clone()),
+            ),
+            alive,
             tokio::spawn(stop_on(abandon, Stop::Shutdown, control.clone())),
         ];
         let ctx = ToolContext::new(
@@ -191,14 +207,31 @@ async fn stop_on(trigger: CancellationToken, reason: Stop, control: Arc<Control>
     }
 }
 
+/// Follows the task on the worker's WatchAttempts stream (until the
+/// attempt ends and this is aborted, dropping the follow), or on a
+/// WatchTask of its own when the service has no such stream.
+async fn follow_to_the_end(followers: Followers, reporter: Reporter, control: Arc<Control>) {
+    // Most tools finish in less than this: they are never followed.
+    tokio::time::sleep(WATCH_AFTER).await;
+    let unsupported = followers.unsupported();
+    if !unsupported.is_cancelled() {
+        let _following = followers.follow(
+            &reporter.tenant_id,
+            &reporter.task_id,
+            &reporter.lease_token,
+            control.clone(),
+        );
+        unsupported.cancelled().await;
+    }
+    watch_for_end(reporter, control).await;
+}
+
 /// Follows the task over WatchTask: a cancellation (or any terminal status
 /// reached elsewhere) stops the tool within moments; any other change is
 /// news for a tool waiting for an answer.
 async fn watch_for_end(reporter: Reporter, control: Arc<Control>) {
-    // Most tools finish in less than this: they never open a stream (one RPC
-    // and one read fewer per task). The first message of a watch is the
-    // current state, so a cancellation in the meantime is still seen.
-    tokio::time::sleep(WATCH_AFTER).await;
+    // The first message of a watch is the current state, so a
+    // cancellation before it opened is still seen.
     loop {
         let request = reporter.in_tenant(pb::WatchTaskRequest {
             task_id: reporter.task_id.clone(),

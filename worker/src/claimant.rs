@@ -17,9 +17,14 @@ use tracing::Instrument;
 
 use crate::attempt::Attempt;
 use crate::delivery::JobDelivery;
+use crate::follow::Followers;
 use crate::metrics;
 use crate::report::{Clients, Reporter};
+use crate::session::OpenSession;
 use crate::tool::Tool;
+
+/// How long the ack of a claimed job may take before the attempt runs anyway.
+const ACK_WITHIN: Duration = Duration::from_secs(2);
 
 /// Everything needed to claim one delivered job and run it.
 pub(crate) struct Claimant {
@@ -33,6 +38,9 @@ pub(crate) struct Claimant {
     pub(crate) queue: String,
     /// How long a question may wait before the attempt parks.
     pub(crate) park_after: Duration,
+    /// The worker's session when the job arrived, if one was open.
+    pub(crate) session: Option<OpenSession>,
+    pub(crate) followers: Followers,
 }
 
 impl Claimant {
@@ -88,6 +96,11 @@ impl Claimant {
             generation: job.generation,
             worker_id: self.worker_id,
             tenant_id: job.tenant_id.clone(),
+            session_id: self
+                .session
+                .as_ref()
+                .map(|s| s.id.clone())
+                .unwrap_or_default(),
         };
         let claim = match self.clients.execution.clone().claim_task(request).await {
             Ok(claim) => claim.into_inner(),
@@ -111,8 +124,17 @@ impl Claimant {
             }
         };
         // Claimed: PostgreSQL now owns the task's fate (lease, reaper), so
-        // the delivery is done, however long the task runs.
-        delivery.ack().await;
+        // the delivery is done, however long the task runs. The ack must not
+        // hold the attempt back: on a broker connection that just dropped it
+        // can wait forever, while the worker's session keeps the claimed
+        // attempt alive, so the task would never run nor be reaped. Unacked,
+        // the job comes back and is dropped as stale.
+        if tokio::time::timeout(ACK_WITHIN, delivery.ack())
+            .await
+            .is_err()
+        {
+            tracing::warn!("the queue did not take the ack of a claimed job; running it anyway");
+        }
         metrics::job(&self.tool_name, "claimed");
         let attempt = Attempt {
             tool_name: self.tool_name,
@@ -126,6 +148,8 @@ impl Claimant {
                 .and_then(|d| Duration::try_from(d).ok())
                 .unwrap_or(Duration::from_secs(15)),
             park_after: self.park_after,
+            session_over: self.session.map(|s| s.over),
+            followers: self.followers,
         };
         attempt.run(abandon).await;
     }

@@ -18,9 +18,11 @@ use tokio_util::task::TaskTracker;
 use tonic::service::interceptor::InterceptedService;
 
 use crate::claimant::Claimant;
+use crate::follow::Followers;
 use crate::heartbeat::{Heartbeat, Registered};
 use crate::metrics;
 use crate::report::Clients;
+use crate::session::Session;
 use crate::source::{Feed, Incoming, JobSource, QueueLost};
 use crate::tool::Tool;
 
@@ -87,6 +89,10 @@ pub struct Worker {
     /// its heartbeats).
     consuming: Arc<AtomicBool>,
     consuming_changed: Arc<tokio::sync::Notify>,
+    /// The session its claims are made in, once open.
+    session: Session,
+    /// The stream following its running attempts.
+    followers: Followers,
 }
 
 impl std::fmt::Debug for Worker {
@@ -106,6 +112,8 @@ impl Worker {
             ready: None,
             consuming: Arc::default(),
             consuming_changed: Arc::default(),
+            session: Session::default(),
+            followers: Followers::default(),
         }
     }
 
@@ -154,10 +162,11 @@ impl Worker {
         let mut delay = Duration::from_millis(200);
         tracing::info!(worker_id = %self.config.worker_id, tools = ?self.tools.keys().collect::<Vec<_>>(), concurrency, endpoint = %self.config.endpoint, "worker starting");
 
+        let housekeeping = taskstore_proto::v1::task_execution_client::TaskExecutionClient::new(
+            InterceptedService::new(channel, self.config.token.clone()),
+        );
         let heartbeat = Heartbeat {
-            client: taskstore_proto::v1::task_execution_client::TaskExecutionClient::new(
-                InterceptedService::new(channel, self.config.token.clone()),
-            ),
+            client: housekeeping.clone(),
             endpoint: self.config.endpoint.clone(),
             worker_id: self.config.worker_id.clone(),
             tools: self.tools.keys().cloned().collect(),
@@ -183,6 +192,20 @@ impl Worker {
                     .clone()
                     .keep_reporting(*interval, reporting.clone()),
             );
+            // Until the running attempts have ended: they live by it.
+            tokio::spawn(
+                self.followers
+                    .clone()
+                    .keep(housekeeping.clone(), reporting.clone()),
+            );
+            tokio::spawn(self.session.clone().keep(
+                housekeeping,
+                self.config.worker_id.clone(),
+                reporting.clone(),
+            ));
+        } else {
+            // A service without heartbeats has no per-worker calls either.
+            self.followers.unsupported().cancel();
         }
         let mut connecting = Connecting {
             ready: self.ready.take(),
@@ -337,6 +360,8 @@ impl Worker {
                         system,
                         queue,
                         park_after: self.config.park_after,
+                        session: self.session.current(),
+                        followers: self.followers.clone(),
                     };
                     let abandon = abandon.clone();
                     metrics::slot_busy(true);

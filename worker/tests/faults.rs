@@ -293,3 +293,115 @@ async fn a_worker_stops_soon_after_its_grace_even_with_its_service_gone() {
     );
     env.cleanup(&["sleep"]).await;
 }
+
+/// Issue 41: 2,000 tasks running at once on two workers, each worker keeping
+/// one session and one attempt stream for all of them. One worker is
+/// SIGKILLed mid-run: its session expires, every one of its attempts runs
+/// again on the survivor, and every task completes with one result (a
+/// second attempt only for the killed worker's tasks).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_thousand_running_tasks_each_complete_once_through_a_killed_worker() {
+    const TASKS: usize = 2000;
+    let mut env = Env::new().await;
+    env.start_service(&[]);
+    // Every task exists before a worker does, and runs a minute: they all
+    // start within the dispatch's ramp, long before the first one ends, even
+    // when the test starts beside the rest of the suite (it runs first).
+    let client = env.client().await;
+    let mut creating = tokio::task::JoinSet::new();
+    for part in 0..8 {
+        let mut client = client.clone();
+        creating.spawn(async move {
+            let mut ids = Vec::new();
+            for _ in 0..TASKS / 8 {
+                ids.push(dispatch(&mut client, "noop", json!({"ms": 60000}), Some(3)).await);
+            }
+            (part, ids)
+        });
+    }
+    let mut ids = Vec::new();
+    while let Some(created) = creating.join_next().await {
+        ids.extend(created.expect("creates").1);
+    }
+    let mut doomed = env.start_worker("doomed", "noop", None, &["--concurrency", "1000"]);
+    let _survivor = env.start_worker("survivor", "noop", None, &["--concurrency", "1000"]);
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&env.database_url)
+        .await
+        .expect("database");
+    // Running: claimed in its worker's session, or (a delivery that came
+    // before the worker's session opened: the jobs wait in the queue when
+    // it starts) on a lease the attempt renews itself.
+    let running_on = |worker: &'static str| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, i64>(
+                "SELECT count(*) FROM tasks WHERE lease_owner = $1 AND lease_token IS NOT NULL \
+                 AND status = 'working'",
+            )
+            .bind(worker)
+            .fetch_one(&pool)
+            .await
+            .expect("count")
+        }
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(55);
+    while running_on("doomed").await + running_on("survivor").await < TASKS as i64 {
+        if tokio::time::Instant::now() > deadline {
+            let states: Vec<(Option<String>, bool, String, i64)> = sqlx::query_as(
+                "SELECT lease_owner, lease_session IS NOT NULL, status, count(*) FROM tasks                  GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
+            )
+            .fetch_all(&pool)
+            .await
+            .expect("states");
+            panic!("not every task runs on a worker after 55 s: {states:?}");
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The sessions carry them: only the first deliveries, if any, beat them.
+    let in_sessions: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM tasks WHERE lease_session IS NOT NULL AND status = 'working'",
+    )
+    .fetch_one(&pool)
+    .await
+    .expect("count");
+    assert!(
+        in_sessions >= (TASKS as i64) * 9 / 10,
+        "only {in_sessions} of {TASKS} tasks run in their worker's session"
+    );
+    let held_by = |worker: &'static str| {
+        let pool = pool.clone();
+        async move {
+            sqlx::query_scalar::<_, String>(
+                "SELECT task_id FROM tasks WHERE lease_owner = $1 AND lease_token IS NOT NULL \
+                 ORDER BY task_id",
+            )
+            .bind(worker)
+            .fetch_all(&pool)
+            .await
+            .expect("held")
+        }
+    };
+    let lost = held_by("doomed").await;
+    assert!(!lost.is_empty(), "the doomed worker runs some of them");
+    doomed.kill_9();
+
+    let mut client = client.clone();
+    for id in &ids {
+        let done = result(&mut client, id, Duration::from_secs(150)).await;
+        assert_eq!(done.status(), pb::TaskStatus::Completed, "{id}");
+    }
+    let again: Vec<String> =
+        sqlx::query_scalar("SELECT task_id FROM tasks WHERE attempt = 2 ORDER BY task_id")
+            .fetch_all(&pool)
+            .await
+            .expect("attempts");
+    assert_eq!(again, lost, "exactly the killed worker's tasks ran again");
+    let beyond: i64 = sqlx::query_scalar("SELECT count(*) FROM tasks WHERE attempt > 2")
+        .fetch_one(&pool)
+        .await
+        .expect("attempts");
+    assert_eq!(beyond, 0, "no task ran a third time");
+    env.cleanup(&["noop"]).await;
+}

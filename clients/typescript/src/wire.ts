@@ -165,6 +165,37 @@ export interface WireClaimTaskRequest {
   generation: number;
   workerId: string;
   tenantId: string;
+  /** The worker session that keeps the attempt alive ('' or absent: none). */
+  sessionId?: string;
+}
+
+export interface WireRenewSessionRequest {
+  sessionId: string;
+  workerId: string;
+  open: boolean;
+}
+
+export interface WireRenewSessionResponse {
+  keepRunning: boolean;
+  leaseDuration?: WireDuration | null;
+}
+
+export interface WireFollowedAttempt {
+  tenantId: string;
+  taskId: string;
+  leaseToken: string;
+}
+
+export interface WireWatchAttemptsRequest {
+  follow: WireFollowedAttempt[];
+  unfollow: WireFollowedAttempt[];
+}
+
+export interface WireAttemptNews {
+  tenantId: string;
+  taskId: string;
+  /** Absent: the task changed and the attempt goes on. */
+  stop?: WireStopReason;
 }
 
 export interface WireClaimTaskResponse {

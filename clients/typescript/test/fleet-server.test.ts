@@ -69,17 +69,29 @@ describe("an McpServer's tools on the fleet", { skip: !backends().includes('serv
     rmSync(dir, { recursive: true, force: true });
   });
 
-  /** Kills the worker that runs the task once it has made progress; starts another in its place. */
+  /**
+   * Kills the worker that runs the task once it has made progress; starts another in its place.
+   * Follows the task with a watch: reads show a progress message only when it is written, every
+   * few seconds, while a watcher sees each one (docs/execution.md, "Progress").
+   */
   async function killItsWorker(taskId: string): Promise<string> {
-    for (let i = 0; i < 200; i++) {
-      const message = (await direct.getTask(taskId)).statusMessage ?? '';
-      const running = workers.find((w) => w.proc.exitCode === null && w.proc.signalCode === null && message.startsWith('step') && w.proc.logTail.some((l) => l.includes(taskId)));
-      if (running && /^step [3-9]/.test(message)) {
-        await running.stop('SIGKILL');
-        await startWorker(`${running.workerId}-again`);
-        return running.workerId;
+    const abort = new AbortController();
+    try {
+      for await (const task of direct.watchTask(taskId, { signal: abort.signal, timeoutMs: 10_000 })) {
+        if (!/^step [3-9]/.test(task.statusMessage ?? '')) continue;
+        for (let i = 0; i < 40; i++) {
+          const running = workers.find((w) => w.proc.exitCode === null && w.proc.signalCode === null && w.proc.logTail.some((l) => l.includes(taskId)));
+          if (running) {
+            await running.stop('SIGKILL');
+            await startWorker(`${running.workerId}-again`);
+            return running.workerId;
+          }
+          await sleep(25);
+        }
+        throw new Error(`task ${taskId} is at "${task.statusMessage}" but no live worker logged it`);
       }
-      await sleep(50);
+    } finally {
+      abort.abort();
     }
     throw new Error(`task ${taskId} made no progress on a worker`);
   }

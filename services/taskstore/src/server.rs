@@ -168,7 +168,10 @@ impl Server {
             .add_service(reflection_v1)
             .add_service(reflection_v1alpha)
             .add_service(self.service.with_shutdown(shutdown.clone()).into_server())
-            .add_optional_service(self.execution.map(TaskExecutionService::into_server))
+            .add_optional_service(
+                self.execution
+                    .map(|execution| execution.with_shutdown(shutdown.clone()).into_server()),
+            )
             .add_optional_service(self.operations.map(OperationsService::into_server))
             .serve_with_incoming_shutdown(incoming, stop_accepting);
         tokio::pin!(serve);

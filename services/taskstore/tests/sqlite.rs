@@ -396,3 +396,56 @@ async fn the_key_stores_keep_keys_and_ended_sessions_alike() {
         assert!(!store.session_ended("s2").await.expect(name), "{name}");
     }
 }
+
+/// A worker's claim held when the process died is on file; after the
+/// restart the reaper finds it (the memory store's reaper reads only the
+/// tasks that may hold a lease, a set rebuilt from the file on open) and
+/// the task is dispatched again.
+#[tokio::test]
+async fn a_claim_held_at_a_crash_is_reaped_after_the_restart() {
+    let path = common::sqlite_path();
+    let scope = Scope::tenant_wide();
+    let mut config = StoreConfig::default();
+    // The shortest lease the configuration takes.
+    config.execution.lease_duration = Duration::from_secs(1);
+    let claimed = {
+        let store = sqlite::open(&path, config.clone()).await.expect("open");
+        let claimed = store
+            .create_task(&scope, task(true))
+            .await
+            .expect("create")
+            .task_id;
+        assert_eq!(store.relay_due_jobs(&Queue, 10).await.expect("relay"), 1);
+        store
+            .claim(
+                &taskstore::domain::TenantId::default_tenant(),
+                &claimed,
+                1,
+                "died-with-the-process",
+            )
+            .await
+            .expect("claim");
+        claimed
+        // Dropped without releasing: the lease stays on file.
+    };
+
+    let store = sqlite::open(&path, config).await.expect("reopen");
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    assert_eq!(
+        store.reap_expired_leases().await.expect("reap"),
+        1,
+        "the lease held at the crash is found"
+    );
+    // Dispatched again: its new job goes out and a worker claims attempt 2.
+    assert_eq!(store.relay_due_jobs(&Queue, 10).await.expect("relay"), 1);
+    let claim = store
+        .claim(
+            &taskstore::domain::TenantId::default_tenant(),
+            &claimed,
+            2,
+            "after-restart",
+        )
+        .await
+        .expect("claimable again");
+    assert_eq!(claim.attempt, 2);
+}

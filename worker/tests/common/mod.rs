@@ -239,7 +239,13 @@ impl Env {
                 "--tools",
                 tools,
             ])
-            .args(["--worker-id", name, "--concurrency", "4"])
+            .args(["--worker-id", name])
+            // Four slots unless the test says how many.
+            .args(if extra.contains(&"--concurrency") {
+                &[][..]
+            } else {
+                &["--concurrency", "4"][..]
+            })
             .args(extra)
             .env("TASKWORKER_AMQP_URL", amqp_url())
             .env("TASKWORKER_SHUTDOWN_GRACE", "3s")

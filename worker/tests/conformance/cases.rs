@@ -170,6 +170,10 @@ pub async fn cancellation_within_a_second(language: Language) {
                 .is_some_and(|m| m.starts_with("step"))
         })
         .await;
+    assert!(
+        fleet.claimed_in_a_live_session(&sleeper).await,
+        "the worker claims in a session it renews"
+    );
     // The only slot is busy: this one waits for it.
     let next = fleet
         .dispatch("conf_echo", json!({"text": "the slot is free"}), None)

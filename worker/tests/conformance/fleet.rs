@@ -387,6 +387,19 @@ impl Fleet {
         .expect("read the task's attempts")
     }
 
+    /// Whether the task's running attempt was claimed in its worker's
+    /// session, and that session is alive: the worker keeps one renewal for
+    /// all of its attempts (docs/execution.md, "Liveness per worker").
+    pub async fn claimed_in_a_live_session(&self, id: &str) -> bool {
+        sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM tasks t JOIN worker_sessions s              ON s.session_id = t.lease_session              WHERE t.task_id = $1 AND t.lease_token IS NOT NULL AND s.expires_at > now())",
+        )
+        .bind(id)
+        .fetch_one(&self.pool)
+        .await
+        .expect("read the task's session")
+    }
+
     /// The tasks of `tool` that `worker` holds a lease on now.
     pub async fn tasks_held(&self, worker: &str, tool: &str) -> Vec<String> {
         sqlx::query_scalar(
@@ -420,6 +433,40 @@ impl Fleet {
             );
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+    }
+
+    /// Waits until `check` holds of the task as its followers see it
+    /// (WatchTask): progress reaches followers at once, and reads only when
+    /// it is written, every few seconds (docs/execution.md, "Progress").
+    pub async fn until_seen(
+        &self,
+        what: &str,
+        id: &str,
+        timeout: Duration,
+        check: impl Fn(&pb::Task) -> bool,
+    ) -> pb::Task {
+        let mut watch = self
+            .client
+            .clone()
+            .watch_task(pb::WatchTaskRequest {
+                task_id: id.to_owned(),
+                ..Default::default()
+            })
+            .await
+            .expect("WatchTask")
+            .into_inner();
+        let seen = async {
+            loop {
+                match watch.message().await.expect("the watch") {
+                    Some(task) if check(&task) => return task,
+                    Some(_) => {}
+                    None => panic!("the task ended before {what}"),
+                }
+            }
+        };
+        tokio::time::timeout(timeout, seen)
+            .await
+            .unwrap_or_else(|_| panic!("timed out after {timeout:?} waiting until {what}"))
     }
 
     /// `taskstore status --json` with the admin key.

@@ -76,11 +76,18 @@ async def conf_sleep(ms: int, ctx: ToolContext, step_ms: int = 100) -> str:
 
 
 @tools.tool(
-    description="Does nothing; returns the Unix time in microseconds at which it started (benches/polyglot.sh).",
+    description=(
+        "Does nothing (for ms milliseconds, default 0, silently); returns the Unix time in microseconds"
+        " at which it started (benches/polyglot.sh, benches/idle.sh)."
+    ),
     structured_output=False,
 )
-async def conf_noop(n: int = 0) -> str:
-    return str(time.time_ns() // 1000)
+async def conf_noop(n: int = 0, ms: int = 0) -> str:
+    started = time.time_ns() // 1000
+    if ms > 0:
+        # Silent: no progress, so that a running task costs only what the worker library costs.
+        await asyncio.sleep(ms / 1000)
+    return str(started)
 
 
 @tools.tool(description="Asks `Proceed?` (key confirm) and returns `answered <action>`.", structured_output=False)

@@ -14,6 +14,7 @@ import { Control, sleep } from './control.js';
 import type { Logger } from './log.js';
 import type { WorkerMetrics } from './metrics.js';
 import { Reporter, type Reported } from './report.js';
+import type { Followers } from './follow.js';
 import type { WorkerRpc } from './rpc.js';
 import { AskError, BackOff, firstText, RetryableError, toResult, validateArgs, type InputRequestBody, type ToolContext, type WorkerTool } from './tool.js';
 
@@ -33,6 +34,10 @@ export interface AttemptParams {
   stopGraceMs: number;
   /** Aborted when the worker's shutdown grace is over: the attempt gives its task back. */
   abandon: AbortSignal;
+  /** Aborted when the worker session the attempt was claimed in is over; absent: claimed without one, the attempt renews its own lease. */
+  sessionOver?: AbortSignal | undefined;
+  /** The worker's stream following its attempts (absent: the attempt watches alone). */
+  followers?: Followers | undefined;
 }
 
 type Outcome = { ok: CallToolResult } | { err: unknown } | { abandoned: true };
@@ -46,8 +51,16 @@ export async function runAttempt(p: AttemptParams): Promise<void> {
   const onAbandon = () => control.stop('shutdown');
   if (p.abandon.aborted) onAbandon();
   else p.abandon.addEventListener('abort', onAbandon, { once: true });
-  void watchForEnd(p.rpc, reporter, control, guards.signal);
-  void keepLease(p.rpc, reporter, leaseMs, control, guards.signal, log);
+  void followToTheEnd(p.rpc, p.followers, reporter, control, guards.signal);
+  if (p.sessionOver) {
+    // The session keeps the lease: nothing to renew per attempt.
+    const onOver = () => control.stop('lease_lost');
+    if (p.sessionOver.aborted) onOver();
+    else p.sessionOver.addEventListener('abort', onOver, { once: true });
+    guards.signal.addEventListener('abort', () => p.sessionOver?.removeEventListener('abort', onOver), { once: true });
+  } else {
+    void keepLease(p.rpc, reporter, leaseMs, control, guards.signal, log);
+  }
 
   const ctx: ToolContext = {
     signal: control.signal,
@@ -153,12 +166,36 @@ function argumentsOf(requestJson: string): unknown {
 }
 
 /**
+ * Follows the task on the worker's WatchAttempts stream (until the attempt
+ * ends), or with a WatchTask of its own when the service has no such stream.
+ */
+async function followToTheEnd(rpc: WorkerRpc, followers: Followers | undefined, reporter: Reporter, control: Control, done: AbortSignal): Promise<void> {
+  await sleep(WATCH_AFTER_MS, done);
+  if (done.aborted) return;
+  const unsupported = followers?.unsupported.signal;
+  if (followers && unsupported && !unsupported.aborted) {
+    const unfollow = followers.follow(reporter.tenantId, reporter.taskId, reporter.leaseToken, control);
+    await new Promise<void>((resolve) => {
+      const end = () => {
+        done.removeEventListener('abort', end);
+        unsupported.removeEventListener('abort', end);
+        resolve();
+      };
+      done.addEventListener('abort', end, { once: true });
+      unsupported.addEventListener('abort', end, { once: true });
+    });
+    unfollow();
+    if (done.aborted) return;
+  }
+  await watchForEnd(rpc, reporter, control, done);
+}
+
+/**
  * Follows the task over WatchTask: a cancellation (or any terminal status
  * reached elsewhere) stops the tool within moments; any other change is
  * news for a tool waiting for an answer.
  */
 async function watchForEnd(rpc: WorkerRpc, reporter: Reporter, control: Control, done: AbortSignal): Promise<void> {
-  await sleep(WATCH_AFTER_MS, done);
   while (!done.aborted) {
     try {
       for await (const task of rpc.watch(reporter.taskId, reporter.leaseToken, reporter.scope, done)) {

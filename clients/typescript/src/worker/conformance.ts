@@ -68,8 +68,19 @@ export const tools = [
     },
   ),
 
-  defineTool('conf_noop', { description: 'Does nothing; returns the Unix time in microseconds at which it started' }, () =>
-    String(Math.round((performance.timeOrigin + performance.now()) * 1000)),
+  defineTool(
+    'conf_noop',
+    {
+      description:
+        'Does nothing (for ms milliseconds, default 0, silently); returns the Unix time in microseconds at which it started',
+      inputSchema: { n: z.number().int().optional(), ms: z.number().int().nonnegative().default(0) },
+    },
+    async ({ ms }, ctx) => {
+      const started = String(Math.round((performance.timeOrigin + performance.now()) * 1000));
+      // Silent: no progress, so that a running task costs only what the worker library costs.
+      if (ms > 0) await sleep(ms, ctx.signal);
+      return started;
+    },
   ),
 
   defineTool('conf_ask', { description: 'Asks "Proceed?" and returns the answer\'s action' }, async (_args, ctx) => {

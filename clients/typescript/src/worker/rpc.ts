@@ -16,6 +16,10 @@ import type {
   WireReleaseTaskRequest,
   WireReleaseTaskResponse,
   WireRenewLeaseResponse,
+  WireRenewSessionRequest,
+  WireRenewSessionResponse,
+  WireAttemptNews,
+  WireWatchAttemptsRequest,
   WireStoreTaskResultRequest,
   WireTask,
   WireUpdateTaskStatusRequest,
@@ -29,6 +33,7 @@ export interface CallScope {
 }
 
 type Unary = (req: unknown, md: grpc.Metadata, opts: grpc.CallOptions, cb: (err: grpc.ServiceError | null, res: unknown) => void) => grpc.ClientUnaryCall;
+type Duplex = (md: grpc.Metadata, opts: grpc.CallOptions) => grpc.ClientDuplexStream<WireWatchAttemptsRequest, WireAttemptNews>;
 type Streaming = (req: unknown, md: grpc.Metadata, opts: grpc.CallOptions) => grpc.ClientReadableStream<WireTask>;
 
 export class WorkerRpc {
@@ -55,6 +60,16 @@ export class WorkerRpc {
 
   renew(taskId: string, leaseToken: string, scope: CallScope & { tenant: string }): Promise<WireRenewLeaseResponse> {
     return this.unary(this.execution, 'renewLease', 'RenewLease', { taskId, leaseToken, tenantId: scope.tenant }, scope);
+  }
+
+  renewSession(req: WireRenewSessionRequest): Promise<WireRenewSessionResponse> {
+    return this.unary(this.execution, 'renewSession', 'RenewSession', req, {});
+  }
+
+  /** WatchAttempts: the worker's one stream following its running attempts. */
+  watchAttempts(): grpc.ClientDuplexStream<WireWatchAttemptsRequest, WireAttemptNews> {
+    const fn = (this.execution as unknown as Record<string, Duplex>)['watchAttempts']!;
+    return fn.call(this.execution, this.metadata({}), {});
   }
 
   release(req: WireReleaseTaskRequest, scope: CallScope): Promise<WireReleaseTaskResponse> {

@@ -4,6 +4,7 @@
 // before running it, and on stop take no more jobs, let running attempts
 // finish within the shutdown grace, then give the rest back.
 import { randomBytes } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
 import { status as Status } from '@grpc/grpc-js';
 import type { TlsOptions } from '../channel.js';
@@ -11,7 +12,9 @@ import { TaskStoreError } from '../errors.js';
 import { runAttempt } from './attempt.js';
 import { JobFeed, sameTopology, topologyFor, type Delivery, type Topology } from './broker.js';
 import { sleep } from './control.js';
+import { Followers } from './follow.js';
 import { Heartbeat } from './heartbeat.js';
+import { WorkerSession } from './session.js';
 import { createLogger, type Logger } from './log.js';
 import { WorkerMetrics } from './metrics.js';
 import { WorkerRpc } from './rpc.js';
@@ -88,6 +91,11 @@ export class Worker {
   private readonly o: Required<Omit<WorkerOptions, 'token' | 'tls' | 'amqpTls' | 'logger' | 'metrics' | 'workerId' | 'queuePrefix'>> & WorkerOptions;
   private readonly rpc: WorkerRpc;
   private readonly heartbeat: Heartbeat;
+  /** The session its claims are made in, and the stream following its attempts. */
+  private readonly session: WorkerSession;
+  private readonly followers: Followers;
+  /** Aborted once the last attempt ended: the session and the stream end. */
+  private readonly housekeeping = new AbortController();
   private readonly stopping = new AbortController();
   private readonly abandon = new AbortController();
   private readonly running = new Set<Promise<void>>();
@@ -105,6 +113,9 @@ export class Worker {
       byName.set(tool.name, tool);
     }
     this.tools = byName;
+    // Every running attempt listens to `abandon` (and removes its listener
+    // when it ends): thousands at once are expected, not a leak.
+    setMaxListeners(0, this.abandon.signal);
     this.o = {
       endpoint: 'http://127.0.0.1:50051',
       amqpUrl: 'amqp://guest:guest@127.0.0.1:5672/%2f',
@@ -123,6 +134,8 @@ export class Worker {
     this.free = this.o.concurrency;
     this.topology = topologyFor(options.queuePrefix ?? 'taskstore', this.o.queueType);
     this.rpc = new WorkerRpc({ endpoint: this.o.endpoint, ...(options.token && { token: options.token }), ...(options.tls && { tls: options.tls }) });
+    this.session = new WorkerSession(this.rpc, this.workerId, this.log);
+    this.followers = new Followers(this.rpc, this.log);
     this.heartbeat = new Heartbeat(this.rpc, this.o.endpoint, this.workerId, [...byName.keys()], tools.map(describeTool), () => ({ slots: this.o.concurrency, busy: this.o.concurrency - this.free }), this.log, () => this.consuming);
     let resolve!: () => void;
     let reject!: (err: unknown) => void;
@@ -161,6 +174,13 @@ export class Worker {
       const first = await this.heartbeat.register(this.stopping.signal, false);
       if (this.stopping.signal.aborted) return;
       this.adopt(first?.topology, first !== undefined);
+      if (first !== undefined) {
+        void this.session.keep(this.housekeeping.signal);
+        void this.followers.keep(this.housekeeping.signal);
+      } else {
+        // A service without heartbeats has no per-worker calls either.
+        this.followers.unsupported.abort();
+      }
       let delay = 200;
       let outage = false;
       let registered = first !== undefined;
@@ -212,6 +232,7 @@ export class Worker {
       }
       await this.shutdown();
     } finally {
+      this.housekeeping.abort();
       this.heartbeat.stop();
       this.rpc.close();
     }
@@ -315,10 +336,11 @@ export class Worker {
       return delivery.reject();
     }
     const traceparent = childTraceparent(delivery.traceparent);
+    const session = this.session.current;
     let claim;
     try {
       claim = await this.rpc.claim(
-        { taskId: job.task_id, generation: job.generation, workerId: this.workerId, tenantId: job.tenant_id },
+        { taskId: job.task_id, generation: job.generation, workerId: this.workerId, tenantId: job.tenant_id, sessionId: session?.id ?? '' },
         { tenant: job.tenant_id, traceparent },
       );
     } catch (err) {
@@ -348,6 +370,8 @@ export class Worker {
       parkAfterMs: this.o.parkAfterMs,
       stopGraceMs: this.o.stopGraceMs,
       abandon: this.abandon.signal,
+      sessionOver: session?.over.signal,
+      followers: this.followers,
     });
   }
 }

@@ -94,8 +94,9 @@ pub struct BenchArgs {
     /// The tool `poll` and `e2e` dispatch to (a no-op by default).
     #[arg(long, default_value = "noop")]
     pub tool: String,
-    /// `e2e`: creates per second across all clients (default: as fast as
-    /// possible); `fairness`: the quiet tenants' creates per second.
+    /// `e2e`: creates per second across all clients, `get`: reads per
+    /// second (default: as fast as possible); `fairness`: the quiet
+    /// tenants' creates per second.
     #[arg(long)]
     pub rate: Option<f64>,
     /// `fairness`: the tasks tenant `noisy` creates before the clock starts.

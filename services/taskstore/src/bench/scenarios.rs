@@ -83,7 +83,9 @@ async fn get(
         return Ok(());
     }
     let mut walk = Walk::new(index);
+    let mut pace = Pace::new(shared, index);
     while !shared.finished() {
+        pace.wait().await;
         let pick = walk.next_below(population);
         let id = if prepared.seeded > 0 {
             format!("bench-{}", pick + 1)
@@ -151,23 +153,9 @@ async fn poll(shared: &Shared, index: usize, recorded: &mut Recorded) -> Result<
 async fn e2e(shared: &Shared, index: usize, recorded: &mut Recorded) -> Result<(), BenchError> {
     let mut client = shared.client(index);
     let mut n = index as u64;
-    // With a rate, each client paces itself to its share of it.
-    let gap = shared
-        .args
-        .rate
-        .filter(|rate| *rate > 0.0)
-        .map(|rate| Duration::from_secs_f64(shared.args.clients as f64 / rate));
-    // Clients start spread over one gap, so that together they send a steady
-    // stream rather than a burst of `clients` creates every gap.
-    let mut next = Instant::now()
-        + gap.map_or(Duration::ZERO, |gap| {
-            gap.mul_f64(index as f64 / shared.args.clients as f64)
-        });
+    let mut pace = Pace::new(shared, index);
     while !shared.finished() {
-        if let Some(gap) = gap {
-            tokio::time::sleep_until(next.into()).await;
-            next += gap;
-        }
+        pace.wait().await;
         let sleep_ms = shared.args.sleep_ms.map(|range| range.for_task(n));
         let arguments = match sleep_ms {
             Some(ms) => serde_json::json!({ "ms": ms }),
@@ -248,4 +236,34 @@ async fn list(shared: &Shared, index: usize, recorded: &mut Recorded) -> Result<
         }
     }
     Ok(())
+}
+
+/// With `--rate`, each client paces itself to its share of it; without,
+/// it goes as fast as it can.
+struct Pace {
+    gap: Option<Duration>,
+    next: Instant,
+}
+
+impl Pace {
+    fn new(shared: &Shared, index: usize) -> Self {
+        let clients = shared.args.clients as f64;
+        let gap = shared
+            .args
+            .rate
+            .filter(|rate| *rate > 0.0)
+            .map(|rate| Duration::from_secs_f64(clients / rate));
+        // Clients start spread over one gap, so that together they send a
+        // steady stream rather than a burst of `clients` calls every gap.
+        let next =
+            Instant::now() + gap.map_or(Duration::ZERO, |gap| gap.mul_f64(index as f64 / clients));
+        Self { gap, next }
+    }
+
+    async fn wait(&mut self) {
+        if let Some(gap) = self.gap {
+            tokio::time::sleep_until(self.next.into()).await;
+            self.next += gap;
+        }
+    }
 }

@@ -47,13 +47,14 @@ pub use dispatch_turns::{FAIRNESS_KEY_WINDOW, KeyWindow, Turns};
 pub use dispatch_view::{DispatchRows, KeyDispatch, ToolDispatch};
 pub use execution::{
     AttemptEnd, AttemptHistory, AttemptOutcome, AttemptRecord, AttemptState, Claim, ClaimRefusal,
-    ConcurrencyLimit, DispatchChange, DispatchRequest, Effects, ExecutionPolicy, Fence,
+    Claimant, ConcurrencyLimit, DispatchChange, DispatchRequest, Effects, ExecutionPolicy, Fence,
     FenceRefusal, HoldOutcome, HoldRefusal, HoldState, HoldStep, Holder, InvalidKeyLimit,
     InvalidRetryPolicy, KeyExpr, KeyInputs, KeyLimit, LeaseChange, LeaseGrant, LeaseToken,
     MAX_ATTEMPT_RECORDS, MAX_BACK_OFF, MAX_END_MESSAGE_CHARS, MAX_HOLDER_BYTES,
     MAX_REPUBLISH_INTERVAL, NextStep, RUNNING_MESSAGE_FORMAT, RateLimit, ReleaseOutcome,
-    ReleaseReason, Renewal, RetryPolicy, StopReason, TaskRate, ToolName, after_attempt,
-    decide_hold, error_result, held_by, pause_key, running_message, waiting_for_worker_message,
+    ReleaseReason, Renewal, RetryPolicy, SessionRenewal, StopReason, TaskRate, ToolName,
+    WorkerSession, after_attempt, attempt_alive, decide_hold, error_result, held_by, pause_key,
+    running_message, waiting_for_worker_message,
 };
 pub use fleet::{
     FleetPolicy, OutboxBacklog, ServedTool, WorkerHeartbeat, WorkerId, WorkerInfo,
@@ -75,7 +76,9 @@ pub use overview::{
 };
 pub use poll::{MAX_POLL_INTERVAL, PollPolicy};
 pub use priority::{InvalidPriority, PRIORITY_META_KEY, Priority};
-pub use progress::{MAX_PROGRESS_TOKEN_BYTES, ProgressToken, progress_of};
+pub use progress::{
+    MAX_PROGRESS_TOKEN_BYTES, PROGRESS_WRITTEN_EVERY, ProgressToken, progress_may_wait, progress_of,
+};
 pub use questions::{
     Answer, Answered, Answers, AskStep, InputKey, InputMethod, InputRequest, Question,
     QuestionRefusal,

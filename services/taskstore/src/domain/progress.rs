@@ -59,6 +59,18 @@ pub fn progress_of(task: &Task) -> u64 {
     u64::try_from(elapsed.num_milliseconds()).unwrap_or(0)
 }
 
+/// How often a running task's progress is written to its row at most
+/// (PostgreSQL; in between, followers hear each message without a write).
+pub const PROGRESS_WRITTEN_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Whether a progress report may skip its row: this replica wrote one of
+/// the task's rows less than [`PROGRESS_WRITTEN_EVERY`] ago (`since`: how
+/// long ago, `None`: not recently). The first report of a task, and the
+/// first after a quiet spell, is written.
+pub fn progress_may_wait(since_written: Option<std::time::Duration>) -> bool {
+    since_written.is_some_and(|since| since < PROGRESS_WRITTEN_EVERY)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -30,12 +30,47 @@ pub(super) fn tenant_of<T>(
         Some(tenant) => Some(tenant),
         None => named_in_metadata(request)?,
     };
-    caller
-        .tenant_for(named.as_ref())
-        .map_err(|refused| match refused {
-            TenantRefused::Foreign => Status::permission_denied(refused.to_string()),
-            TenantRefused::NotNamed => Status::invalid_argument(refused.to_string()),
+    caller.tenant_for(named.as_ref()).map_err(refused_status)
+}
+
+fn refused_status(refused: TenantRefused) -> Status {
+    match refused {
+        TenantRefused::Foreign => Status::permission_denied(refused.to_string()),
+        TenantRefused::NotNamed => Status::invalid_argument(refused.to_string()),
+    }
+}
+
+/// The tenants the messages of a client stream act in, each checked as
+/// [`tenant_of`] checks a request's (named in the message, else in the
+/// stream's metadata).
+#[derive(Debug, Clone)]
+pub(super) struct StreamTenants {
+    caller: Caller,
+    in_metadata: Option<TenantId>,
+}
+
+impl StreamTenants {
+    pub(super) fn of<T>(request: &Request<T>) -> Result<Self, Status> {
+        Ok(Self {
+            caller: caller_of(request)?.clone(),
+            in_metadata: named_in_metadata(request)?,
         })
+    }
+
+    /// The tenant a message naming `raw` (empty: none) acts in.
+    pub(super) fn tenant(&self, raw: &str) -> Result<TenantId, Status> {
+        let named = if raw.is_empty() {
+            self.in_metadata.clone()
+        } else {
+            Some(
+                TenantId::parse(raw)
+                    .map_err(|err| crate::error::StoreError::invalid("tenant_id", err))?,
+            )
+        };
+        self.caller
+            .tenant_for(named.as_ref())
+            .map_err(refused_status)
+    }
 }
 
 fn named_in_metadata<T>(request: &Request<T>) -> Result<Option<TenantId>, Status> {

@@ -4,17 +4,24 @@ use std::sync::Arc;
 
 use tonic::{Request, Response, Status};
 
-use super::caller::tenant_of;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_util::sync::CancellationToken;
+use tonic::Streaming;
+
+use super::attempt_watch::AttemptWatch;
+use super::caller::{StreamTenants, tenant_of};
 use super::convert::{duration, stop_reason_to_pb};
 use super::parse::lease_token;
 use super::pb;
 use super::pb::task_execution_server::{TaskExecution as TaskExecutionRpc, TaskExecutionServer};
 use super::service::record_task_id;
 use crate::domain::{
-    FleetPolicy, ReleaseOutcome, ReleaseReason, Renewal, TaskId, TenantId, ToolName,
-    WorkerHeartbeat, WorkerId,
+    Claimant, FleetPolicy, ReleaseOutcome, ReleaseReason, Renewal, SessionRenewal, TaskId,
+    TenantId, ToolName, WorkerHeartbeat, WorkerId, WorkerSession,
 };
+use crate::edge::EndOnShutdown;
 use crate::error::StoreError;
+use crate::store::TaskStore;
 use crate::store::execution::ExecutionStore;
 use crate::store::operations::OperationsStore;
 
@@ -30,6 +37,10 @@ const MAX_RELEASE_MESSAGE_BYTES: usize = 4096;
 #[derive(Clone)]
 pub struct TaskExecutionService {
     store: Arc<dyn ExecutionStore>,
+    /// The tasks WatchAttempts follows.
+    tasks: Arc<dyn TaskStore>,
+    /// Ends WatchAttempts streams (the server passes its own).
+    shutdown: CancellationToken,
     /// The worker registry heartbeats go to.
     operations: Arc<dyn OperationsStore>,
     fleet: FleetPolicy,
@@ -47,9 +58,15 @@ impl std::fmt::Debug for TaskExecutionService {
 }
 
 impl TaskExecutionService {
-    pub fn new(store: Arc<dyn ExecutionStore>, operations: Arc<dyn OperationsStore>) -> Self {
+    pub fn new(
+        store: Arc<dyn ExecutionStore>,
+        operations: Arc<dyn OperationsStore>,
+        tasks: Arc<dyn TaskStore>,
+    ) -> Self {
         Self {
             store,
+            tasks,
+            shutdown: CancellationToken::new(),
             operations,
             fleet: FleetPolicy::default(),
             topology: None,
@@ -63,9 +80,26 @@ impl TaskExecutionService {
         self
     }
 
+    /// Open WatchAttempts streams end with UNAVAILABLE when `shutdown`
+    /// fires (the server passes its own shutdown token).
+    pub fn with_shutdown(mut self, shutdown: CancellationToken) -> Self {
+        self.shutdown = shutdown;
+        self
+    }
+
     pub fn into_server(self) -> TaskExecutionServer<Self> {
         TaskExecutionServer::new(self)
     }
+}
+
+/// A claim's session: none when empty.
+fn optional_session(raw: &str) -> Result<Option<WorkerSession>, StoreError> {
+    if raw.is_empty() {
+        return Ok(None);
+    }
+    WorkerSession::parse(raw)
+        .map(Some)
+        .map_err(|err| StoreError::invalid("session_id", err))
 }
 
 /// The tenant a worker's request acts in: the one its job names (empty:
@@ -116,9 +150,13 @@ impl TaskExecutionRpc for TaskExecutionService {
         if req.generation > MAX_GENERATION {
             return Err(StoreError::invalid("generation", "is out of range").into());
         }
+        let claimant = Claimant {
+            worker: req.worker_id.clone(),
+            session: optional_session(&req.session_id)?,
+        };
         let claim = self
             .store
-            .claim(&tenant, &id, req.generation, &req.worker_id)
+            .claim_as(&tenant, &id, req.generation, &claimant)
             .await?;
         tracing::info!(attempt = claim.attempt, worker = %req.worker_id, "task claimed");
         crate::metrics::claimed(claim.tool.as_str(), claim.attempt, claim.waited);
@@ -157,6 +195,55 @@ impl TaskExecutionRpc for TaskExecutionService {
             }
         };
         Ok(Response::new(response))
+    }
+
+    async fn renew_session(
+        &self,
+        request: Request<pb::RenewSessionRequest>,
+    ) -> Result<Response<pb::RenewSessionResponse>, Status> {
+        let req = request.into_inner();
+        let session = WorkerSession::parse(&req.session_id)
+            .map_err(|err| StoreError::invalid("session_id", err))?;
+        if req.worker_id.is_empty() {
+            return Err(StoreError::invalid("worker_id", "must be set").into());
+        }
+        bounded_text("worker_id", &req.worker_id, MAX_WORKER_ID_BYTES)?;
+        let renewal = self
+            .store
+            .renew_session(&req.worker_id, &session, req.open)
+            .await?;
+        let response = match renewal {
+            SessionRenewal::KeepRunning { lease_duration } => pb::RenewSessionResponse {
+                keep_running: true,
+                lease_duration: Some(duration(lease_duration)),
+            },
+            SessionRenewal::Over => {
+                tracing::warn!(worker = %req.worker_id, "worker session over; its attempts must stop");
+                pb::RenewSessionResponse {
+                    keep_running: false,
+                    lease_duration: None,
+                }
+            }
+        };
+        Ok(Response::new(response))
+    }
+
+    type WatchAttemptsStream = EndOnShutdown<ReceiverStream<Result<pb::AttemptNews, Status>>>;
+
+    async fn watch_attempts(
+        &self,
+        request: Request<Streaming<pb::WatchAttemptsRequest>>,
+    ) -> Result<Response<Self::WatchAttemptsStream>, Status> {
+        let watch = AttemptWatch {
+            tasks: self.tasks.clone(),
+            execution: self.store.clone(),
+            tenants: StreamTenants::of(&request)?,
+        };
+        let stream = watch.serve(request.into_inner());
+        Ok(Response::new(EndOnShutdown::new(
+            stream,
+            self.shutdown.clone(),
+        )))
     }
 
     async fn release_task(

@@ -15,8 +15,8 @@ use super::pb;
 use super::pb::task_execution_client::TaskExecutionClient;
 use super::status::store_error_from_status;
 use crate::domain::{
-    Claim, InputKey, InputRequest, JsonObject, LeaseToken, ReleaseOutcome, ReleaseReason, Renewal,
-    TaskId, TenantId, ToolName,
+    Claim, Claimant, InputKey, InputRequest, JsonObject, LeaseToken, ReleaseOutcome, ReleaseReason,
+    Renewal, SessionRenewal, TaskId, TenantId, ToolName, WorkerSession,
 };
 use crate::error::StoreError;
 use crate::store::execution::ExecutionStore;
@@ -48,18 +48,23 @@ fn malformed(what: &str) -> StoreError {
 
 #[async_trait]
 impl ExecutionStore for GrpcExecutionStore {
-    async fn claim(
+    async fn claim_as(
         &self,
         tenant: &TenantId,
         task_id: &TaskId,
         generation: u64,
-        worker: &str,
+        claimant: &Claimant,
     ) -> Result<Claim, StoreError> {
         let request = pb::ClaimTaskRequest {
             task_id: task_id.to_string(),
             generation,
-            worker_id: worker.to_owned(),
+            worker_id: claimant.worker.clone(),
             tenant_id: tenant.as_str().to_owned(),
+            session_id: claimant
+                .session
+                .as_ref()
+                .map(|s| s.as_str().to_owned())
+                .unwrap_or_default(),
         };
         let claim = self
             .client
@@ -102,6 +107,35 @@ impl ExecutionStore for GrpcExecutionStore {
             return Ok(Renewal::KeepRunning);
         }
         Ok(Renewal::Stop(stop_reason_from_pb(response.stop_reason)?))
+    }
+
+    async fn renew_session(
+        &self,
+        worker: &str,
+        session: &WorkerSession,
+        open: bool,
+    ) -> Result<SessionRenewal, StoreError> {
+        let request = pb::RenewSessionRequest {
+            session_id: session.as_str().to_owned(),
+            worker_id: worker.to_owned(),
+            open,
+        };
+        let response = self
+            .client
+            .clone()
+            .renew_session(request)
+            .await
+            .map_err(store_error_from_status)?
+            .into_inner();
+        if !response.keep_running {
+            return Ok(SessionRenewal::Over);
+        }
+        let lease = response
+            .lease_duration
+            .ok_or_else(|| malformed("lease duration"))?;
+        Ok(SessionRenewal::KeepRunning {
+            lease_duration: duration_from_pb(lease)?,
+        })
     }
 
     async fn release(

@@ -5,6 +5,7 @@
 //! Requests are parsed into domain types at the edge ([`parse`]); domain
 //! errors become `tonic::Status` in one exhaustive place ([`status`]).
 
+mod attempt_watch;
 mod authenticate;
 mod caller;
 mod client;

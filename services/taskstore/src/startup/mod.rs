@@ -147,8 +147,12 @@ impl Service {
         let server = bind(&settings.listen, store)
             .await?
             .with_execution(
-                TaskExecutionService::new(backends.execution.clone(), backends.operations.clone())
-                    .with_topology(broker_topology(&settings)),
+                TaskExecutionService::new(
+                    backends.execution.clone(),
+                    backends.operations.clone(),
+                    backends.store.clone(),
+                )
+                .with_topology(broker_topology(&settings)),
             )
             .with_operations(OperationsService::new(backends.operations.clone(), facts))
             .with_shutdown_grace(settings.shutdown_grace)

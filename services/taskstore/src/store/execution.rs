@@ -8,8 +8,8 @@ use async_trait::async_trait;
 use taskstore_proto::jobs::JobMessage;
 
 use crate::domain::{
-    Claim, InputKey, InputRequest, JsonObject, LeaseToken, QueueDepth, ReleaseOutcome,
-    ReleaseReason, Renewal, TaskId, TenantId,
+    Claim, Claimant, InputKey, InputRequest, JsonObject, LeaseToken, QueueDepth, ReleaseOutcome,
+    ReleaseReason, Renewal, SessionRenewal, TaskId, TenantId, WorkerSession,
 };
 use crate::error::StoreError;
 
@@ -20,13 +20,37 @@ pub trait ExecutionStore: Send + Sync + 'static {
     /// Claims the task for one attempt, for dispatch `generation`. Refused
     /// (NOT_FOUND / FAILED_PRECONDITION) when the job is stale: the task is
     /// gone, terminal, claimed, or was dispatched again since.
+    async fn claim_as(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+        generation: u64,
+        claimant: &Claimant,
+    ) -> Result<Claim, StoreError>;
+
+    /// [`ExecutionStore::claim_as`] by a worker that renews each attempt's
+    /// lease itself.
     async fn claim(
         &self,
         tenant: &TenantId,
         task_id: &TaskId,
         generation: u64,
         worker: &str,
-    ) -> Result<Claim, StoreError>;
+    ) -> Result<Claim, StoreError> {
+        self.claim_as(tenant, task_id, generation, &Claimant::per_task(worker))
+            .await
+    }
+
+    /// Opens (`open`) or renews a worker's session for one lease duration:
+    /// every attempt claimed in it stays alive, whatever their number.
+    /// [`SessionRenewal::Over`] when a renewed session had expired or was
+    /// never opened: its attempts must stop.
+    async fn renew_session(
+        &self,
+        worker: &str,
+        session: &WorkerSession,
+        open: bool,
+    ) -> Result<SessionRenewal, StoreError>;
 
     /// Extends a lease, or tells the worker to stop.
     async fn renew(

@@ -297,6 +297,7 @@ fn valid_requests() -> Vec<(&'static str, bool, Vec<u8>)> {
                 generation: 1,
                 worker_id: "w".into(),
                 tenant_id: String::new(),
+                ..Default::default()
             }
             .encode_to_vec(),
         ),

@@ -4,22 +4,13 @@
 use taskstore::grpc::{InputLimits, pb};
 use tonic::Code;
 
-use crate::{create_request, server};
+use crate::{dispatch_request, server};
 
 #[tokio::test]
 async fn the_execution_api_refuses_hostile_input_and_changes_nothing() {
     let (mut store, channel, _) = server(InputLimits::default()).await;
-    let mut dispatch = create_request();
-    dispatch.request_json = r#"{"method":"tools/call","params":{"name":"echo"}}"#.into();
-    dispatch.dispatch = Some(pb::Dispatch {
-        priority: Default::default(),
-        start_at: None,
-        start_after: None,
-        tool: None,
-        max_attempts: None,
-    });
     let id = store
-        .create_task(dispatch)
+        .create_task(dispatch_request())
         .await
         .expect("create")
         .into_inner()
@@ -31,6 +22,7 @@ async fn the_execution_api_refuses_hostile_input_and_changes_nothing() {
         generation: 1,
         worker_id: worker_id.into(),
         tenant_id: tenant_id.into(),
+        ..Default::default()
     };
     let long_worker = "w".repeat(300);
     for (request, what) in [
@@ -52,6 +44,31 @@ async fn the_execution_api_refuses_hostile_input_and_changes_nothing() {
         .await
         .expect_err("generation out of range");
     assert_eq!(status.code(), Code::InvalidArgument);
+    for (session_id, what) in [("a b", "bad session"), (&*"s".repeat(65), "huge session")] {
+        let status = client
+            .claim_task(pb::ClaimTaskRequest {
+                session_id: session_id.into(),
+                ..claim(&id, "w", "")
+            })
+            .await
+            .expect_err(what);
+        assert_eq!(status.code(), Code::InvalidArgument, "{what}: {status:?}");
+    }
+    let session = |session_id: &str, worker_id: &str| pb::RenewSessionRequest {
+        session_id: session_id.into(),
+        worker_id: worker_id.into(),
+        open: true,
+    };
+    for (request, what) in [
+        (session("", "w"), "empty session"),
+        (session("a\nb", "w"), "control characters in the session"),
+        (session(&"s".repeat(65), "w"), "huge session"),
+        (session("s-1", ""), "empty worker id"),
+        (session("s-1", &long_worker), "huge worker id"),
+    ] {
+        let status = client.renew_session(request).await.expect_err(what);
+        assert_eq!(status.code(), Code::InvalidArgument, "{what}: {status:?}");
+    }
 
     let renew = pb::RenewLeaseRequest {
         task_id: id.to_string(),

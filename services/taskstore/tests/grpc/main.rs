@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod attempt_watch;
 mod fleet;
 mod fuzz;
 mod hostile;
@@ -51,6 +52,20 @@ pub(crate) fn create_request() -> pb::CreateTaskRequest {
         request_json: r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#.into(),
         dispatch: None,
     }
+}
+
+/// A `tools/call` of `echo` dispatched to workers.
+pub(crate) fn dispatch_request() -> pb::CreateTaskRequest {
+    let mut request = create_request();
+    request.request_json = r#"{"method":"tools/call","params":{"name":"echo"}}"#.into();
+    request.dispatch = Some(pb::Dispatch {
+        priority: Default::default(),
+        start_at: None,
+        start_after: None,
+        tool: None,
+        max_attempts: None,
+    });
+    request
 }
 
 pub(crate) fn code<T: std::fmt::Debug>(result: Result<tonic::Response<T>, tonic::Status>) -> Code {

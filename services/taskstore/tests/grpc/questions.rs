@@ -7,17 +7,8 @@ use super::*;
 #[tokio::test]
 async fn hostile_questions_and_answers_are_refused_and_change_nothing() {
     let (mut store, channel, _) = server(SMALL_LIMITS).await;
-    let mut dispatch = create_request();
-    dispatch.request_json = r#"{"method":"tools/call","params":{"name":"echo"}}"#.into();
-    dispatch.dispatch = Some(pb::Dispatch {
-        priority: Default::default(),
-        start_at: None,
-        start_after: None,
-        tool: None,
-        max_attempts: None,
-    });
     let id = store
-        .create_task(dispatch)
+        .create_task(dispatch_request())
         .await
         .expect("create")
         .into_inner()
@@ -29,6 +20,7 @@ async fn hostile_questions_and_answers_are_refused_and_change_nothing() {
             generation: 1,
             worker_id: "w".into(),
             tenant_id: String::new(),
+            ..Default::default()
         })
         .await
         .expect("claim")

@@ -5,7 +5,9 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod at_rest;
 mod cancelled;
+mod progress;
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -26,6 +28,15 @@ fn all() -> Scope {
 }
 
 async fn dispatched(store: &PgTaskStore) -> TaskId {
+    dispatched_with(store, &ToolName::parse("echo").expect("tool"), None).await
+}
+
+/// A task dispatched to `tool`, starting at `start` (`None`: at once).
+async fn dispatched_with(
+    store: &PgTaskStore,
+    tool: &ToolName,
+    start: Option<taskstore::domain::StartTime>,
+) -> TaskId {
     let task = NewTask {
         idempotency_key: None,
         task_id: None,
@@ -40,8 +51,8 @@ async fn dispatched(store: &PgTaskStore) -> TaskId {
             concurrency: None,
             priority: Default::default(),
             retry: Default::default(),
-            start: None,
-            tool: ToolName::parse("echo").expect("tool"),
+            start,
+            tool: tool.clone(),
             max_attempts: None,
         }),
         trace_context: None,
@@ -98,6 +109,7 @@ async fn replicas_can_migrate_at_once() {
             "store_secrets",
             "task_input_requests",
             "tasks",
+            "worker_sessions",
             "workers"
         ]
     );

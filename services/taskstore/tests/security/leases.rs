@@ -71,6 +71,7 @@ impl Scene {
                         generation: 1,
                         worker_id: "fleet".into(),
                         tenant_id: "acme".into(),
+                        ..Default::default()
                     })
                     .await
                     .expect("claim")

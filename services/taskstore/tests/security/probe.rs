@@ -53,6 +53,7 @@ async fn cross_tenant_probe(kind: Kind) {
             generation: 1,
             worker_id: "fleet".into(),
             tenant_id: "acme".into(),
+            ..Default::default()
         })
         .await
         .expect("the fleet worker claims acme's task")

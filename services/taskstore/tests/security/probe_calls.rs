@@ -230,6 +230,7 @@ pub(super) async fn calls(
                 generation: 1,
                 worker_id: "intruder".into(),
                 tenant_id: tenant_id.into(),
+                ..Default::default()
             };
             out.push((
                 wrap(&format!("ClaimTask tenant={tenant_id:?}")),

@@ -164,6 +164,7 @@ async fn every_rpc(who: &mut Identity) -> Vec<(&'static str, Result<(), Status>)
                     generation: 1,
                     worker_id: "w".into(),
                     tenant_id: String::new(),
+                    ..Default::default()
                 })
                 .await
                 .map(|_| ()),

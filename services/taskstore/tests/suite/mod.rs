@@ -28,6 +28,7 @@ pub mod relay;
 pub mod retry_policy;
 pub mod start_times;
 pub mod watching;
+pub mod worker_sessions;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -103,6 +104,9 @@ macro_rules! conformance_suite {
             execution::reports_are_fenced_by_the_lease,
             execution::an_expired_lease_dispatches_again_and_fences_the_old_attempt,
             execution::renewals_keep_a_long_task_alive,
+            worker_sessions::one_session_renewal_keeps_every_attempt_alive,
+            worker_sessions::an_expired_session_dispatches_its_attempts_again_and_fences_them,
+            worker_sessions::an_unknown_session_keeps_nothing_alive,
             execution::a_poison_task_fails_after_its_attempts,
             execution::retryable_errors_back_off_then_fail_and_shutdown_gives_the_attempt_back,
             execution::cancellation_reaches_the_running_attempt_at_once,

@@ -50,16 +50,64 @@ TASK_SUPPORT_REQUIRED: TaskSupport
 TASK_SUPPORT_FORBIDDEN: TaskSupport
 
 class ClaimTaskRequest(_message.Message):
-    __slots__ = ("task_id", "generation", "worker_id", "tenant_id")
+    __slots__ = ("task_id", "generation", "worker_id", "tenant_id", "session_id")
     TASK_ID_FIELD_NUMBER: _ClassVar[int]
     GENERATION_FIELD_NUMBER: _ClassVar[int]
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     task_id: str
     generation: int
     worker_id: str
     tenant_id: str
-    def __init__(self, task_id: _Optional[str] = ..., generation: _Optional[int] = ..., worker_id: _Optional[str] = ..., tenant_id: _Optional[str] = ...) -> None: ...
+    session_id: str
+    def __init__(self, task_id: _Optional[str] = ..., generation: _Optional[int] = ..., worker_id: _Optional[str] = ..., tenant_id: _Optional[str] = ..., session_id: _Optional[str] = ...) -> None: ...
+
+class WatchAttemptsRequest(_message.Message):
+    __slots__ = ("follow", "unfollow")
+    FOLLOW_FIELD_NUMBER: _ClassVar[int]
+    UNFOLLOW_FIELD_NUMBER: _ClassVar[int]
+    follow: _containers.RepeatedCompositeFieldContainer[FollowedAttempt]
+    unfollow: _containers.RepeatedCompositeFieldContainer[FollowedAttempt]
+    def __init__(self, follow: _Optional[_Iterable[_Union[FollowedAttempt, _Mapping]]] = ..., unfollow: _Optional[_Iterable[_Union[FollowedAttempt, _Mapping]]] = ...) -> None: ...
+
+class FollowedAttempt(_message.Message):
+    __slots__ = ("tenant_id", "task_id", "lease_token")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    task_id: str
+    lease_token: str
+    def __init__(self, tenant_id: _Optional[str] = ..., task_id: _Optional[str] = ..., lease_token: _Optional[str] = ...) -> None: ...
+
+class AttemptNews(_message.Message):
+    __slots__ = ("tenant_id", "task_id", "stop")
+    TENANT_ID_FIELD_NUMBER: _ClassVar[int]
+    TASK_ID_FIELD_NUMBER: _ClassVar[int]
+    STOP_FIELD_NUMBER: _ClassVar[int]
+    tenant_id: str
+    task_id: str
+    stop: StopReason
+    def __init__(self, tenant_id: _Optional[str] = ..., task_id: _Optional[str] = ..., stop: _Optional[_Union[StopReason, str]] = ...) -> None: ...
+
+class RenewSessionRequest(_message.Message):
+    __slots__ = ("session_id", "worker_id", "open")
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    OPEN_FIELD_NUMBER: _ClassVar[int]
+    session_id: str
+    worker_id: str
+    open: bool
+    def __init__(self, session_id: _Optional[str] = ..., worker_id: _Optional[str] = ..., open: bool = ...) -> None: ...
+
+class RenewSessionResponse(_message.Message):
+    __slots__ = ("keep_running", "lease_duration")
+    KEEP_RUNNING_FIELD_NUMBER: _ClassVar[int]
+    LEASE_DURATION_FIELD_NUMBER: _ClassVar[int]
+    keep_running: bool
+    lease_duration: _duration_pb2.Duration
+    def __init__(self, keep_running: bool = ..., lease_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class ClaimTaskResponse(_message.Message):
     __slots__ = ("lease_token", "lease_duration", "attempt", "max_attempts", "tool", "request_json")

@@ -45,6 +45,16 @@ class TaskExecutionStub(object):
                 request_serializer=mcp_dot_tasks_dot_v1_dot_execution__pb2.RenewLeaseRequest.SerializeToString,
                 response_deserializer=mcp_dot_tasks_dot_v1_dot_execution__pb2.RenewLeaseResponse.FromString,
                 _registered_method=True)
+        self.RenewSession = channel.unary_unary(
+                '/mcp.tasks.v1.TaskExecution/RenewSession',
+                request_serializer=mcp_dot_tasks_dot_v1_dot_execution__pb2.RenewSessionRequest.SerializeToString,
+                response_deserializer=mcp_dot_tasks_dot_v1_dot_execution__pb2.RenewSessionResponse.FromString,
+                _registered_method=True)
+        self.WatchAttempts = channel.stream_stream(
+                '/mcp.tasks.v1.TaskExecution/WatchAttempts',
+                request_serializer=mcp_dot_tasks_dot_v1_dot_execution__pb2.WatchAttemptsRequest.SerializeToString,
+                response_deserializer=mcp_dot_tasks_dot_v1_dot_execution__pb2.AttemptNews.FromString,
+                _registered_method=True)
         self.ReleaseTask = channel.unary_unary(
                 '/mcp.tasks.v1.TaskExecution/ReleaseTask',
                 request_serializer=mcp_dot_tasks_dot_v1_dot_execution__pb2.ReleaseTaskRequest.SerializeToString,
@@ -78,6 +88,34 @@ class TaskExecutionServicer(object):
     def RenewLease(self, request, context):
         """Extends a lease. `keep_running` false means stop now and store nothing:
         the task was cancelled, finished, or the lease was lost.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RenewSession(self, request, context):
+        """Opens or renews a worker's session: one call every lease_duration / 3
+        keeps every attempt claimed in it (ClaimTaskRequest.session_id) alive,
+        whatever their number, instead of a RenewLease per attempt. Reports
+        are still fenced by each attempt's lease token. `keep_running` false:
+        the session expired (the worker was frozen or cut off past its lease)
+        or was never opened; every attempt claimed in it must stop and store
+        nothing, and the worker opens a new session under a new id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchAttempts(self, request_iterator, context):
+        """Workers: one stream for all of a worker's running attempts, instead of a
+        WatchTask per attempt. Send `follow` for each attempt to follow (its
+        lease is checked as WatchTask checks it) and `unfollow` when it ends;
+        each AttemptNews says that a followed task changed (news for a tool
+        waiting for an answer) or that its attempt must stop (cancelled,
+        finished or gone), which also unfollows it. A stream that breaks loses
+        its follows: follow them again on the next one. Errors on the stream:
+        UNAVAILABLE (the server is shutting down), INVALID_ARGUMENT (a malformed
+        message), RESOURCE_EXHAUSTED (more than 100,000 attempts followed).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -130,6 +168,16 @@ def add_TaskExecutionServicer_to_server(servicer, server):
                     servicer.RenewLease,
                     request_deserializer=mcp_dot_tasks_dot_v1_dot_execution__pb2.RenewLeaseRequest.FromString,
                     response_serializer=mcp_dot_tasks_dot_v1_dot_execution__pb2.RenewLeaseResponse.SerializeToString,
+            ),
+            'RenewSession': grpc.unary_unary_rpc_method_handler(
+                    servicer.RenewSession,
+                    request_deserializer=mcp_dot_tasks_dot_v1_dot_execution__pb2.RenewSessionRequest.FromString,
+                    response_serializer=mcp_dot_tasks_dot_v1_dot_execution__pb2.RenewSessionResponse.SerializeToString,
+            ),
+            'WatchAttempts': grpc.stream_stream_rpc_method_handler(
+                    servicer.WatchAttempts,
+                    request_deserializer=mcp_dot_tasks_dot_v1_dot_execution__pb2.WatchAttemptsRequest.FromString,
+                    response_serializer=mcp_dot_tasks_dot_v1_dot_execution__pb2.AttemptNews.SerializeToString,
             ),
             'ReleaseTask': grpc.unary_unary_rpc_method_handler(
                     servicer.ReleaseTask,
@@ -201,6 +249,60 @@ class TaskExecution(object):
             '/mcp.tasks.v1.TaskExecution/RenewLease',
             mcp_dot_tasks_dot_v1_dot_execution__pb2.RenewLeaseRequest.SerializeToString,
             mcp_dot_tasks_dot_v1_dot_execution__pb2.RenewLeaseResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RenewSession(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/mcp.tasks.v1.TaskExecution/RenewSession',
+            mcp_dot_tasks_dot_v1_dot_execution__pb2.RenewSessionRequest.SerializeToString,
+            mcp_dot_tasks_dot_v1_dot_execution__pb2.RenewSessionResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchAttempts(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/mcp.tasks.v1.TaskExecution/WatchAttempts',
+            mcp_dot_tasks_dot_v1_dot_execution__pb2.WatchAttemptsRequest.SerializeToString,
+            mcp_dot_tasks_dot_v1_dot_execution__pb2.AttemptNews.FromString,
             options,
             channel_credentials,
             insecure,

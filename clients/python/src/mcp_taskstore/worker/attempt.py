@@ -18,6 +18,7 @@ from mcp_taskstore.worker.context import ToolContext
 from mcp_taskstore.worker.control import Control, Stop
 from mcp_taskstore.worker.report import Reported, Reporter, first_text
 from mcp_taskstore.worker.failures import BackOff
+from mcp_taskstore.worker.follow import Followers
 from mcp_taskstore.worker.tools import FleetTool, RetryableError, ToolFailure, error_result
 
 logger = logging.getLogger("mcp_taskstore.worker")
@@ -41,6 +42,11 @@ class Attempt:
     park_after: float
     # How long a cancelled tool may take to return before it is abandoned.
     cancel_grace: float
+    # Set when the worker session the attempt was claimed in is over; None:
+    # claimed without one, the attempt renews its own lease.
+    session_over: asyncio.Event | None = None
+    # The worker's stream following its attempts (None: watch alone).
+    followers: Followers | None = None
 
     async def run(self, abandon: asyncio.Event) -> str:
         """Runs to the end; ``abandon`` is set when the worker's shutdown grace is over.
@@ -51,9 +57,14 @@ class Attempt:
         started = time.monotonic()
         tool_task: asyncio.Task[Any] = asyncio.create_task(self.tool.run(ctx, self.arguments))
         control.tool_task = tool_task  # type: ignore[assignment]
+        alive = (
+            _stop_on(self.session_over, Stop.LEASE_LOST, control)
+            if self.session_over is not None
+            else self._keep_lease(control)
+        )
         guards = [
-            asyncio.create_task(self._watch_for_end(control)),
-            asyncio.create_task(self._keep_lease(control)),
+            asyncio.create_task(self._follow_to_the_end(control)),
+            asyncio.create_task(alive),
             asyncio.create_task(_stop_on(abandon, Stop.SHUTDOWN, control)),
         ]
         try:
@@ -135,10 +146,20 @@ class Attempt:
         )
         return "unreported"
 
+    async def _follow_to_the_end(self, control: Control) -> None:
+        """Follows the task on the worker's WatchAttempts stream (until the
+        attempt ends and this is cancelled), or with a WatchTask of its own
+        when the service has no such stream."""
+        await asyncio.sleep(WATCH_AFTER)
+        followers, reporter = self.followers, self.reporter
+        if followers is not None and not followers.unsupported.is_set():
+            with followers.follow(reporter.tenant_id, reporter.task_id, reporter.lease_token, control):
+                await followers.unsupported.wait()
+        await self._watch_for_end(control)
+
     async def _watch_for_end(self, control: Control) -> None:
         """Follows the task (WatchTask): a cancellation or another end stops
         the tool at once; any other change is news for a waiting question."""
-        await asyncio.sleep(WATCH_AFTER)
         reporter = self.reporter
         while True:
             try:

@@ -119,6 +119,12 @@ class WorkerRpc:
         finally:
             call.cancel()
 
+    def watch_attempts(self, requests: AsyncIterator[xpb.WatchAttemptsRequest]) -> Any:
+        """WatchAttempts: the worker's one stream following its running
+        attempts (the call: iterate it for the news, cancel it to close)."""
+        _, execution = self._stubs()
+        return execution.WatchAttempts(requests, metadata=self.metadata(None, None), timeout=None)
+
     async def heartbeat(self, request: xpb.HeartbeatRequest, timeout: float = 10.0) -> xpb.HeartbeatResponse:
         return await self.execution("Heartbeat", request, timeout=timeout)  # type: ignore[no-any-return]
 

@@ -24,7 +24,9 @@ from mcp_taskstore.worker import broker, metrics
 from mcp_taskstore.worker.attempt import Attempt
 from mcp_taskstore.worker.heartbeat import Heartbeat, seconds
 from mcp_taskstore.worker.report import Reporter
+from mcp_taskstore.worker.follow import Followers
 from mcp_taskstore.worker.rpc import WorkerRpc, valid_traceparent
+from mcp_taskstore.worker.session import WorkerSession
 from mcp_taskstore.worker.tools import Tools, load_tools
 
 logger = logging.getLogger("mcp_taskstore.worker")
@@ -92,6 +94,8 @@ class Worker:
         self._running: set[asyncio.Task[None]] = set()
         self._slots_changed = asyncio.Event()
         self._feed: broker.Feed | None = None
+        self._session = WorkerSession(self.rpc, self.config.worker_id)
+        self._followers = Followers(self.rpc)
 
     def stop(self) -> None:
         """Stop taking jobs; running attempts get ``shutdown_grace``, then are given back."""
@@ -148,6 +152,9 @@ class Worker:
                     config.queue_type, announced,
                 )  # fmt: skip
             helpers.append(asyncio.create_task(heartbeat.keep_reporting(seconds(first), reporting)))
+            # Until the running attempts have ended: they live by the session.
+            helpers.append(asyncio.create_task(self._session.keep(reporting)))
+            helpers.append(asyncio.create_task(self._followers.keep(reporting)))
             helpers.append(asyncio.create_task(self._follow_slots()))
             await self._consume(topology)
         finally:
@@ -291,8 +298,13 @@ class Worker:
 
     async def _claim_and_run_inner(self, tool: str, job: xpb.JobMessage, message: AbstractIncomingMessage) -> None:
         traceparent = valid_traceparent(broker.traceparent_of(message))
+        session = self._session.current
         request = xpb.ClaimTaskRequest(
-            task_id=job.task_id, generation=job.generation, worker_id=self.config.worker_id, tenant_id=job.tenant_id
+            task_id=job.task_id,
+            generation=job.generation,
+            worker_id=self.config.worker_id,
+            tenant_id=job.tenant_id,
+            session_id=session.id if session is not None else "",
         )
         try:
             claim = await self.rpc.execution("ClaimTask", request, traceparent=traceparent)
@@ -319,6 +331,8 @@ class Worker:
             lease_duration=claim.lease_duration.ToTimedelta().total_seconds() or 15.0,
             park_after=self.config.park_after,
             cancel_grace=self.config.cancel_grace,
+            session_over=session.over if session is not None else None,
+            followers=self._followers,
         )
         await attempt.run(self._abandon)
 

@@ -37,6 +37,9 @@ pub struct LeaseGrant {
     pub duration: Duration,
     /// The attempt's number, which becomes the task's count of attempts.
     pub attempt: u32,
+    /// The worker session it was claimed in, which keeps it alive while
+    /// the session is renewed (`None`: its own lease must be renewed).
+    pub session: Option<super::WorkerSession>,
 }
 
 /// What becomes of the task's dispatch.

@@ -92,6 +92,7 @@ pub fn held_by(holder: &Holder, token: LeaseToken, duration: std::time::Duration
         owner: holder.as_str().to_owned(),
         duration,
         attempt: 1,
+        session: None,
     };
     Effects {
         max_attempts: Some(1),

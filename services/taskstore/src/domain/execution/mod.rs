@@ -10,6 +10,7 @@ mod hold;
 mod key_limits;
 mod refusals;
 mod retry;
+mod session;
 
 pub use decide::{AttemptEnd, AttemptState, NextStep, after_attempt};
 pub use effects::{DispatchChange, Effects, LeaseChange, LeaseGrant};
@@ -27,6 +28,7 @@ pub use refusals::{
     waiting_for_worker_message,
 };
 pub use retry::{InvalidRetryPolicy, RetryPolicy};
+pub use session::{Claimant, SessionRenewal, WorkerSession, attempt_alive};
 
 use std::fmt;
 use std::time::Duration;

@@ -24,8 +24,14 @@ pub use watch::{wait_for_result, watch};
 
 use crate::domain::{ProgressToken, Scope, Task, TaskId, TaskResult, TaskStatus};
 
-/// Nothing notifies when a task expires, so watchers also re-read this often.
+/// Nothing notifies when a task expires, so a waiting call also re-reads
+/// this often (a watch re-reads when its task expires: [`Subscription::next_or_at`]).
 const RECHECK_EVERY: Duration = Duration::from_secs(5);
+
+/// The longest a watch goes without reading its task when nothing changes
+/// (and the task never expires): a re-read that costs nothing measurable
+/// per task, should a change ever go unnotified.
+const LONGEST_QUIET_WATCH: Duration = Duration::from_secs(3600);
 
 /// Changes a tenant's subscriber may fall behind by before it is told to
 /// resync instead.
@@ -290,8 +296,23 @@ impl Drop for Subscription {
 impl Subscription {
     /// Waits for news of the task, or the periodic re-check.
     async fn next(&mut self) -> Wake {
+        self.next_or_after(RECHECK_EVERY).await
+    }
+
+    /// Waits for news of the task, or until `expires_at` (when it may
+    /// have expired, which nothing notifies), or [`LONGEST_QUIET_WATCH`].
+    /// A watch of a running task costs no periodic read.
+    async fn next_or_at(&mut self, expires_at: Option<chrono::DateTime<chrono::Utc>>) -> Wake {
+        let until_expiry = expires_at
+            .and_then(|at| (at - chrono::Utc::now()).to_std().ok())
+            .map(|left| left + Duration::from_millis(10));
+        let quiet = until_expiry.map_or(LONGEST_QUIET_WATCH, |left| left.min(LONGEST_QUIET_WATCH));
+        self.next_or_after(quiet).await
+    }
+
+    async fn next_or_after(&mut self, recheck: Duration) -> Wake {
         tokio::select! {
-            () = tokio::time::sleep(RECHECK_EVERY) => Wake::ReadAgain,
+            () = tokio::time::sleep(recheck) => Wake::ReadAgain,
             changed = self.receiver.changed() => match changed {
                 Ok(()) => self.receiver.borrow_and_update().clone(),
                 Err(_) => Wake::Closed,

@@ -36,7 +36,7 @@ where
         loop {
             let woke = tokio::select! {
                 () = sender.closed() => return,
-                woke = changes.next() => woke,
+                woke = changes.next_or_at(expires_at(&last)) => woke,
             };
             let now = match woke {
                 Wake::Closed => return,
@@ -73,6 +73,12 @@ where
         }
     });
     Ok(Box::pin(ReceiverStream::new(receiver)))
+}
+
+/// When an open task expires (`None`: never).
+fn expires_at(task: &Task) -> Option<chrono::DateTime<chrono::Utc>> {
+    let ttl = chrono::TimeDelta::from_std(task.ttl?.as_duration()).ok()?;
+    task.created_at.checked_add_signed(ttl)
 }
 
 /// Whether `scope` sees `task` (its session, when the scope names one).

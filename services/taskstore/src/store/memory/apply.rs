@@ -13,6 +13,9 @@ pub(super) fn apply(state: &mut State, key: &Key, effects: &Effects, now: DateTi
     if effects.is_none() {
         return false;
     }
+    if matches!(effects.lease, LeaseChange::Grant(_)) {
+        state.leased.insert(key.clone());
+    }
     let Some(record) = state.tasks.get_mut(key) else {
         return false;
     };
@@ -51,6 +54,7 @@ pub(super) fn apply(state: &mut State, key: &Key, effects: &Effects, now: DateTi
                     token: grant.token.clone(),
                     owner: grant.owner.clone(),
                     expires_at: now + delta(grant.duration),
+                    session: grant.session.clone(),
                 });
                 dispatch.attempt = grant.attempt;
             }

@@ -9,7 +9,7 @@ use tokio::sync::Notify;
 
 use super::MemoryTaskStore;
 use super::apply::apply;
-use super::state::{Key, State, delta};
+use super::state::{Key, Record, State, delta};
 use crate::domain::{AttemptEnd, Effects, KeyCounts, NextStep, WaitingJob};
 use crate::error::StoreError;
 use crate::store::execution::{DispatchStore, DueJob, JobPublisher, log_held_for_worker};
@@ -20,16 +20,21 @@ impl DispatchStore for MemoryTaskStore {
         let reaped: Vec<Key> = {
             let mut state = self.lock().await;
             let now = state.now();
-            let expired: Vec<Key> = state
-                .tasks
+            state.sessions.retain(|_, expires| *expires >= now);
+            let State {
+                tasks,
+                sessions,
+                leased,
+                ..
+            } = &mut *state;
+            // Only the tasks that may hold a lease; those that no longer do
+            // (ended, released, deleted) leave the set here.
+            leased.retain(|key| tasks.get(key).and_then(Record::lease).is_some());
+            let expired: Vec<Key> = leased
                 .iter()
+                .filter_map(|key| tasks.get(key).map(|r| (key, r)))
                 .filter(|(_, r)| r.is_live(now) && !r.task.status.is_terminal())
-                .filter(|(_, r)| {
-                    r.dispatch
-                        .as_ref()
-                        .and_then(|d| d.lease.as_ref())
-                        .is_some_and(|lease| lease.expires_at < now)
-                })
+                .filter(|(_, r)| r.lease().is_some_and(|lease| !lease.alive(sessions, now)))
                 .map(|(key, _)| key.clone())
                 .collect();
             for key in &expired {
@@ -102,6 +107,7 @@ impl DispatchStore for MemoryTaskStore {
             dirty_tasks,
             starts,
             pauses,
+            sessions,
             ..
         } = &mut *state;
         pauses.retain(|_, until| *until > now);
@@ -143,7 +149,7 @@ impl DispatchStore for MemoryTaskStore {
                     .map(|((_, key), _)| key.clone())
                     .collect(),
                 running: if candidates.iter().any(|job| job.limit.is_some()) {
-                    running_per_key(tasks, outbox, &tool, now)
+                    running_per_key(tasks, outbox, sessions, &tool, now)
                 } else {
                     std::collections::HashMap::new()
                 },
@@ -288,6 +294,7 @@ fn outbox_id(id: u64) -> Option<i64> {
 fn running_per_key(
     tasks: &std::collections::HashMap<Key, super::state::Record>,
     outbox: &[super::state::Job],
+    sessions: &super::state::Sessions,
     tool: &str,
     now: chrono::DateTime<chrono::Utc>,
 ) -> std::collections::HashMap<String, u32> {
@@ -300,7 +307,7 @@ fn running_per_key(
     for (key, record) in tasks {
         if let Some(dispatch) = &record.dispatch
             && dispatch.tool.as_str() == tool
-            && dispatch.holds_slot(record.task.status, now)
+            && dispatch.holds_slot(record.task.status, sessions, now)
             && !waiting.contains(&(key, dispatch.generation))
             && let Some(limit) = &dispatch.limit
         {

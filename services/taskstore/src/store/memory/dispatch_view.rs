@@ -38,7 +38,7 @@ pub(super) fn rows(state: &mut State, now: DateTime<Utc>) -> DispatchRows {
     let mut running: BTreeMap<(String, String), (u32, u32)> = BTreeMap::new();
     for record in state.tasks.values() {
         if let Some(dispatch) = &record.dispatch
-            && dispatch.holds_slot(record.task.status, now)
+            && dispatch.holds_slot(record.task.status, &state.sessions, now)
             && let Some(limit) = &dispatch.limit
         {
             let entry = running

@@ -10,9 +10,9 @@ use super::state::{Key, State, delta, key};
 use crate::domain::Question;
 use crate::domain::questions::{self, AskStep, waiting_effects};
 use crate::domain::{
-    AttemptEnd, AttemptState, Claim, ClaimRefusal, Effects, ExecutionPolicy, InputKey,
+    AttemptEnd, AttemptState, Claim, ClaimRefusal, Claimant, Effects, ExecutionPolicy, InputKey,
     InputRequest, JsonObject, LeaseGrant, LeaseToken, NextStep, ReleaseOutcome, ReleaseReason,
-    Renewal, StopReason, TaskId, TenantId, after_attempt,
+    Renewal, SessionRenewal, StopReason, TaskId, TenantId, WorkerSession, after_attempt,
 };
 use crate::error::StoreError;
 use crate::store::execution::ExecutionStore;
@@ -56,12 +56,12 @@ impl MemoryTaskStore {
 
 #[async_trait]
 impl ExecutionStore for MemoryTaskStore {
-    async fn claim(
+    async fn claim_as(
         &self,
         tenant: &TenantId,
         task_id: &TaskId,
         generation: u64,
-        worker: &str,
+        claimant: &Claimant,
     ) -> Result<Claim, StoreError> {
         let token = crate::store::new_lease_token()?;
         let lease_duration = self.config().execution.lease_duration;
@@ -100,9 +100,10 @@ impl ExecutionStore for MemoryTaskStore {
             };
             let grant = LeaseGrant {
                 token,
-                owner: worker.to_owned(),
+                owner: claimant.worker.clone(),
                 duration: lease_duration,
                 attempt: claim.attempt,
+                session: claimant.session.clone(),
             };
             let effects = Effects::of_grant(grant, claim.max_attempts);
             super::apply::apply(&mut state, &key, &effects, now);
@@ -146,6 +147,29 @@ impl ExecutionStore for MemoryTaskStore {
                 held.is_some(),
             ))),
         }
+    }
+
+    async fn renew_session(
+        &self,
+        _worker: &str,
+        session: &WorkerSession,
+        open: bool,
+    ) -> Result<SessionRenewal, StoreError> {
+        let lease_duration = self.config().execution.lease_duration;
+        let mut state = self.lock().await;
+        let now = state.now();
+        let expires_at = now + delta(lease_duration);
+        match state.sessions.get_mut(session) {
+            Some(expires) if *expires >= now => *expires = expires_at,
+            // Expired and not yet forgotten by the reaper: over, as on
+            // PostgreSQL (a worker opens a new session under a new id).
+            Some(_) => return Ok(SessionRenewal::Over),
+            None if open => {
+                state.sessions.insert(session.clone(), expires_at);
+            }
+            None => return Ok(SessionRenewal::Over),
+        }
+        Ok(SessionRenewal::KeepRunning { lease_duration })
     }
 
     async fn release(

@@ -263,6 +263,7 @@ impl TryFrom<StoredRecord> for (Key, Record) {
                                 token: LeaseToken::parse(&l.token).map_err(corrupt)?,
                                 owner: l.owner,
                                 expires_at: time(l.expires_at_us)?,
+                                session: None,
                             })
                         })
                         .transpose()?,
@@ -388,6 +389,12 @@ impl Loaded {
         state.next_job_id = state
             .next_job_id
             .max(self.outbox.iter().map(|j| j.id).max().unwrap_or(0));
+        state.leased = self
+            .tasks
+            .iter()
+            .filter(|(_, r)| r.lease().is_some())
+            .map(|(key, _)| key.clone())
+            .collect();
         state.tasks = self.tasks;
         state.outbox = self.outbox;
         state.dirty_tasks.clear();

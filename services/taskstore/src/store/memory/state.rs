@@ -9,7 +9,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use crate::domain::{
     AttemptHistory, AttemptOutcome, IdempotencyKey, InputRequest, JsonObject, KeyLimit, LeaseToken,
     Priority, ProgressToken, Question, RequestId, RetryPolicy, Task, TaskId, TaskRate, TaskStatus,
-    ToolName,
+    ToolName, WorkerSession,
 };
 
 /// (tenant, task id).
@@ -21,7 +21,21 @@ pub(super) struct Lease {
     pub token: LeaseToken,
     pub owner: String,
     pub expires_at: DateTime<Utc>,
+    /// The worker session it was claimed in (kept in memory only: after a
+    /// restart every attempt lives by its own lease until renewed).
+    pub session: Option<WorkerSession>,
 }
+
+impl Lease {
+    /// Whether the attempt is alive (`domain::attempt_alive`).
+    pub(super) fn alive(&self, sessions: &Sessions, now: DateTime<Utc>) -> bool {
+        let session = self.session.as_ref().and_then(|s| sessions.get(s)).copied();
+        crate::domain::attempt_alive(self.expires_at, session, now)
+    }
+}
+
+/// Each open worker session, until when it lives.
+pub(super) type Sessions = HashMap<WorkerSession, DateTime<Utc>>;
 
 /// Dispatch bookkeeping of a task that runs on workers.
 #[derive(Debug, Clone)]
@@ -53,7 +67,12 @@ impl Dispatch {
     /// out and has not ended, been parked, dispatched again, or outlived
     /// its lease (a killed worker's slot comes back when its lease
     /// expires). PostgreSQL's `holds_slot!` is the same rule.
-    pub(super) fn holds_slot(&self, status: TaskStatus, now: DateTime<Utc>) -> bool {
+    pub(super) fn holds_slot(
+        &self,
+        status: TaskStatus,
+        sessions: &Sessions,
+        now: DateTime<Utc>,
+    ) -> bool {
         self.limit.is_some()
             && self.slot == Some(self.generation)
             && !status.is_terminal()
@@ -61,7 +80,7 @@ impl Dispatch {
             && self
                 .lease
                 .as_ref()
-                .is_none_or(|lease| lease.expires_at >= now)
+                .is_none_or(|lease| lease.alive(sessions, now))
     }
 }
 
@@ -91,6 +110,11 @@ impl Record {
     /// The requests still waiting for an answer.
     pub(super) fn open_requests(&self) -> Vec<&InputRequest> {
         crate::domain::questions::open_requests(&self.questions)
+    }
+
+    /// The lease its current attempt holds, if any.
+    pub(super) fn lease(&self) -> Option<&Lease> {
+        self.dispatch.as_ref().and_then(|d| d.lease.as_ref())
     }
 
     pub(super) fn is_live(&self, now: DateTime<Utc>) -> bool {
@@ -162,6 +186,13 @@ pub(super) struct State {
     /// Per (tool, pause key), until when its jobs wait (a back-off; kept in
     /// memory only).
     pub pauses: HashMap<(String, String), DateTime<Utc>>,
+    /// The open worker sessions (kept in memory only).
+    pub sessions: Sessions,
+    /// The tasks that may hold a lease: each grant adds its task
+    /// (`apply`), and the reaper drops those that no longer hold one. So
+    /// the reaper reads the running tasks, not every task (issue 41,
+    /// item 5: tasks at rest cost no periodic work).
+    pub leased: HashSet<Key>,
 }
 
 impl State {

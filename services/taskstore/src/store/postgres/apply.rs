@@ -49,6 +49,9 @@ pub(super) async fn apply(
                      ELSE lease_token END,
                  lease_owner = CASE $7::text WHEN 'clear' THEN NULL WHEN 'grant' THEN $14::text
                      ELSE lease_owner END,
+                 lease_session = CASE $7::text WHEN 'clear' THEN NULL WHEN 'grant' THEN ",
+        live_session!("$17::text"),
+        " ELSE lease_session END,
                  lease_expires_at = CASE $7::text WHEN 'clear' THEN NULL
                      WHEN 'grant' THEN now() + $15::bigint * interval '1 millisecond'
                      ELSE lease_expires_at END,
@@ -92,6 +95,7 @@ pub(super) async fn apply(
     .bind(grant.map(|grant| grant.owner.as_str()))
     .bind(grant.map(|grant| millis(grant.duration)))
     .bind(effects.max_attempts.map(count))
+    .bind(grant.and_then(|grant| grant.session.as_ref().map(|s| s.as_str())))
     .execute(&mut **tx)
     .await
     .map_err(store_error)?;

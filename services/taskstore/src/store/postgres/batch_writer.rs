@@ -106,6 +106,21 @@ where
     sender
 }
 
+/// A batch split in two: what goes now, and what waits for the next one.
+pub(super) type Split<P> = (Vec<P>, Vec<P>);
+
+/// Splits a batch so that it holds one request per `key`: the later ones
+/// of a key wait for the next batch, so each sees the one before applied.
+pub(super) fn one_per_key<Q, R, K: Eq + Hash>(
+    batch: Vec<Pending<Q, R>>,
+    key: impl Fn(&Q) -> K,
+) -> Split<Pending<Q, R>> {
+    let mut seen = std::collections::HashSet::new();
+    batch
+        .into_iter()
+        .partition(|pending| seen.insert(key(&pending.request)))
+}
+
 /// For writers whose batches take any mix of items.
 pub(super) fn nothing_waits<P>(batch: Vec<P>) -> (Vec<P>, Vec<P>) {
     (batch, Vec::new())

@@ -27,6 +27,8 @@ pub(super) struct ClaimRequest {
     pub generation: i64,
     pub lease_token: String,
     pub worker: String,
+    /// The worker session it is claimed in, if any.
+    pub session: Option<String>,
 }
 
 /// What a successful claim read from the task.
@@ -82,7 +84,9 @@ macro_rules! claim_sql {
     ($source:expr) => {
         concat!(
             "UPDATE tasks t SET attempt = t.attempt + 1, lease_token = c.lease_token,",
-            " lease_owner = c.worker,",
+            " lease_owner = c.worker, lease_session = ",
+            live_session!("c.session"),
+            ",",
             " lease_expires_at = now() + $6 * interval '1 millisecond',",
             " status_message = format($7, c.worker, t.attempt + 1, t.max_attempts),",
             " last_updated_at = GREATEST(now(), t.last_updated_at + interval '1 microsecond'),",
@@ -93,7 +97,7 @@ macro_rules! claim_sql {
             unheard!("s.c_tenant", "$8"),
             " AS quiet FROM ",
             $source,
-            "   AS s(c_tenant, c_task, generation, lease_token, worker)) c",
+            "   AS s(c_tenant, c_task, generation, lease_token, worker, session)) c",
             " WHERE t.tenant_id = c.c_tenant AND t.task_id = c.c_task",
             " AND t.dispatch_generation = c.generation AND ",
             claimable!("t."),
@@ -119,7 +123,7 @@ async fn claim_rows(
 ) -> Result<HashMap<String, ClaimedRow>, sqlx::Error> {
     let claimed = if let [one] = requests {
         sqlx::query_as::<_, ClaimedRow>(sql!(claim_sql!(
-            "(VALUES ($1::text, $2::text, $3::bigint, $4::text, $5::text))"
+            "(VALUES ($1::text, $2::text, $3::bigint, $4::text, $5::text, $9::text))"
         )))
         .bind(&one.tenant)
         .bind(&one.task_id)
@@ -129,13 +133,14 @@ async fn claim_rows(
         .bind(lease_ms)
         .bind(RUNNING_MESSAGE_FORMAT)
         .bind(quiet.me())
+        .bind(&one.session)
         .fetch_all(pool)
         .await?
     } else {
         let column = |f: fn(&ClaimRequest) -> String| requests.iter().map(f).collect::<Vec<_>>();
         let generations: Vec<i64> = requests.iter().map(|r| r.generation).collect();
         sqlx::query_as::<_, ClaimedRow>(sql!(claim_sql!(
-            "unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[])"
+            "unnest($1::text[], $2::text[], $3::bigint[], $4::text[], $5::text[], $9::text[])"
         )))
         .persistent(false) // planned for its arrays: batch_writer.rs, "Plans"
         .bind(column(|r| r.tenant.clone()))
@@ -146,6 +151,12 @@ async fn claim_rows(
         .bind(lease_ms)
         .bind(RUNNING_MESSAGE_FORMAT)
         .bind(quiet.me())
+        .bind(
+            requests
+                .iter()
+                .map(|r| r.session.clone())
+                .collect::<Vec<_>>(),
+        )
         .fetch_all(pool)
         .await?
     };

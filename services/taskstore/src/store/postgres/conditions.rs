@@ -106,6 +106,39 @@ macro_rules! visible_task {
     };
 }
 
+/// A held attempt is alive: its own lease has not expired, or the worker
+/// session it was claimed in has not (migration 0023). The session is
+/// probed by primary key. `domain::attempt_alive` is the same rule.
+macro_rules! lease_alive {
+    () => {
+        lease_alive!("")
+    };
+    ($t:literal) => {
+        concat!(
+            "(",
+            $t,
+            "lease_expires_at >= now() OR EXISTS (SELECT 1 FROM worker_sessions ws",
+            " WHERE ws.session_id = ",
+            $t,
+            "lease_session AND ws.expires_at >= now()))"
+        )
+    };
+}
+
+/// The session `$s` names when it is alive, else NULL: what a claim (or a
+/// grant) records, so that an attempt never names a session the reaper
+/// cannot reach it from (an unknown session keeps nothing alive either
+/// way; migration 0023).
+macro_rules! live_session {
+    ($s:literal) => {
+        concat!(
+            "(SELECT ws.session_id FROM worker_sessions ws WHERE ws.session_id = ",
+            $s,
+            " AND ws.expires_at >= now())"
+        )
+    };
+}
+
 /// The slot `$s` (a `dispatch_slots` row) still holds for its task `$t`:
 /// the generation whose job took it is the task's current one, the task is
 /// open (a question asked mid-attempt keeps it: the attempt may go on; a
@@ -123,8 +156,8 @@ macro_rules! holds_slot {
             " AND (",
             $t,
             "lease_expires_at IS NULL OR ",
-            $t,
-            "lease_expires_at > now()) AND ",
+            lease_alive!($t),
+            ") AND ",
             live!($t)
         )
     };

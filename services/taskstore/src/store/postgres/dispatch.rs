@@ -21,26 +21,46 @@ use crate::store::statements::sql;
 /// Most expired leases handled per reaper transaction.
 const REAP_BATCH: i64 = 100;
 
+/// The attempts renewed one by one whose lease expired, through the index
+/// of those leases (migration 0025).
+const TASK_LEASES_OVER: &str = sql!(concat!(
+    "SELECT ",
+    held_columns!(),
+    " FROM tasks WHERE lease_session IS NULL AND lease_expires_at IS NOT NULL AND ",
+    dispatched_open!(),
+    " AND lease_expires_at < now() AND ",
+    live!(),
+    " ORDER BY lease_expires_at LIMIT $1 FOR UPDATE SKIP LOCKED"
+));
+
+/// The attempts of the expired sessions `$2` whose own (first) lease
+/// expired too, through the index of session leases (migration 0025). A
+/// claim records only a live session, and an expired one's row stays an
+/// hour (`sessions.rs`), so no running attempt's session is missing.
+const SESSION_LEASES_OVER: &str = sql!(concat!(
+    "SELECT ",
+    held_columns!(),
+    " FROM tasks WHERE lease_session = ANY($2) AND ",
+    dispatched_open!(),
+    " AND lease_expires_at < now() AND ",
+    live!(),
+    " ORDER BY lease_expires_at LIMIT $1 FOR UPDATE SKIP LOCKED"
+));
+
 impl PgTaskStore {
-    async fn reap_batch(&self) -> Result<u64, StoreError> {
+    /// Dispatches again (or fails) a batch of the attempts `sql` finds dead
+    /// (of the expired `sessions`, when it names them); how many.
+    async fn reap_batch(
+        &self,
+        sql: &'static str,
+        sessions: Option<&[String]>,
+    ) -> Result<u64, StoreError> {
         let mut tx = self.begin().await?;
-        let expired = sqlx::query_as::<_, HeldRow>(sql!(concat!(
-            "SELECT ",
-            held_columns!(),
-            " FROM tasks",
-            // `max_attempts IS NOT NULL` and the statuses match the partial
-            // index of open dispatched tasks (migration 0007): the lease's
-            // expiry is deliberately not indexed, so claims stay HOT updates.
-            " WHERE ",
-            dispatched_open!(),
-            " AND lease_expires_at < now() AND ",
-            live!(),
-            " ORDER BY lease_expires_at LIMIT $1 FOR UPDATE SKIP LOCKED"
-        )))
-        .bind(REAP_BATCH)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(store_error)?;
+        let mut query = sqlx::query_as::<_, HeldRow>(sql).bind(REAP_BATCH);
+        if let Some(sessions) = sessions {
+            query = query.bind(sessions);
+        }
+        let expired = query.fetch_all(&mut *tx).await.map_err(store_error)?;
         for lost in &expired {
             match self
                 .end_attempt(&mut tx, lost, &AttemptEnd::LeaseExpired)
@@ -59,22 +79,41 @@ impl PgTaskStore {
         super::commit(tx).await?;
         Ok(expired.len() as u64)
     }
+
+    /// Every batch `sql` finds; how many attempts in all.
+    async fn reap_all(
+        &self,
+        sql: &'static str,
+        sessions: Option<&[String]>,
+    ) -> Result<u64, StoreError> {
+        let mut total = 0;
+        loop {
+            let reaped = self.reap_batch(sql, sessions).await?;
+            total += reaped;
+            if reaped < REAP_BATCH as u64 {
+                return Ok(total);
+            }
+        }
+    }
 }
 
 #[async_trait]
 impl DispatchStore for PgTaskStore {
     async fn reap_expired_leases(&self) -> Result<u64, StoreError> {
-        let mut total = 0;
-        loop {
-            let reaped = self.reap_batch().await?;
-            total += reaped;
-            if reaped < REAP_BATCH as u64 {
-                if total > 0 {
-                    self.outbox.notify_one();
-                }
-                return Ok(total);
-            }
+        let mut total = self.reap_all(TASK_LEASES_OVER, None).await?;
+        // The expired sessions first, then their attempts by session: the
+        // planner cannot start from the attempts and read them all (a
+        // worker's session holds thousands), and with no expired session
+        // (the usual case) no attempt is read at all.
+        let over = self.expired_sessions().await?;
+        if !over.is_empty() {
+            total += self.reap_all(SESSION_LEASES_OVER, Some(&over)).await?;
         }
+        self.forget_expired_sessions().await?;
+        if total > 0 {
+            self.outbox.notify_one();
+        }
+        Ok(total)
     }
 
     async fn take_due_jobs(

@@ -18,9 +18,10 @@ use super::rows::{millis, stored_json};
 use crate::domain::Question;
 use crate::domain::questions::{self, AskStep, open_requests, waiting_effects};
 use crate::domain::{
-    AttemptEnd, AttemptState, Claim, ClaimRefusal, Effects, ExecutionPolicy, InputKey,
+    AttemptEnd, AttemptState, Claim, ClaimRefusal, Claimant, Effects, ExecutionPolicy, InputKey,
     InputRequest, JsonObject, LeaseToken, NextStep, ReleaseOutcome, ReleaseReason, Renewal,
-    RetryPolicy, StopReason, TaskId, TaskStatus, TenantId, ToolName, after_attempt,
+    RetryPolicy, SessionRenewal, StopReason, TaskId, TaskStatus, TenantId, ToolName, WorkerSession,
+    after_attempt,
 };
 use crate::error::StoreError;
 use crate::store::execution::ExecutionStore;
@@ -123,12 +124,12 @@ impl PgTaskStore {
 
 #[async_trait]
 impl ExecutionStore for PgTaskStore {
-    async fn claim(
+    async fn claim_as(
         &self,
         tenant: &TenantId,
         task_id: &TaskId,
         generation: u64,
-        worker: &str,
+        claimant: &Claimant,
     ) -> Result<Claim, StoreError> {
         let lease_token = crate::store::new_lease_token()?;
         let lease_duration = self.config.execution.lease_duration;
@@ -141,7 +142,8 @@ impl ExecutionStore for PgTaskStore {
             task_id: task_id.as_str().to_owned(),
             generation,
             lease_token: lease_token.as_str().to_owned(),
-            worker: worker.to_owned(),
+            worker: claimant.worker.clone(),
+            session: claimant.session.as_ref().map(|s| s.as_str().to_owned()),
         };
         let claimed = super::batch_writer::submit(&self.claims, request).await?;
         // A worker took a job from its queue: while a tool's backlog waits
@@ -207,6 +209,15 @@ impl ExecutionStore for PgTaskStore {
         Ok(Renewal::Stop(StopReason::for_task(status, ours)))
     }
 
+    async fn renew_session(
+        &self,
+        worker: &str,
+        session: &WorkerSession,
+        open: bool,
+    ) -> Result<SessionRenewal, StoreError> {
+        self.renew_worker_session(worker, session, open).await
+    }
+
     async fn release(
         &self,
         tenant: &TenantId,
@@ -215,6 +226,11 @@ impl ExecutionStore for PgTaskStore {
         reason: ReleaseReason,
         message: &str,
     ) -> Result<ReleaseOutcome, StoreError> {
+        let scope = crate::domain::Scope {
+            tenant: tenant.clone(),
+            session: None,
+        };
+        self.write_waiting_progress(&scope, task_id).await;
         let (mut tx, held) = self
             .lock_held::<HeldRow>(
                 sql!(lock_held_task!(held_columns!())),

@@ -198,7 +198,8 @@ pub(super) async fn insert_rows<'e>(
         "   rate_starts = EXCLUDED.rate_starts, rate_per_ms = EXCLUDED.rate_per_ms,",
         "   fairness_key = EXCLUDED.fairness_key,",
         "   dispatch_generation = tasks.dispatch_generation + 1,",
-        "   lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, parked_at = NULL,",
+        "   lease_token = NULL, lease_owner = NULL, lease_expires_at = NULL, lease_session = NULL,",
+        "   parked_at = NULL,",
         "   attempt_history = NULL",
         " WHERE tasks.expires_at <= now()",
         // xmax is set on a row the conflict updated: an expired task's id

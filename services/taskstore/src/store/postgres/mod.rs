@@ -28,7 +28,7 @@ pub use self::migrations::{MIGRATOR, SchemaState, migrate, schema_state};
 use self::rows::{TaskRow, task_columns};
 use super::changes::ChangeFeed;
 use super::{StoreConfig, already_terminal};
-use crate::domain::{CursorCodec, Effects, Fence, Scope, TaskId};
+use crate::domain::{CursorCodec, Effects, Fence, Scope, TaskId, TaskStatus};
 use crate::error::StoreError;
 use crate::store::statements::sql;
 
@@ -98,8 +98,12 @@ mod insights;
 mod listing;
 mod operations;
 mod plans;
+mod progress;
+mod progress_notices;
 mod questions;
+mod read_batch;
 mod search;
+mod sessions;
 mod task_details;
 mod task_store;
 mod transaction;
@@ -134,6 +138,11 @@ pub struct PgTaskStore {
     /// Claims go through theirs, and status changes and results theirs.
     claims: tokio::sync::mpsc::Sender<claim_batch::PendingClaim>,
     changes_writer: tokio::sync::mpsc::Sender<transition_batch::PendingChange>,
+    /// Progress told without a write, and what waits to be written.
+    notices: tokio::sync::mpsc::Sender<progress_notices::PendingNotice>,
+    progress: Arc<progress::ProgressWrites>,
+    /// Reads of one task (polls) go through theirs.
+    reads: read_batch::Readers,
     /// The dashboard's reads, on a pool of their own.
     insights: PgInsights,
 }
@@ -165,7 +174,11 @@ impl PgTaskStore {
             rows::millis(config.execution.lease_duration),
             quiet.clone(),
         );
-        let changes_writer = transition_batch::spawn(pool.clone(), quiet);
+        let changes_writer = transition_batch::spawn(pool.clone(), quiet.clone());
+        let notices = progress_notices::spawn(pool.clone(), quiet);
+        let progress = Arc::new(progress::ProgressWrites::default());
+        progress::spawn_writer(pool.clone(), Arc::downgrade(&progress), stop.clone());
+        let reads = read_batch::Readers::spawn(&pool);
         let insights = PgInsights::new(&pool);
         Ok(Self {
             pool,
@@ -182,6 +195,9 @@ impl PgTaskStore {
             creates,
             claims,
             changes_writer,
+            notices,
+            progress,
+            reads,
             insights,
         })
     }
@@ -264,6 +280,12 @@ impl PgTaskStore {
         effects: Effects,
         fence: Fence<'_>,
     ) -> Result<Option<TaskRow>, StoreError> {
+        // A progress message waiting to be written goes first: no change
+        // overtakes it (a worker's next progress report replaces it).
+        let progress = effects.status == Some(TaskStatus::Working) && fence.lease().is_some();
+        if !progress {
+            self.write_waiting_progress(scope, task_id).await;
+        }
         let change = transition_batch::Change::of_report(scope, task_id, effects, fence)?;
         let status = change.status;
         let transitioned = batch_writer::submit(&self.changes_writer, change).await?;

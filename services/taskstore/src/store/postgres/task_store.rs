@@ -8,6 +8,7 @@ use async_trait::async_trait;
 
 use super::PgTaskStore;
 use super::error::store_error;
+use super::read_batch::Read;
 use super::rows::{TaskWithResultRow, stored_json, task_columns};
 use crate::domain::{
     Effects, Fence, NewResult, NewTask, PageRequest, Scope, StatusUpdate, Task, TaskId, TaskPage,
@@ -35,7 +36,7 @@ impl TaskStore for PgTaskStore {
     }
 
     async fn get_task(&self, scope: &Scope, task_id: &TaskId) -> Result<Task, StoreError> {
-        self.fetch_visible(scope, task_id).await?.into_task()
+        self.reads.read(Read::of(scope, task_id)).await?.into_task()
     }
 
     async fn update_status(
@@ -44,6 +45,14 @@ impl TaskStore for PgTaskStore {
         task_id: &TaskId,
         update: StatusUpdate,
     ) -> Result<Task, StoreError> {
+        let progress = update.status == TaskStatus::Working;
+        if let Some(lease) = update.lease.as_ref().filter(|_| progress)
+            && let Some(told) = self
+                .tell_progress(scope, task_id, lease, update.message.clone())
+                .await?
+        {
+            return told.into_task();
+        }
         match self
             .transition(
                 scope,
@@ -53,7 +62,12 @@ impl TaskStore for PgTaskStore {
             )
             .await?
         {
-            Some(row) => row.into_task(),
+            Some(row) => {
+                if progress && update.lease.is_some() {
+                    self.progress_written(scope, task_id);
+                }
+                row.into_task()
+            }
             None => {
                 let fence = Fence::of_report(update.lease.as_ref());
                 Err(self.refusal(scope, task_id, fence).await)

@@ -90,10 +90,9 @@ pub(super) fn spawn(pool: PgPool, quiet: Quiet) -> mpsc::Sender<PendingChange> {
 }
 
 fn one_change_per_task(batch: Vec<PendingChange>) -> (Vec<PendingChange>, Vec<PendingChange>) {
-    let mut seen = HashSet::new();
-    batch
-        .into_iter()
-        .partition(|p| seen.insert((p.request.tenant.clone(), p.request.task_id.clone())))
+    batch_writer::one_per_key(batch, |change| {
+        (change.tenant.clone(), change.task_id.clone())
+    })
 }
 
 async fn apply_batch(pool: &PgPool, quiet: &Quiet, batch: Vec<PendingChange>) {
