@@ -304,9 +304,14 @@ async fn two_thousand_running_tasks_each_complete_once_through_a_killed_worker()
     const TASKS: usize = 2000;
     let mut env = Env::new().await;
     env.start_service(&[]);
-    // Every task exists before a worker does, and runs a minute: they all
-    // start within the dispatch's ramp, long before the first one ends, even
-    // when the test starts beside the rest of the suite (it runs first).
+    // Every task exists before a worker does, and runs a minute and a half:
+    // they all start within the dispatch's ramp, before the first one ends,
+    // even when the test starts beside the rest of the suite (it runs first).
+    const RUNS_FOR: Duration = Duration::from_secs(90);
+    // The ramp may take as long as it keeps going, short of the first
+    // task's end; it has stalled when no task starts for this long.
+    const RAMP_AT_MOST: Duration = Duration::from_secs(80);
+    const RAMP_STALLED: Duration = Duration::from_secs(20);
     let client = env.client().await;
     let mut creating = tokio::task::JoinSet::new();
     for part in 0..8 {
@@ -314,7 +319,15 @@ async fn two_thousand_running_tasks_each_complete_once_through_a_killed_worker()
         creating.spawn(async move {
             let mut ids = Vec::new();
             for _ in 0..TASKS / 8 {
-                ids.push(dispatch(&mut client, "noop", json!({"ms": 60000}), Some(3)).await);
+                ids.push(
+                    dispatch(
+                        &mut client,
+                        "noop",
+                        json!({"ms": RUNS_FOR.as_millis() as u64}),
+                        Some(3),
+                    )
+                    .await,
+                );
             }
             (part, ids)
         });
@@ -346,16 +359,28 @@ async fn two_thousand_running_tasks_each_complete_once_through_a_killed_worker()
             .expect("count")
         }
     };
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(55);
-    while running_on("doomed").await + running_on("survivor").await < TASKS as i64 {
-        if tokio::time::Instant::now() > deadline {
+    let ramp_began = tokio::time::Instant::now();
+    let (mut started, mut last_start) = (0, ramp_began);
+    loop {
+        let running = running_on("doomed").await + running_on("survivor").await;
+        if running >= TASKS as i64 {
+            break;
+        }
+        let now = tokio::time::Instant::now();
+        if running > started {
+            (started, last_start) = (running, now);
+        }
+        if now - ramp_began > RAMP_AT_MOST || now - last_start > RAMP_STALLED {
             let states: Vec<(Option<String>, bool, String, i64)> = sqlx::query_as(
                 "SELECT lease_owner, lease_session IS NOT NULL, status, count(*) FROM tasks                  GROUP BY 1, 2, 3 ORDER BY 1, 2, 3",
             )
             .fetch_all(&pool)
             .await
             .expect("states");
-            panic!("not every task runs on a worker after 55 s: {states:?}");
+            panic!(
+                "not every task runs on a worker after {:?} ({started} did): {states:?}",
+                now - ramp_began
+            );
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -389,7 +414,7 @@ async fn two_thousand_running_tasks_each_complete_once_through_a_killed_worker()
 
     let mut client = client.clone();
     for id in &ids {
-        let done = result(&mut client, id, Duration::from_secs(150)).await;
+        let done = result(&mut client, id, Duration::from_secs(180)).await;
         assert_eq!(done.status(), pb::TaskStatus::Completed, "{id}");
     }
     let again: Vec<String> =

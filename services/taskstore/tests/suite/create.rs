@@ -142,13 +142,18 @@ pub async fn binds_the_session(backend: &dyn Backend) {
     );
 }
 
+/// A time to live that runs out within the test, yet not before the
+/// calls made meanwhile on a busy machine.
+const SHORT_TTL_MS: u64 = 1500;
+
 pub async fn reuses_the_id_of_an_expired_task(backend: &dyn Backend) {
     let store = backend.store(StoreConfig::default()).await;
     let old = store
         .create_task(
             &all(),
             NewTask {
-                ttl: Some(ttl(100)).into(),
+                // Long enough for the update below on a loaded machine.
+                ttl: Some(ttl(SHORT_TTL_MS)).into(),
                 ..task_with_id("recycled")
             },
         )
@@ -162,7 +167,7 @@ pub async fn reuses_the_id_of_an_expired_task(backend: &dyn Backend) {
         )
         .await
         .expect("update");
-    sleep_ms(250).await;
+    sleep_ms(SHORT_TTL_MS + 200).await;
     // Expired tasks no longer exist, so their ids are free again.
     let new = store
         .create_task(&all(), task_with_id("recycled"))

@@ -149,7 +149,8 @@ pub async fn a_key_never_hands_over_another_calls_task(backend: &dyn Backend) {
 pub async fn a_key_is_freed_by_its_retention_and_by_its_tasks_end(backend: &dyn Backend) {
     let store = backend
         .store(StoreConfig {
-            idempotency_retention: Duration::from_millis(400),
+            // Long enough for the retry below on a loaded machine.
+            idempotency_retention: Duration::from_millis(1500),
             ..StoreConfig::default()
         })
         .await;
@@ -157,7 +158,7 @@ pub async fn a_key_is_freed_by_its_retention_and_by_its_tasks_end(backend: &dyn 
         .create_task(&all(), keyed("k", new_task()))
         .await
         .expect("create");
-    sleep_ms(500).await;
+    sleep_ms(1700).await;
     // Past its retention the key is free, for another call too.
     let second = store
         .create_task(&all(), keyed("k", other_arguments()))
