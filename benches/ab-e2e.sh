@@ -63,5 +63,12 @@ print(f"B/A by mean {statistics.mean(b) / statistics.mean(a):.3f}, by median {me
 for name, f in (("create→result p50 ms", p50), ("create→worker-start p99 ms", p99_start), ("cpu ms/task", cpu)):
     xa, xb = med([f("a", r) for r in runs]), med([f("b", r) for r in runs])
     print(f"median {name}: A {xa:.2f}, B {xb:.2f}, B/A {xb / xa if xa else 0:.2f}")
+# Where the CPU went: each process group's median ms per task.
+group = lambda side, r, g: float(re.search(rf"\b{g} ([0-9.]+) ms", open(f"{out}/cpu-{side}-{r}.txt").read()).group(1))
+parts = []
+for g in ("service", "workers", "postgres", "rabbitmq", "other"):
+    xa, xb = med([group("a", r, g) for r in runs]), med([group("b", r, g) for r in runs])
+    parts.append(f"{g} {xa:.2f} → {xb:.2f}")
+print("median cpu ms/task by process, A → B: " + ", ".join(parts))
 PY
 echo "reports: $out"

@@ -56,24 +56,28 @@ total_cpu() { sed -n 's/.*total \([0-9.]*\) ms.*/\1/p' "$1"; }
 # `taskworker --concurrency 32` serving the no-op tool, then `taskstore
 # bench --scenario e2e` from `loadgen` (a bin dir: the same load generator
 # for both sides) with "$@" as extra bench flags, and CPU per task from
-# /proc. Writes $out/<name>.json, its progress to $out/<name>.log, and
+# /proc (the service, the workers, PostgreSQL, RabbitMQ, and the rest:
+# mostly the load generator). Writes $out/<name>.json, its progress to $out/<name>.log, and
 # $out/cpu-<name>.txt. Uses $clients and $seconds.
 e2e_run() { # side bin queue_type loadgen name [bench flags...]
   local side=$1 bin=$2 queue_type=$3 loadgen=$4 name=$5; shift 5
   local prefix="ab-$side-$queue_type"
   serve_side "$side" "$bin" --amqp-url amqp://guest:guest@127.0.0.1:5672/%2f \
     --queue-prefix "$prefix" --queue-type "$queue_type" --log-level warn
+  local service=${pids[-1]} workers=()
   for n in 1 2; do
     "$bin/taskworker" --endpoint "$endpoint" --queue-prefix "$prefix" --queue-type "$queue_type" \
       --tools noop --concurrency 32 --worker-id "ab-$side-$n" --log-level warn &
     pids+=($!)
+    workers+=($!)
   done
   sleep 2
   python3 benches/cpu.py snapshot "$out/cpu-$name.json"
   "$loadgen/taskstore" bench --endpoint "$endpoint" --scenario e2e --clients "$clients" \
     --duration "${seconds}s" "$@" > "$out/$name.json" 2> "$out/$name.log"
   python3 benches/cpu.py report "$out/cpu-$name.json" \
-    "$(json_figure "$out/$name.json" "['operations']['create_to_result']['count']")" > "$out/cpu-$name.txt"
+    "$(json_figure "$out/$name.json" "['operations']['create_to_result']['count']")" \
+    "service=$service" "workers=${workers[0]},${workers[1]}" > "$out/cpu-$name.txt"
   cleanup
   sleep 1
 }

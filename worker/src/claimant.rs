@@ -148,7 +148,9 @@ impl Claimant {
                 .and_then(|d| Duration::try_from(d).ok())
                 .unwrap_or(Duration::from_secs(15)),
             park_after: self.park_after,
-            session_over: self.session.map(|s| s.over),
+            // Claimed in a session already over (this worker has not heard
+            // yet): the attempt renews its own lease, as without a session.
+            session_over: self.session.filter(|_| claim.in_session).map(|s| s.over),
             followers: self.followers,
         };
         attempt.run(abandon).await;

@@ -205,6 +205,8 @@ export interface WireClaimTaskResponse {
   maxAttempts: number;
   tool: string;
   requestJson: string;
+  /** False: claimed without a live session; the attempt renews its own lease. */
+  inSession: boolean;
 }
 
 export interface WireRenewLeaseResponse {

@@ -370,7 +370,9 @@ export class Worker {
       parkAfterMs: this.o.parkAfterMs,
       stopGraceMs: this.o.stopGraceMs,
       abandon: this.abandon.signal,
-      sessionOver: session?.over.signal,
+      // Claimed in a session already over (not heard yet): the attempt
+      // renews its own lease, as without a session.
+      sessionOver: claim.inSession ? session?.over.signal : undefined,
       followers: this.followers,
     });
   }

@@ -53,8 +53,8 @@ pub use execution::{
     MAX_ATTEMPT_RECORDS, MAX_BACK_OFF, MAX_END_MESSAGE_CHARS, MAX_HOLDER_BYTES,
     MAX_REPUBLISH_INTERVAL, NextStep, RUNNING_MESSAGE_FORMAT, RateLimit, ReleaseOutcome,
     ReleaseReason, Renewal, RetryPolicy, SessionRenewal, StopReason, TaskRate, ToolName,
-    WorkerSession, after_attempt, attempt_alive, decide_hold, error_result, held_by, pause_key,
-    running_message, waiting_for_worker_message,
+    WorkerSession, after_attempt, attempt_alive, claim_binds_session, decide_hold, error_result,
+    held_by, pause_key, running_message, waiting_for_worker_message,
 };
 pub use fleet::{
     FleetPolicy, OutboxBacklog, ServedTool, WorkerHeartbeat, WorkerId, WorkerInfo,

@@ -167,6 +167,7 @@ impl TaskExecutionRpc for TaskExecutionService {
             max_attempts: claim.max_attempts,
             tool: claim.tool.to_string(),
             request_json: claim.request.into_string(),
+            in_session: claim.in_session,
         }))
     }
 

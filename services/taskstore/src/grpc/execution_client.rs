@@ -82,6 +82,7 @@ impl ExecutionStore for GrpcExecutionStore {
             tool: ToolName::parse(&claim.tool).map_err(|_| malformed("tool"))?,
             request: JsonObject::parse(claim.request_json).map_err(|_| malformed("request"))?,
             waited: None,
+            in_session: claim.in_session,
         })
     }
 

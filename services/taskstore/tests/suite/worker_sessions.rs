@@ -47,6 +47,7 @@ pub async fn one_session_renewal_keeps_every_attempt_alive(backend: &dyn Backend
             .claim_as(&tenant(), &id, 1, &in_session("steady", &steady))
             .await
             .expect("claim");
+        assert!(claim.in_session, "bound to the live session");
         claims.push((id, claim));
     }
     for _ in 0..6 {
@@ -124,6 +125,34 @@ pub async fn an_expired_session_dispatches_its_attempts_again_and_fences_them(
         SessionRenewal::Over,
         "an expired session stays over"
     );
+    // A claim the frozen worker makes before it hears so is not bound to
+    // the session that is over: it lives by its own lease, which the
+    // attempt renews, and is not reaped.
+    let late = dispatched(&store, None).await;
+    let late_claim = execution
+        .claim_as(&tenant(), &late, 1, &in_session("frozen", &frozen))
+        .await
+        .expect("claim");
+    assert!(!late_claim.in_session, "the session is over: not bound");
+    for _ in 0..3 {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        execution
+            .renew_session("healthy", &healthy, false)
+            .await
+            .expect("renew");
+        assert_eq!(
+            execution
+                .renew(&tenant(), &late, &late_claim.lease_token)
+                .await
+                .expect("renew the lease"),
+            Renewal::KeepRunning
+        );
+    }
+    assert_eq!(dispatch.reap_expired_leases().await.expect("reap"), 0);
+    store
+        .store_result(&all(), &late, result(&late_claim.lease_token))
+        .await
+        .expect("the late claim reports on its own lease");
     for (id, claim) in &lost {
         let task = store.get_task(&all(), id).await.expect("get");
         let message = task.status_message.unwrap_or_default();
@@ -146,6 +175,7 @@ pub async fn an_expired_session_dispatches_its_attempts_again_and_fences_them(
             .await
             .expect("claimed again");
         assert_eq!(again.attempt, 2);
+        assert!(!again.in_session, "claimed without a session");
     }
     store
         .store_result(&all(), &kept, result(&kept_claim.lease_token))
@@ -171,10 +201,11 @@ pub async fn an_unknown_session_keeps_nothing_alive(backend: &dyn Backend) {
         SessionRenewal::Over
     );
     let id = dispatched(&store, None).await;
-    execution
+    let claim = execution
         .claim_as(&tenant(), &id, 1, &in_session("ghost", &ghost))
         .await
         .expect("claim");
+    assert!(!claim.in_session, "told to renew its own lease");
     tokio::time::sleep(Duration::from_millis(1200)).await;
     assert_eq!(dispatch.reap_expired_leases().await.expect("reap"), 1);
 }

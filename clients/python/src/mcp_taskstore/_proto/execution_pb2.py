@@ -27,19 +27,19 @@ from google.protobuf import duration_pb2 as google_dot_protobuf_dot_duration__pb
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cmcp/tasks/v1/execution.proto\x12\x0cmcp.tasks.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"q\n\x10\x43laimTaskRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x04\x12\x11\n\tworker_id\x18\x03 \x01(\t\x12\x11\n\ttenant_id\x18\x04 \x01(\t\x12\x12\n\nsession_id\x18\x05 \x01(\t\"v\n\x14WatchAttemptsRequest\x12-\n\x06\x66ollow\x18\x01 \x03(\x0b\x32\x1d.mcp.tasks.v1.FollowedAttempt\x12/\n\x08unfollow\x18\x02 \x03(\x0b\x32\x1d.mcp.tasks.v1.FollowedAttempt\"J\n\x0f\x46ollowedAttempt\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x13\n\x0blease_token\x18\x03 \x01(\t\"g\n\x0b\x41ttemptNews\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12+\n\x04stop\x18\x03 \x01(\x0e\x32\x18.mcp.tasks.v1.StopReasonH\x00\x88\x01\x01\x42\x07\n\x05_stop\"J\n\x13RenewSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x11\n\tworker_id\x18\x02 \x01(\t\x12\x0c\n\x04open\x18\x03 \x01(\x08\"_\n\x14RenewSessionResponse\x12\x14\n\x0ckeep_running\x18\x01 \x01(\x08\x12\x31\n\x0elease_duration\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"\xa6\x01\n\x11\x43laimTaskResponse\x12\x13\n\x0blease_token\x18\x01 \x01(\t\x12\x31\n\x0elease_duration\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\r\x12\x14\n\x0cmax_attempts\x18\x04 \x01(\r\x12\x0c\n\x04tool\x18\x05 \x01(\t\x12\x14\n\x0crequest_json\x18\x06 \x01(\t\"L\n\x11RenewLeaseRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\x11\n\ttenant_id\x18\x03 \x01(\t\"i\n\x12RenewLeaseResponse\x12\x14\n\x0ckeep_running\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12-\n\x0bstop_reason\x18\x03 \x01(\x0e\x32\x18.mcp.tasks.v1.StopReason\"p\n\x12\x41skQuestionRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\x11\n\ttenant_id\x18\x03 \x01(\t\x12\x0b\n\x03key\x18\x04 \x01(\t\x12\x14\n\x0crequest_json\x18\x05 \x01(\t\"?\n\x13\x41skQuestionResponse\x12\x18\n\x0b\x61nswer_json\x18\x01 \x01(\tH\x00\x88\x01\x01\x42\x0e\n\x0c_answer_json\"\xbf\x01\n\x12ReleaseTaskRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12+\n\x06reason\x18\x03 \x01(\x0e\x32\x1b.mcp.tasks.v1.ReleaseReason\x12\x0f\n\x07message\x18\x04 \x01(\t\x12\x11\n\ttenant_id\x18\x05 \x01(\t\x12\x32\n\x0e\x62\x61\x63k_off_until\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xbe\x01\n\x10HeartbeatRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\r\n\x05tools\x18\x02 \x03(\t\x12\r\n\x05slots\x18\x03 \x01(\r\x12\x0c\n\x04\x62usy\x18\x04 \x01(\r\x12\x10\n\x08stopping\x18\x05 \x01(\x08\x12\x33\n\x0c\x64\x65scriptions\x18\x06 \x03(\x0b\x32\x1d.mcp.tasks.v1.ToolDescription\x12\x16\n\tconsuming\x18\x07 \x01(\x08H\x00\x88\x01\x01\x42\x0c\n\n_consuming\"\xab\x02\n\x0fToolDescription\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x19\n\x11input_schema_json\x18\x04 \x01(\t\x12/\n\x0ctask_support\x18\x05 \x01(\x0e\x32\x19.mcp.tasks.v1.TaskSupport\x12(\n\x05retry\x18\x06 \x01(\x0b\x32\x19.mcp.tasks.v1.RetryPolicy\x12\x33\n\x0b\x63oncurrency\x18\x07 \x01(\x0b\x32\x1e.mcp.tasks.v1.ConcurrencyLimit\x12%\n\x04rate\x18\x08 \x01(\x0b\x32\x17.mcp.tasks.v1.RateLimit\x12\x14\n\x0c\x66\x61irness_key\x18\t \x01(\t\"P\n\tRateLimit\x12\x0e\n\x06starts\x18\x01 \x01(\r\x12&\n\x03per\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0b\n\x03key\x18\x03 \x01(\t\",\n\x10\x43oncurrencyLimit\x12\x0b\n\x03max\x18\x01 \x01(\r\x12\x0b\n\x03key\x18\x02 \x01(\t\"\xfe\x01\n\x0bRetryPolicy\x12\x19\n\x0cmax_attempts\x18\x01 \x01(\rH\x00\x88\x01\x01\x12/\n\x0c\x62\x61\x63koff_base\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12.\n\x0b\x62\x61\x63koff_max\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x19\n\x0cretry_errors\x18\x04 \x01(\x08H\x01\x88\x01\x01\x12\x1f\n\x12retry_lost_workers\x18\x05 \x01(\x08H\x02\x88\x01\x01\x42\x0f\n\r_max_attemptsB\x0f\n\r_retry_errorsB\x15\n\x13_retry_lost_workers\"o\n\x11HeartbeatResponse\x12+\n\x08interval\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12-\n\x08topology\x18\x02 \x01(\x0b\x32\x1b.mcp.tasks.v1.QueueTopology\"r\n\rQueueTopology\x12\x10\n\x08\x65xchange\x18\x01 \x01(\t\x12\x19\n\x11tool_queue_prefix\x18\x02 \x01(\t\x12\x34\n\x0fqueue_arguments\x18\x03 \x03(\x0b\x32\x1b.mcp.tasks.v1.QueueArgument\"I\n\rQueueArgument\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x04text\x18\x02 \x01(\tH\x00\x12\x11\n\x07integer\x18\x03 \x01(\x05H\x00\x42\x07\n\x05value\"R\n\nJobMessage\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x12\n\ngeneration\x18\x03 \x01(\x04\x12\x0c\n\x04tool\x18\x04 \x01(\t\"f\n\x13ReleaseTaskResponse\x12\x12\n\nwill_retry\x18\x01 \x01(\x08\x12+\n\x08retry_in\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0e\n\x06parked\x18\x03 \x01(\x08*\x90\x01\n\nStopReason\x12\x1b\n\x17STOP_REASON_UNSPECIFIED\x10\x00\x12\x19\n\x15STOP_REASON_CANCELLED\x10\x01\x12\x18\n\x14STOP_REASON_FINISHED\x10\x02\x12\x14\n\x10STOP_REASON_GONE\x10\x03\x12\x1a\n\x16STOP_REASON_LEASE_LOST\x10\x04*\xa8\x01\n\rReleaseReason\x12\x1e\n\x1aRELEASE_REASON_UNSPECIFIED\x10\x00\x12\"\n\x1eRELEASE_REASON_RETRYABLE_ERROR\x10\x01\x12\x1b\n\x17RELEASE_REASON_SHUTDOWN\x10\x02\x12\x19\n\x15RELEASE_REASON_PARKED\x10\x03\x12\x1b\n\x17RELEASE_REASON_BACK_OFF\x10\x04*}\n\x0bTaskSupport\x12\x1c\n\x18TASK_SUPPORT_UNSPECIFIED\x10\x00\x12\x19\n\x15TASK_SUPPORT_OPTIONAL\x10\x01\x12\x19\n\x15TASK_SUPPORT_REQUIRED\x10\x02\x12\x1a\n\x16TASK_SUPPORT_FORBIDDEN\x10\x03\x32\xcf\x04\n\rTaskExecution\x12L\n\tClaimTask\x12\x1e.mcp.tasks.v1.ClaimTaskRequest\x1a\x1f.mcp.tasks.v1.ClaimTaskResponse\x12O\n\nRenewLease\x12\x1f.mcp.tasks.v1.RenewLeaseRequest\x1a .mcp.tasks.v1.RenewLeaseResponse\x12U\n\x0cRenewSession\x12!.mcp.tasks.v1.RenewSessionRequest\x1a\".mcp.tasks.v1.RenewSessionResponse\x12R\n\rWatchAttempts\x12\".mcp.tasks.v1.WatchAttemptsRequest\x1a\x19.mcp.tasks.v1.AttemptNews(\x01\x30\x01\x12R\n\x0bReleaseTask\x12 .mcp.tasks.v1.ReleaseTaskRequest\x1a!.mcp.tasks.v1.ReleaseTaskResponse\x12R\n\x0b\x41skQuestion\x12 .mcp.tasks.v1.AskQuestionRequest\x1a!.mcp.tasks.v1.AskQuestionResponse\x12L\n\tHeartbeat\x12\x1e.mcp.tasks.v1.HeartbeatRequest\x1a\x1f.mcp.tasks.v1.HeartbeatResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1cmcp/tasks/v1/execution.proto\x12\x0cmcp.tasks.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"q\n\x10\x43laimTaskRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x12\n\ngeneration\x18\x02 \x01(\x04\x12\x11\n\tworker_id\x18\x03 \x01(\t\x12\x11\n\ttenant_id\x18\x04 \x01(\t\x12\x12\n\nsession_id\x18\x05 \x01(\t\"v\n\x14WatchAttemptsRequest\x12-\n\x06\x66ollow\x18\x01 \x03(\x0b\x32\x1d.mcp.tasks.v1.FollowedAttempt\x12/\n\x08unfollow\x18\x02 \x03(\x0b\x32\x1d.mcp.tasks.v1.FollowedAttempt\"J\n\x0f\x46ollowedAttempt\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x13\n\x0blease_token\x18\x03 \x01(\t\"g\n\x0b\x41ttemptNews\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12+\n\x04stop\x18\x03 \x01(\x0e\x32\x18.mcp.tasks.v1.StopReasonH\x00\x88\x01\x01\x42\x07\n\x05_stop\"J\n\x13RenewSessionRequest\x12\x12\n\nsession_id\x18\x01 \x01(\t\x12\x11\n\tworker_id\x18\x02 \x01(\t\x12\x0c\n\x04open\x18\x03 \x01(\x08\"_\n\x14RenewSessionResponse\x12\x14\n\x0ckeep_running\x18\x01 \x01(\x08\x12\x31\n\x0elease_duration\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\"\xba\x01\n\x11\x43laimTaskResponse\x12\x13\n\x0blease_token\x18\x01 \x01(\t\x12\x31\n\x0elease_duration\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0f\n\x07\x61ttempt\x18\x03 \x01(\r\x12\x14\n\x0cmax_attempts\x18\x04 \x01(\r\x12\x0c\n\x04tool\x18\x05 \x01(\t\x12\x14\n\x0crequest_json\x18\x06 \x01(\t\x12\x12\n\nin_session\x18\x07 \x01(\x08\"L\n\x11RenewLeaseRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\x11\n\ttenant_id\x18\x03 \x01(\t\"i\n\x12RenewLeaseResponse\x12\x14\n\x0ckeep_running\x18\x01 \x01(\x08\x12\x0e\n\x06reason\x18\x02 \x01(\t\x12-\n\x0bstop_reason\x18\x03 \x01(\x0e\x32\x18.mcp.tasks.v1.StopReason\"p\n\x12\x41skQuestionRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12\x11\n\ttenant_id\x18\x03 \x01(\t\x12\x0b\n\x03key\x18\x04 \x01(\t\x12\x14\n\x0crequest_json\x18\x05 \x01(\t\"?\n\x13\x41skQuestionResponse\x12\x18\n\x0b\x61nswer_json\x18\x01 \x01(\tH\x00\x88\x01\x01\x42\x0e\n\x0c_answer_json\"\xbf\x01\n\x12ReleaseTaskRequest\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x13\n\x0blease_token\x18\x02 \x01(\t\x12+\n\x06reason\x18\x03 \x01(\x0e\x32\x1b.mcp.tasks.v1.ReleaseReason\x12\x0f\n\x07message\x18\x04 \x01(\t\x12\x11\n\ttenant_id\x18\x05 \x01(\t\x12\x32\n\x0e\x62\x61\x63k_off_until\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"\xbe\x01\n\x10HeartbeatRequest\x12\x11\n\tworker_id\x18\x01 \x01(\t\x12\r\n\x05tools\x18\x02 \x03(\t\x12\r\n\x05slots\x18\x03 \x01(\r\x12\x0c\n\x04\x62usy\x18\x04 \x01(\r\x12\x10\n\x08stopping\x18\x05 \x01(\x08\x12\x33\n\x0c\x64\x65scriptions\x18\x06 \x03(\x0b\x32\x1d.mcp.tasks.v1.ToolDescription\x12\x16\n\tconsuming\x18\x07 \x01(\x08H\x00\x88\x01\x01\x42\x0c\n\n_consuming\"\xab\x02\n\x0fToolDescription\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05title\x18\x02 \x01(\t\x12\x13\n\x0b\x64\x65scription\x18\x03 \x01(\t\x12\x19\n\x11input_schema_json\x18\x04 \x01(\t\x12/\n\x0ctask_support\x18\x05 \x01(\x0e\x32\x19.mcp.tasks.v1.TaskSupport\x12(\n\x05retry\x18\x06 \x01(\x0b\x32\x19.mcp.tasks.v1.RetryPolicy\x12\x33\n\x0b\x63oncurrency\x18\x07 \x01(\x0b\x32\x1e.mcp.tasks.v1.ConcurrencyLimit\x12%\n\x04rate\x18\x08 \x01(\x0b\x32\x17.mcp.tasks.v1.RateLimit\x12\x14\n\x0c\x66\x61irness_key\x18\t \x01(\t\"P\n\tRateLimit\x12\x0e\n\x06starts\x18\x01 \x01(\r\x12&\n\x03per\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0b\n\x03key\x18\x03 \x01(\t\",\n\x10\x43oncurrencyLimit\x12\x0b\n\x03max\x18\x01 \x01(\r\x12\x0b\n\x03key\x18\x02 \x01(\t\"\xfe\x01\n\x0bRetryPolicy\x12\x19\n\x0cmax_attempts\x18\x01 \x01(\rH\x00\x88\x01\x01\x12/\n\x0c\x62\x61\x63koff_base\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12.\n\x0b\x62\x61\x63koff_max\x18\x03 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x19\n\x0cretry_errors\x18\x04 \x01(\x08H\x01\x88\x01\x01\x12\x1f\n\x12retry_lost_workers\x18\x05 \x01(\x08H\x02\x88\x01\x01\x42\x0f\n\r_max_attemptsB\x0f\n\r_retry_errorsB\x15\n\x13_retry_lost_workers\"o\n\x11HeartbeatResponse\x12+\n\x08interval\x18\x01 \x01(\x0b\x32\x19.google.protobuf.Duration\x12-\n\x08topology\x18\x02 \x01(\x0b\x32\x1b.mcp.tasks.v1.QueueTopology\"r\n\rQueueTopology\x12\x10\n\x08\x65xchange\x18\x01 \x01(\t\x12\x19\n\x11tool_queue_prefix\x18\x02 \x01(\t\x12\x34\n\x0fqueue_arguments\x18\x03 \x03(\x0b\x32\x1b.mcp.tasks.v1.QueueArgument\"I\n\rQueueArgument\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0e\n\x04text\x18\x02 \x01(\tH\x00\x12\x11\n\x07integer\x18\x03 \x01(\x05H\x00\x42\x07\n\x05value\"R\n\nJobMessage\x12\x11\n\ttenant_id\x18\x01 \x01(\t\x12\x0f\n\x07task_id\x18\x02 \x01(\t\x12\x12\n\ngeneration\x18\x03 \x01(\x04\x12\x0c\n\x04tool\x18\x04 \x01(\t\"f\n\x13ReleaseTaskResponse\x12\x12\n\nwill_retry\x18\x01 \x01(\x08\x12+\n\x08retry_in\x18\x02 \x01(\x0b\x32\x19.google.protobuf.Duration\x12\x0e\n\x06parked\x18\x03 \x01(\x08*\x90\x01\n\nStopReason\x12\x1b\n\x17STOP_REASON_UNSPECIFIED\x10\x00\x12\x19\n\x15STOP_REASON_CANCELLED\x10\x01\x12\x18\n\x14STOP_REASON_FINISHED\x10\x02\x12\x14\n\x10STOP_REASON_GONE\x10\x03\x12\x1a\n\x16STOP_REASON_LEASE_LOST\x10\x04*\xa8\x01\n\rReleaseReason\x12\x1e\n\x1aRELEASE_REASON_UNSPECIFIED\x10\x00\x12\"\n\x1eRELEASE_REASON_RETRYABLE_ERROR\x10\x01\x12\x1b\n\x17RELEASE_REASON_SHUTDOWN\x10\x02\x12\x19\n\x15RELEASE_REASON_PARKED\x10\x03\x12\x1b\n\x17RELEASE_REASON_BACK_OFF\x10\x04*}\n\x0bTaskSupport\x12\x1c\n\x18TASK_SUPPORT_UNSPECIFIED\x10\x00\x12\x19\n\x15TASK_SUPPORT_OPTIONAL\x10\x01\x12\x19\n\x15TASK_SUPPORT_REQUIRED\x10\x02\x12\x1a\n\x16TASK_SUPPORT_FORBIDDEN\x10\x03\x32\xcf\x04\n\rTaskExecution\x12L\n\tClaimTask\x12\x1e.mcp.tasks.v1.ClaimTaskRequest\x1a\x1f.mcp.tasks.v1.ClaimTaskResponse\x12O\n\nRenewLease\x12\x1f.mcp.tasks.v1.RenewLeaseRequest\x1a .mcp.tasks.v1.RenewLeaseResponse\x12U\n\x0cRenewSession\x12!.mcp.tasks.v1.RenewSessionRequest\x1a\".mcp.tasks.v1.RenewSessionResponse\x12R\n\rWatchAttempts\x12\".mcp.tasks.v1.WatchAttemptsRequest\x1a\x19.mcp.tasks.v1.AttemptNews(\x01\x30\x01\x12R\n\x0bReleaseTask\x12 .mcp.tasks.v1.ReleaseTaskRequest\x1a!.mcp.tasks.v1.ReleaseTaskResponse\x12R\n\x0b\x41skQuestion\x12 .mcp.tasks.v1.AskQuestionRequest\x1a!.mcp.tasks.v1.AskQuestionResponse\x12L\n\tHeartbeat\x12\x1e.mcp.tasks.v1.HeartbeatRequest\x1a\x1f.mcp.tasks.v1.HeartbeatResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'mcp.tasks.v1.execution_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_STOPREASON']._serialized_start=2800
-  _globals['_STOPREASON']._serialized_end=2944
-  _globals['_RELEASEREASON']._serialized_start=2947
-  _globals['_RELEASEREASON']._serialized_end=3115
-  _globals['_TASKSUPPORT']._serialized_start=3117
-  _globals['_TASKSUPPORT']._serialized_end=3242
+  _globals['_STOPREASON']._serialized_start=2820
+  _globals['_STOPREASON']._serialized_end=2964
+  _globals['_RELEASEREASON']._serialized_start=2967
+  _globals['_RELEASEREASON']._serialized_end=3135
+  _globals['_TASKSUPPORT']._serialized_start=3137
+  _globals['_TASKSUPPORT']._serialized_end=3262
   _globals['_CLAIMTASKREQUEST']._serialized_start=111
   _globals['_CLAIMTASKREQUEST']._serialized_end=224
   _globals['_WATCHATTEMPTSREQUEST']._serialized_start=226
@@ -53,37 +53,37 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_RENEWSESSIONRESPONSE']._serialized_start=603
   _globals['_RENEWSESSIONRESPONSE']._serialized_end=698
   _globals['_CLAIMTASKRESPONSE']._serialized_start=701
-  _globals['_CLAIMTASKRESPONSE']._serialized_end=867
-  _globals['_RENEWLEASEREQUEST']._serialized_start=869
-  _globals['_RENEWLEASEREQUEST']._serialized_end=945
-  _globals['_RENEWLEASERESPONSE']._serialized_start=947
-  _globals['_RENEWLEASERESPONSE']._serialized_end=1052
-  _globals['_ASKQUESTIONREQUEST']._serialized_start=1054
-  _globals['_ASKQUESTIONREQUEST']._serialized_end=1166
-  _globals['_ASKQUESTIONRESPONSE']._serialized_start=1168
-  _globals['_ASKQUESTIONRESPONSE']._serialized_end=1231
-  _globals['_RELEASETASKREQUEST']._serialized_start=1234
-  _globals['_RELEASETASKREQUEST']._serialized_end=1425
-  _globals['_HEARTBEATREQUEST']._serialized_start=1428
-  _globals['_HEARTBEATREQUEST']._serialized_end=1618
-  _globals['_TOOLDESCRIPTION']._serialized_start=1621
-  _globals['_TOOLDESCRIPTION']._serialized_end=1920
-  _globals['_RATELIMIT']._serialized_start=1922
-  _globals['_RATELIMIT']._serialized_end=2002
-  _globals['_CONCURRENCYLIMIT']._serialized_start=2004
-  _globals['_CONCURRENCYLIMIT']._serialized_end=2048
-  _globals['_RETRYPOLICY']._serialized_start=2051
-  _globals['_RETRYPOLICY']._serialized_end=2305
-  _globals['_HEARTBEATRESPONSE']._serialized_start=2307
-  _globals['_HEARTBEATRESPONSE']._serialized_end=2418
-  _globals['_QUEUETOPOLOGY']._serialized_start=2420
-  _globals['_QUEUETOPOLOGY']._serialized_end=2534
-  _globals['_QUEUEARGUMENT']._serialized_start=2536
-  _globals['_QUEUEARGUMENT']._serialized_end=2609
-  _globals['_JOBMESSAGE']._serialized_start=2611
-  _globals['_JOBMESSAGE']._serialized_end=2693
-  _globals['_RELEASETASKRESPONSE']._serialized_start=2695
-  _globals['_RELEASETASKRESPONSE']._serialized_end=2797
-  _globals['_TASKEXECUTION']._serialized_start=3245
-  _globals['_TASKEXECUTION']._serialized_end=3836
+  _globals['_CLAIMTASKRESPONSE']._serialized_end=887
+  _globals['_RENEWLEASEREQUEST']._serialized_start=889
+  _globals['_RENEWLEASEREQUEST']._serialized_end=965
+  _globals['_RENEWLEASERESPONSE']._serialized_start=967
+  _globals['_RENEWLEASERESPONSE']._serialized_end=1072
+  _globals['_ASKQUESTIONREQUEST']._serialized_start=1074
+  _globals['_ASKQUESTIONREQUEST']._serialized_end=1186
+  _globals['_ASKQUESTIONRESPONSE']._serialized_start=1188
+  _globals['_ASKQUESTIONRESPONSE']._serialized_end=1251
+  _globals['_RELEASETASKREQUEST']._serialized_start=1254
+  _globals['_RELEASETASKREQUEST']._serialized_end=1445
+  _globals['_HEARTBEATREQUEST']._serialized_start=1448
+  _globals['_HEARTBEATREQUEST']._serialized_end=1638
+  _globals['_TOOLDESCRIPTION']._serialized_start=1641
+  _globals['_TOOLDESCRIPTION']._serialized_end=1940
+  _globals['_RATELIMIT']._serialized_start=1942
+  _globals['_RATELIMIT']._serialized_end=2022
+  _globals['_CONCURRENCYLIMIT']._serialized_start=2024
+  _globals['_CONCURRENCYLIMIT']._serialized_end=2068
+  _globals['_RETRYPOLICY']._serialized_start=2071
+  _globals['_RETRYPOLICY']._serialized_end=2325
+  _globals['_HEARTBEATRESPONSE']._serialized_start=2327
+  _globals['_HEARTBEATRESPONSE']._serialized_end=2438
+  _globals['_QUEUETOPOLOGY']._serialized_start=2440
+  _globals['_QUEUETOPOLOGY']._serialized_end=2554
+  _globals['_QUEUEARGUMENT']._serialized_start=2556
+  _globals['_QUEUEARGUMENT']._serialized_end=2629
+  _globals['_JOBMESSAGE']._serialized_start=2631
+  _globals['_JOBMESSAGE']._serialized_end=2713
+  _globals['_RELEASETASKRESPONSE']._serialized_start=2715
+  _globals['_RELEASETASKRESPONSE']._serialized_end=2817
+  _globals['_TASKEXECUTION']._serialized_start=3265
+  _globals['_TASKEXECUTION']._serialized_end=3856
 # @@protoc_insertion_point(module_scope)

@@ -110,20 +110,22 @@ class RenewSessionResponse(_message.Message):
     def __init__(self, keep_running: bool = ..., lease_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ...) -> None: ...
 
 class ClaimTaskResponse(_message.Message):
-    __slots__ = ("lease_token", "lease_duration", "attempt", "max_attempts", "tool", "request_json")
+    __slots__ = ("lease_token", "lease_duration", "attempt", "max_attempts", "tool", "request_json", "in_session")
     LEASE_TOKEN_FIELD_NUMBER: _ClassVar[int]
     LEASE_DURATION_FIELD_NUMBER: _ClassVar[int]
     ATTEMPT_FIELD_NUMBER: _ClassVar[int]
     MAX_ATTEMPTS_FIELD_NUMBER: _ClassVar[int]
     TOOL_FIELD_NUMBER: _ClassVar[int]
     REQUEST_JSON_FIELD_NUMBER: _ClassVar[int]
+    IN_SESSION_FIELD_NUMBER: _ClassVar[int]
     lease_token: str
     lease_duration: _duration_pb2.Duration
     attempt: int
     max_attempts: int
     tool: str
     request_json: str
-    def __init__(self, lease_token: _Optional[str] = ..., lease_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., tool: _Optional[str] = ..., request_json: _Optional[str] = ...) -> None: ...
+    in_session: bool
+    def __init__(self, lease_token: _Optional[str] = ..., lease_duration: _Optional[_Union[datetime.timedelta, _duration_pb2.Duration, _Mapping]] = ..., attempt: _Optional[int] = ..., max_attempts: _Optional[int] = ..., tool: _Optional[str] = ..., request_json: _Optional[str] = ..., in_session: bool = ...) -> None: ...
 
 class RenewLeaseRequest(_message.Message):
     __slots__ = ("task_id", "lease_token", "tenant_id")

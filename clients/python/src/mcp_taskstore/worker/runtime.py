@@ -331,7 +331,9 @@ class Worker:
             lease_duration=claim.lease_duration.ToTimedelta().total_seconds() or 15.0,
             park_after=self.config.park_after,
             cancel_grace=self.config.cancel_grace,
-            session_over=session.over if session is not None else None,
+            # Claimed in a session already over (not heard yet): the attempt
+            # renews its own lease, as without a session.
+            session_over=session.over if session is not None and claim.in_session else None,
             followers=self._followers,
         )
         await attempt.run(self._abandon)

@@ -28,7 +28,7 @@ pub use refusals::{
     waiting_for_worker_message,
 };
 pub use retry::{InvalidRetryPolicy, RetryPolicy};
-pub use session::{Claimant, SessionRenewal, WorkerSession, attempt_alive};
+pub use session::{Claimant, SessionRenewal, WorkerSession, attempt_alive, claim_binds_session};
 
 use std::fmt;
 use std::time::Duration;
@@ -133,6 +133,10 @@ pub struct Claim {
     /// How long the task waited, from its creation to this claim, when the
     /// store knows (for the queue-wait metric).
     pub waited: Option<Duration>,
+    /// Whether the worker session the claim named keeps the attempt alive:
+    /// false when it named none, or its session was already over (then the
+    /// attempt's own lease must be renewed, as without a session).
+    pub in_session: bool,
 }
 
 /// The answer to a lease renewal.

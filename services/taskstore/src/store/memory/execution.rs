@@ -69,6 +69,9 @@ impl ExecutionStore for MemoryTaskStore {
         let claim = {
             let mut state = self.lock().await;
             let now = state.now();
+            let session = claimant.session.clone().filter(|session| {
+                crate::domain::claim_binds_session(state.sessions.get(session).copied(), now)
+            });
             let record = state
                 .tasks
                 .get_mut(&key)
@@ -97,13 +100,14 @@ impl ExecutionStore for MemoryTaskStore {
                 tool: dispatch.tool.clone(),
                 request: record.request.clone(),
                 waited: (now - record.task.created_at).to_std().ok(),
+                in_session: session.is_some(),
             };
             let grant = LeaseGrant {
                 token,
                 owner: claimant.worker.clone(),
                 duration: lease_duration,
                 attempt: claim.attempt,
-                session: claimant.session.clone(),
+                session,
             };
             let effects = Effects::of_grant(grant, claim.max_attempts);
             super::apply::apply(&mut state, &key, &effects, now);

@@ -23,11 +23,7 @@ impl MemoryTaskStore {
         let mut state = self.lock().await;
         let now = state.now();
         let record = visible(&mut state, scope, &key, now)?;
-        let lease = record
-            .dispatch
-            .as_ref()
-            .and_then(|d| d.lease.as_ref())
-            .map(|l| &l.token);
+        let lease = record.lease().map(|l| &l.token);
         let step = decide_hold(
             &HoldState {
                 status: record.task.status,

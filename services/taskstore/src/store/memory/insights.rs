@@ -42,11 +42,7 @@ fn live_tasks<'a>(
 }
 
 fn lease_owner(record: &Record) -> Option<&str> {
-    record
-        .dispatch
-        .as_ref()
-        .and_then(|d| d.lease.as_ref())
-        .map(|lease| lease.owner.as_str())
+    record.lease().map(|lease| lease.owner.as_str())
 }
 
 /// The memory store answers the dashboard itself.
@@ -197,7 +193,7 @@ impl TaskInsights for MemoryTaskStore {
             record.task.status,
             TaskStatus::Completed | TaskStatus::Failed
         );
-        let lease = record.dispatch.as_ref().and_then(|d| d.lease.as_ref());
+        let lease = record.lease();
         Ok(TaskDetails {
             task: record.task.clone(),
             request_json: record.request.as_str().to_owned(),

@@ -199,11 +199,7 @@ impl MemoryTaskStore {
                 return Err(already_terminal(record.task.status));
             }
             // A held task carries dispatch bookkeeping, as a dispatched one.
-            let current = record
-                .dispatch
-                .as_ref()
-                .and_then(|d| d.lease.as_ref())
-                .map(|l| &l.token);
+            let current = record.lease().map(|l| &l.token);
             if !fence.admits(record.dispatch.is_some(), current) {
                 return Err(FenceRefusal::explain_for(record.task.status, &fence).into());
             }
@@ -256,11 +252,7 @@ fn held_record<'a>(
         .get_mut(key)
         .filter(|r| r.is_live(now))
         .ok_or(StoreError::NotFound)?;
-    let ours = record
-        .dispatch
-        .as_ref()
-        .and_then(|d| d.lease.as_ref())
-        .is_some_and(|l| &l.token == lease);
+    let ours = record.lease().is_some_and(|l| &l.token == lease);
     if record.task.status.is_terminal() || !ours {
         return Err(crate::domain::FenceRefusal::explain(record.task.status).into());
     }

@@ -40,6 +40,8 @@ pub(super) struct ClaimedRow {
     pub tool: String,
     pub request_json: String,
     pub waited_ms: f64,
+    /// The claim was bound to its (live) worker session.
+    pub in_session: bool,
     /// The task as the claim left it, for this replica's subscribers when
     /// the claim was quiet.
     tenant_id: String,
@@ -103,6 +105,7 @@ macro_rules! claim_sql {
             claimable!("t."),
             " RETURNING c.lease_token, t.attempt, t.max_attempts, t.request_json,",
             " (extract(epoch FROM now() - t.created_at) * 1000)::float8 AS waited_ms,",
+            " t.lease_session IS NOT NULL AS in_session,",
             " t.tenant_id, t.progress_token, c.quiet, ",
             task_columns!("t.")
         )

@@ -125,8 +125,9 @@ macro_rules! lease_alive {
     };
 }
 
-/// The session `$s` names when it is alive, else NULL: what a claim (or a
-/// grant) records, so that an attempt never names a session the reaper
+/// The session `$s` names when it is alive, else NULL
+/// (`domain::claim_binds_session`): what a claim (or a grant) records, so
+/// that an attempt never names a session the reaper
 /// cannot reach it from (an unknown session keeps nothing alive either
 /// way; migration 0023).
 macro_rules! live_session {

@@ -161,6 +161,7 @@ impl ExecutionStore for PgTaskStore {
                 tool: ToolName::parse(&row.tool).map_err(|_| corrupt())?,
                 request: stored_json(row.request_json)?,
                 waited: Some(Duration::from_secs_f64(row.waited_ms.max(0.0) / 1000.0)),
+                in_session: row.in_session,
             });
         }
         let state = self
