@@ -76,14 +76,14 @@ pub fn attempt_alive(
     session_expires_at: Option<DateTime<Utc>>,
     now: DateTime<Utc>,
 ) -> bool {
-    lease_expires_at >= now || session_expires_at.is_some_and(|expires| expires >= now)
+    lease_expires_at >= now || claim_binds_session(session_expires_at, now)
 }
 
-/// Whether a claim naming a session is bound to it: only while the session
-/// lives. A claim in a session already over (its worker froze and has not
-/// heard yet) lives by its own lease, which the worker is told to renew,
-/// so the attempt is not lost for a session nobody renews. PostgreSQL's
-/// `live_session!` is the same rule.
+/// Whether a session (`None`: unknown) is alive, and so whether a claim
+/// naming it is bound to it. A claim in a session already over (its worker
+/// froze and has not heard yet) lives by its own lease, which the worker
+/// is told to renew, so the attempt is not lost for a session nobody
+/// renews. PostgreSQL's `live_session!` is the same rule.
 pub fn claim_binds_session(session_expires_at: Option<DateTime<Utc>>, now: DateTime<Utc>) -> bool {
     session_expires_at.is_some_and(|expires| expires >= now)
 }

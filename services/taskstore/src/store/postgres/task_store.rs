@@ -45,8 +45,12 @@ impl TaskStore for PgTaskStore {
         task_id: &TaskId,
         update: StatusUpdate,
     ) -> Result<Task, StoreError> {
-        let progress = update.status == TaskStatus::Working;
-        if let Some(lease) = update.lease.as_ref().filter(|_| progress)
+        // A worker's progress report: WORKING under its lease.
+        let progress_under = update
+            .lease
+            .as_ref()
+            .filter(|_| update.status == TaskStatus::Working);
+        if let Some(lease) = progress_under
             && let Some(told) = self
                 .tell_progress(scope, task_id, lease, update.message.clone())
                 .await?
@@ -63,7 +67,7 @@ impl TaskStore for PgTaskStore {
             .await?
         {
             Some(row) => {
-                if progress && update.lease.is_some() {
+                if progress_under.is_some() {
                     self.progress_written(scope, task_id);
                 }
                 row.into_task()
