@@ -13,6 +13,9 @@ use tonic::transport::Channel;
 
 use pb::task_execution_client::TaskExecutionClient;
 use pb::task_store_client::TaskStoreClient;
+use tonic_types::StatusExt as _;
+
+use crate::control::Stop;
 
 /// How long a final report is retried while the service is unreachable;
 /// past the lease the task belongs to someone else anyway.
@@ -87,16 +90,18 @@ impl Reporter {
         request
     }
 
-    pub async fn working(&self, message: String) {
-        self.status(pb::TaskStatus::Working, message).await;
+    /// Progress; `Some` when the service says the attempt is over (see
+    /// [`stop_of_refusal`]).
+    pub(crate) async fn working(&self, message: String) -> Option<Stop> {
+        self.status(pb::TaskStatus::Working, message).await
     }
 
-    pub async fn input_required(&self, message: String) {
-        self.status(pb::TaskStatus::InputRequired, message).await;
+    pub(crate) async fn input_required(&self, message: String) -> Option<Stop> {
+        self.status(pb::TaskStatus::InputRequired, message).await
     }
 
     /// Progress is best effort: a lost update is not worth failing the task.
-    async fn status(&self, status: pb::TaskStatus, message: String) {
+    async fn status(&self, status: pb::TaskStatus, message: String) -> Option<Stop> {
         let request = pb::UpdateTaskStatusRequest {
             task_id: self.task_id.clone(),
             status: status.into(),
@@ -105,9 +110,15 @@ impl Reporter {
             lease_token: Some(self.lease_token.clone()),
         };
         let request = self.in_tenant(request);
-        if let Err(err) = self.clients.store.clone().update_task_status(request).await {
-            tracing::warn!(error = %err.message(), "progress update not stored");
-        }
+        let err = self
+            .clients
+            .store
+            .clone()
+            .update_task_status(request)
+            .await
+            .err()?;
+        tracing::warn!(error = %err.message(), "progress update not stored");
+        stop_of_refusal(&err)
     }
 
     /// Stores the attempt's result: COMPLETED, or FAILED when it says
@@ -201,5 +212,70 @@ impl Reporter {
                 }
             }
         }
+    }
+}
+
+/// Why an attempt must stop, when the service refused one of its reports
+/// because the attempt is over: its task ended (a cancellation this worker
+/// has not heard of yet) or another claim holds it. The attempt's follow
+/// says so within moments as a rule; a refused report is the same news,
+/// already paid for, should the follow have missed it.
+fn stop_of_refusal(status: &tonic::Status) -> Option<Stop> {
+    if status.code() == Code::NotFound {
+        return Some(Stop::Gone);
+    }
+    if status.code() != Code::FailedPrecondition {
+        return None;
+    }
+    let info = status.get_details_error_info()?;
+    match info.reason.as_str() {
+        "FENCE_TERMINAL" => Some(
+            if info.metadata.get("status").map(String::as_str) == Some("cancelled") {
+                Stop::Cancelled
+            } else {
+                Stop::Finished
+            },
+        ),
+        "FENCE_LEASE_LOST" => Some(Stop::LeaseLost),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+    use tonic_types::ErrorDetails;
+
+    fn refused(reason: &str, metadata: &[(&str, &str)]) -> tonic::Status {
+        let metadata: HashMap<String, String> = metadata
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        tonic::Status::with_error_details(
+            Code::FailedPrecondition,
+            "refused",
+            ErrorDetails::with_error_info(reason, "mcp-taskstore", metadata),
+        )
+    }
+
+    #[test]
+    fn a_refused_report_stops_the_attempt_only_when_the_attempt_is_over() {
+        let cancelled = refused("FENCE_TERMINAL", &[("status", "cancelled")]);
+        assert_eq!(stop_of_refusal(&cancelled), Some(Stop::Cancelled));
+        let completed = refused("FENCE_TERMINAL", &[("status", "completed")]);
+        assert_eq!(stop_of_refusal(&completed), Some(Stop::Finished));
+        let lost = refused("FENCE_LEASE_LOST", &[]);
+        assert_eq!(stop_of_refusal(&lost), Some(Stop::LeaseLost));
+        let gone = tonic::Status::not_found("no such task");
+        assert_eq!(stop_of_refusal(&gone), Some(Stop::Gone));
+        // Anything else leaves the attempt running: an outage, a refusal
+        // without details, one of another kind.
+        assert_eq!(stop_of_refusal(&tonic::Status::unavailable("down")), None);
+        assert_eq!(
+            stop_of_refusal(&tonic::Status::failed_precondition("?")),
+            None
+        );
+        assert_eq!(stop_of_refusal(&refused("HOLD_DISPATCHED", &[])), None);
     }
 }

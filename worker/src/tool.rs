@@ -267,14 +267,20 @@ impl ToolContext {
         (self.attempt, self.max_attempts)
     }
 
-    /// Sets the task's status message (status WORKING).
+    /// Sets the task's status message (status WORKING). When the service
+    /// refuses it because the attempt is over (the task ended, another
+    /// claim holds it), the attempt stops, as its follow would stop it.
     pub async fn progress(&self, message: impl Into<String>) {
-        self.reporter.working(message.into()).await;
+        if let Some(reason) = self.reporter.working(message.into()).await {
+            self.control.stop(reason);
+        }
     }
 
     /// Moves the task to INPUT_REQUIRED with a message saying what is needed.
     pub async fn input_required(&self, message: impl Into<String>) {
-        self.reporter.input_required(message.into()).await;
+        if let Some(reason) = self.reporter.input_required(message.into()).await {
+            self.control.stop(reason);
+        }
     }
 }
 

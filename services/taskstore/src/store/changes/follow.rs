@@ -3,8 +3,11 @@
 //! live views are made of. Events carry the task; only an event without it
 //! costs a read.
 
+use std::collections::{HashSet, VecDeque};
 use std::pin::Pin;
 use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
 
 use tokio_stream::Stream;
 
@@ -33,20 +36,57 @@ where
     S: TaskStore + Clone,
 {
     let subscription = feed.subscribe_tenant(scope.tenant.as_str());
-    let state = (store, subscription, scope);
+    let state = (store, subscription, scope, Ended::default());
     Box::pin(futures_util::stream::unfold(
         state,
-        |(store, mut subscription, scope)| async move {
-            let item = next_item(&store, &mut subscription, &scope).await?;
-            Some((item, (store, subscription, scope)))
+        |(store, mut subscription, scope, mut ended)| async move {
+            let item = next_item(&store, &mut subscription, &scope, &mut ended).await?;
+            Some((item, (store, subscription, scope, ended)))
         },
     ))
+}
+
+/// How many ended tasks a follow remembers.
+const REMEMBER_ENDED: usize = 256;
+
+/// The tasks a follow showed ending lately (by id and creation, since an
+/// expired task's id may be reused): a report of one as running that is
+/// told after its end is stale (see `slot.rs`), and is not shown. A
+/// stale report follows the end within moments, so the last few hundred
+/// ends are enough; the oldest are forgotten first.
+#[derive(Default)]
+struct Ended {
+    order: VecDeque<(String, DateTime<Utc>)>,
+    known: HashSet<(String, DateTime<Utc>)>,
+}
+
+impl Ended {
+    /// Whether `changed` may be shown, remembering it if it ended.
+    fn shows(&mut self, changed: &ChangedTask) -> bool {
+        let key = (
+            changed.task.task_id.as_str().to_owned(),
+            changed.task.created_at,
+        );
+        if !changed.task.status.is_terminal() {
+            return !self.known.contains(&key);
+        }
+        if self.known.insert(key.clone()) {
+            self.order.push_back(key);
+            if self.order.len() > REMEMBER_ENDED
+                && let Some(oldest) = self.order.pop_front()
+            {
+                self.known.remove(&oldest);
+            }
+        }
+        true
+    }
 }
 
 async fn next_item<S: TaskStore>(
     store: &S,
     subscription: &mut TenantSubscription,
     scope: &Scope,
+    ended: &mut Ended,
 ) -> Option<Followed> {
     loop {
         let (task_id, news) = match subscription.next().await {
@@ -56,12 +96,16 @@ async fn next_item<S: TaskStore>(
         };
         match news {
             News::Task(changed) if in_scope(scope, &changed.task) => {
-                return Some(Followed::Changed(changed));
+                if ended.shows(&changed) {
+                    return Some(Followed::Changed(changed));
+                }
             }
             News::Task(_) => {}
             // (A result handed over goes to one task's subscribers only.)
             News::Status(_) | News::Unknown | News::Finished(_) => {
-                if let Some(changed) = read(store, scope, &task_id).await {
+                if let Some(changed) = read(store, scope, &task_id).await
+                    && ended.shows(&changed)
+                {
                     return Some(Followed::Changed(changed));
                 }
             }
@@ -85,5 +129,47 @@ async fn read<S: TaskStore>(store: &S, scope: &Scope, task_id: &str) -> Option<A
             tracing::warn!(error = %err, task_id = %task_id, "followed task could not be read; skipping its change");
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{Task, TaskStatus};
+
+    fn news(id: &str, status: TaskStatus, created_at: DateTime<Utc>) -> ChangedTask {
+        ChangedTask {
+            task: Task {
+                task_id: TaskId::parse(id).expect("id"),
+                status,
+                status_message: None,
+                created_at,
+                last_updated_at: created_at,
+                ttl: None,
+                poll_interval: std::time::Duration::from_secs(1),
+                session_id: None,
+                tool: None,
+            },
+            progress_token: None,
+        }
+    }
+
+    #[test]
+    fn a_task_shown_ended_is_not_shown_running_again_unless_its_id_is_reused() {
+        let (mut ended, created) = (Ended::default(), Utc::now());
+        assert!(ended.shows(&news("a", TaskStatus::Working, created)));
+        assert!(ended.shows(&news("a", TaskStatus::Cancelled, created)));
+        assert!(!ended.shows(&news("a", TaskStatus::Working, created)));
+        assert!(ended.shows(&news("a", TaskStatus::Cancelled, created)));
+        // An expired task's id, reused by a new task.
+        let reused = created + chrono::TimeDelta::seconds(1);
+        assert!(ended.shows(&news("a", TaskStatus::Working, reused)));
+        // The oldest ends are forgotten first.
+        for n in 0..REMEMBER_ENDED {
+            assert!(ended.shows(&news(&format!("t{n}"), TaskStatus::Completed, created)));
+        }
+        assert!(ended.shows(&news("a", TaskStatus::Working, created)));
+        assert!(!ended.shows(&news("t1", TaskStatus::Working, created)));
+        assert_eq!(ended.known.len(), REMEMBER_ENDED);
     }
 }

@@ -6,18 +6,21 @@
 //! follow on it, once for all.
 //!
 //! Two kinds of subscriber: one task's (a watch, a waiting call: news not
-//! yet taken is replaced by later news, which is safe because a terminal
-//! status is final) and a tenant's (every change, in order, bounded: one
+//! yet taken is replaced by later news, unless the earlier says more:
+//! `slot.rs`) and a tenant's (every change, in order, bounded: one
 //! that falls behind is told to resync rather than holding memory).
 
 mod follow;
+mod slot;
 mod watch;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
-use tokio::sync::{broadcast, watch as latest};
+use tokio::sync::broadcast;
+
+use slot::Slot;
 
 pub use follow::{Followed, TaskFollow, follow};
 pub use watch::{wait_for_result, watch};
@@ -93,28 +96,24 @@ type TaskKey = (String, String);
 /// watchers of its task; a tenant's by tenant.
 #[derive(Debug, Default)]
 struct Subscribers {
-    by_task: HashMap<TaskKey, Vec<(u64, latest::Sender<Wake>)>>,
+    by_task: HashMap<TaskKey, Vec<(u64, Arc<Slot>)>>,
     by_tenant: HashMap<String, broadcast::Sender<TaskChange>>,
     next_id: u64,
+}
+
+/// The store is gone: its task subscribers hear that nothing more comes.
+impl Drop for Subscribers {
+    fn drop(&mut self) {
+        for (_, slot) in self.by_task.values().flatten() {
+            slot.close();
+        }
+    }
 }
 
 /// The sending side, shared by a backend's writers or listener.
 #[derive(Debug, Clone, Default)]
 pub struct ChangeFeed {
     subscribers: Arc<Mutex<Subscribers>>,
-}
-
-/// Gives one task's subscriber the latest news, except that a result handed
-/// over is kept until taken: the task is terminal, so nothing later can say
-/// more, and the notification of the same change would cost a read.
-fn tell(sender: &latest::Sender<Wake>, news: News) {
-    sender.send_if_modified(|current| {
-        if matches!(current, Wake::News(News::Finished(_))) {
-            return false;
-        }
-        *current = Wake::News(news);
-        true
-    });
 }
 
 fn locked(subscribers: &Mutex<Subscribers>) -> MutexGuard<'_, Subscribers> {
@@ -132,8 +131,8 @@ impl ChangeFeed {
                 news,
             } => {
                 let key = (tenant.clone(), task_id.clone());
-                for (_, sender) in subscribers.by_task.get(&key).into_iter().flatten() {
-                    tell(sender, news.clone());
+                for (_, slot) in subscribers.by_task.get(&key).into_iter().flatten() {
+                    slot.tell(Wake::News(news.clone()));
                 }
                 if let Some(sender) = subscribers.by_tenant.get(tenant) {
                     // No receiver left is fine: it is being dropped.
@@ -141,8 +140,8 @@ impl ChangeFeed {
                 }
             }
             TaskChange::Resync => {
-                for (_, sender) in subscribers.by_task.values().flatten() {
-                    sender.send_replace(Wake::ReadAgain);
+                for (_, slot) in subscribers.by_task.values().flatten() {
+                    slot.tell(Wake::ReadAgain);
                 }
                 for sender in subscribers.by_tenant.values() {
                     let _ = sender.send(TaskChange::Resync);
@@ -192,8 +191,8 @@ impl ChangeFeed {
             return;
         };
         let news = News::Finished(Arc::new(result));
-        for (_, sender) in list {
-            tell(sender, news.clone());
+        for (_, slot) in list {
+            slot.tell(Wake::News(news.clone()));
         }
     }
 
@@ -203,8 +202,8 @@ impl ChangeFeed {
         let subscribers = locked(&self.subscribers);
         for ((tenant, _), list) in &subscribers.by_task {
             if tenants.contains(tenant) {
-                for (_, sender) in list {
-                    sender.send_replace(Wake::ReadAgain);
+                for (_, slot) in list {
+                    slot.tell(Wake::ReadAgain);
                 }
             }
         }
@@ -235,7 +234,7 @@ impl ChangeFeed {
             scope.tenant.as_str().to_owned(),
             task_id.as_str().to_owned(),
         );
-        let (sender, receiver) = latest::channel(Wake::ReadAgain);
+        let slot = Arc::new(Slot::default());
         let mut subscribers = locked(&self.subscribers);
         let id = subscribers.next_id;
         subscribers.next_id += 1;
@@ -243,12 +242,12 @@ impl ChangeFeed {
             .by_task
             .entry(key.clone())
             .or_default()
-            .push((id, sender));
+            .push((id, slot.clone()));
         Subscription {
             feed: Arc::downgrade(&self.subscribers),
             key,
             id,
-            receiver,
+            slot,
         }
     }
 
@@ -275,7 +274,7 @@ pub struct Subscription {
     feed: Weak<Mutex<Subscribers>>,
     key: TaskKey,
     id: u64,
-    receiver: latest::Receiver<Wake>,
+    slot: Arc<Slot>,
 }
 
 impl Drop for Subscription {
@@ -313,10 +312,7 @@ impl Subscription {
     async fn next_or_after(&mut self, recheck: Duration) -> Wake {
         tokio::select! {
             () = tokio::time::sleep(recheck) => Wake::ReadAgain,
-            changed = self.receiver.changed() => match changed {
-                Ok(()) => self.receiver.borrow_and_update().clone(),
-                Err(_) => Wake::Closed,
-            },
+            wake = self.slot.next() => wake,
         }
     }
 }

@@ -229,3 +229,57 @@ async fn a_tenants_resync_and_followers_only_news_reach_whom_they_name() {
     assert!(!feed.has_tenant_followers(&tenant()));
     assert!(!feed.is_heard(&tenant(), "a"));
 }
+
+/// A task's news with this status and message.
+fn task_news(status: TaskStatus, message: &str) -> News {
+    let mut task = finished("a").task;
+    task.status = status;
+    task.status_message = Some(message.to_owned());
+    News::Task(Arc::new(ChangedTask {
+        task,
+        progress_token: None,
+    }))
+}
+
+#[test]
+fn later_news_replaces_earlier_unless_the_earlier_says_more() {
+    use super::slot::merge;
+    let working = Wake::News(task_news(TaskStatus::Working, "step 1"));
+    let later = Wake::News(task_news(TaskStatus::Working, "step 2"));
+    let cancelled = Wake::News(task_news(TaskStatus::Cancelled, "cancelled"));
+    let status = Wake::News(News::Status(TaskStatus::Completed));
+    let result = Wake::News(News::Finished(Arc::new(finished("a"))));
+
+    assert_eq!(merge(None, working.clone()), working);
+    assert_eq!(merge(Some(working.clone()), later.clone()), later);
+    // A stale report of the running task never hides its end.
+    assert_eq!(merge(Some(cancelled.clone()), later.clone()), cancelled);
+    assert_eq!(merge(Some(status.clone()), later.clone()), status);
+    assert_eq!(merge(Some(working.clone()), cancelled.clone()), cancelled);
+    // Nor does a read asked for: a terminal state needs none.
+    assert_eq!(merge(Some(cancelled.clone()), Wake::ReadAgain), cancelled);
+    // A read asked for covers any news that follows it, except an end.
+    assert_eq!(merge(Some(Wake::ReadAgain), later.clone()), Wake::ReadAgain);
+    assert_eq!(merge(Some(later.clone()), Wake::ReadAgain), Wake::ReadAgain);
+    assert_eq!(merge(Some(Wake::ReadAgain), cancelled.clone()), cancelled);
+    // The result handed over says the most.
+    assert_eq!(merge(Some(status.clone()), result.clone()), result);
+    assert_eq!(merge(Some(result.clone()), status), result);
+    assert_eq!(merge(Some(result.clone()), Wake::ReadAgain), result);
+}
+
+/// The race of a worker's follow missing a cancellation: a progress notice
+/// read before the cancellation committed is told after its notification.
+#[tokio::test]
+async fn a_stale_report_told_after_a_cancellation_does_not_hide_it_from_a_watch() {
+    let feed = ChangeFeed::default();
+    let mut a = feed.subscribe(&Scope::tenant_wide(), &id("a"));
+    let cancelled = task_news(TaskStatus::Cancelled, "cancelled");
+    feed.publish(changed("a", cancelled.clone()));
+    feed.publish(changed(
+        "a",
+        task_news(TaskStatus::Working, "slept 3 of 60 s"),
+    ));
+    assert_eq!(woke(&mut a).await, Some(Wake::News(cancelled)));
+    assert_eq!(woke(&mut a).await, None);
+}
