@@ -101,8 +101,9 @@ impl AttemptWatch {
                 .map_err(|err| StoreError::invalid("task_id", err))?;
             let lease = lease_token(&attempt.lease_token)?;
             let key = (tenant.as_str().to_owned(), task_id.as_str().to_owned());
-            // The lease must be the task's current one, as for WatchTask.
-            let renewal = self.execution.renew(&tenant, &task_id, &lease).await?;
+            // The lease must be the task's current one, as for WatchTask;
+            // checked, not renewed (the session keeps the attempt alive).
+            let renewal = self.execution.check(&tenant, &task_id, &lease).await?;
             let scope = Scope {
                 tenant,
                 session: None,

@@ -60,6 +60,20 @@ pub trait ExecutionStore: Send + Sync + 'static {
         lease: &LeaseToken,
     ) -> Result<Renewal, StoreError>;
 
+    /// Whether the attempt holding `lease` goes on, without extending its
+    /// lease: what a worker's follow of an attempt asks, which its session
+    /// (or its own renewals) keeps alive. A read, not a write: a worker
+    /// starting a thousand attempts must not commit a thousand renewals.
+    /// (A store without a cheaper way renews.)
+    async fn check(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+        lease: &LeaseToken,
+    ) -> Result<Renewal, StoreError> {
+        self.renew(tenant, task_id, lease).await
+    }
+
     /// Gives a claimed task back (see [`ReleaseReason`]).
     async fn release(
         &self,

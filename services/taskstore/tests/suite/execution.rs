@@ -158,6 +158,21 @@ pub async fn reports_are_fenced_by_the_lease(backend: &dyn Backend) {
             .expect("renew"),
         Renewal::Stop(_)
     ));
+    // What a worker's follow asks: the same answers, without a renewal.
+    let check = |lease: LeaseToken| {
+        let (execution, id) = (execution.clone(), id.clone());
+        async move {
+            execution
+                .check(&tenant(), &id, &lease)
+                .await
+                .expect("check")
+        }
+    };
+    assert_eq!(check(claim.lease_token.clone()).await, Renewal::KeepRunning);
+    assert_eq!(
+        check(forged.clone()).await,
+        Renewal::Stop(StopReason::LeaseLost)
+    );
 
     store
         .store_result(&all(), &id, result(&claim.lease_token))
@@ -176,6 +191,10 @@ pub async fn reports_are_fenced_by_the_lease(backend: &dyn Backend) {
             .expect("renew"),
         Renewal::Stop(_)
     ));
+    assert_eq!(
+        check(claim.lease_token.clone()).await,
+        Renewal::Stop(StopReason::Finished)
+    );
 }
 
 pub async fn an_expired_lease_dispatches_again_and_fences_the_old_attempt(backend: &dyn Backend) {

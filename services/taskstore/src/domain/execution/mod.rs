@@ -147,6 +147,17 @@ pub enum Renewal {
     Stop(StopReason),
 }
 
+impl Renewal {
+    /// Whether an attempt goes on, from its task's status (`None`: gone)
+    /// and whether the attempt's lease is the task's current one.
+    pub fn of_attempt(status: Option<TaskStatus>, lease_is_ours: bool) -> Self {
+        match status {
+            Some(status) if lease_is_ours && !status.is_terminal() => Renewal::KeepRunning,
+            status => Renewal::Stop(StopReason::for_task(status, lease_is_ours)),
+        }
+    }
+}
+
 /// Why a running attempt must stop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StopReason {

@@ -153,6 +153,23 @@ impl ExecutionStore for MemoryTaskStore {
         }
     }
 
+    async fn check(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+        lease: &LeaseToken,
+    ) -> Result<Renewal, StoreError> {
+        let key = key(tenant.as_str(), task_id);
+        let mut state = self.lock().await;
+        let now = state.now();
+        let record = state.tasks.get(&key).filter(|r| r.is_live(now));
+        let ours = record
+            .and_then(|r| r.dispatch.as_ref())
+            .and_then(|d| d.lease.as_ref())
+            .is_some_and(|l| &l.token == lease);
+        Ok(Renewal::of_attempt(record.map(|r| r.task.status), ours))
+    }
+
     async fn renew_session(
         &self,
         _worker: &str,

@@ -210,6 +210,21 @@ impl ExecutionStore for PgTaskStore {
         Ok(Renewal::Stop(StopReason::for_task(status, ours)))
     }
 
+    async fn check(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+        lease: &LeaseToken,
+    ) -> Result<Renewal, StoreError> {
+        let state = self.state(tenant, task_id, Some(lease)).await?;
+        let status = state
+            .as_ref()
+            .map(|s| s.status.parse::<TaskStatus>())
+            .transpose()
+            .map_err(|_| corrupt())?;
+        Ok(Renewal::of_attempt(status, state.is_some_and(|s| s.ours)))
+    }
+
     async fn renew_session(
         &self,
         worker: &str,
