@@ -8,6 +8,7 @@ mod common;
 mod at_rest;
 mod cancelled;
 mod progress;
+mod schemas;
 
 use std::collections::HashSet;
 use std::sync::Arc;

@@ -17,6 +17,7 @@ use super::payload::{Notification, parse_notification};
 use super::registrations::LISTENER_APPLICATION;
 use crate::domain::{JsonObject, TaskResult};
 use crate::store::changes::{ChangeFeed, News, TaskChange};
+use crate::store::statements::sql;
 
 const TASK_CHANNEL: &str = "taskstore_task_changed";
 const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(5);
@@ -43,8 +44,8 @@ pub(in crate::store::postgres) fn spawn(
                 () = stop.cancelled() => return,
                 connected = connect(&pool) => connected,
             };
-            let mut listener = match connected {
-                Ok(listener) => listener,
+            let (mut listener, schema) = match connected {
+                Ok(connected) => connected,
                 Err(err) => {
                     tracing::warn!(error = %err, retry_in_ms = delay.as_millis() as u64, "change feed cannot listen; retrying");
                     tokio::select! {
@@ -67,7 +68,7 @@ pub(in crate::store::postgres) fn spawn(
                     received = listener.try_recv() => received,
                 };
                 match received {
-                    Ok(Some(notification)) => route(&notification, &feed),
+                    Ok(Some(notification)) => route(&notification, &schema, &feed),
                     Ok(None) => {
                         tracing::warn!("change feed connection lost; reconnecting");
                         break;
@@ -84,20 +85,26 @@ pub(in crate::store::postgres) fn spawn(
     first_connection
 }
 
-async fn connect(pool: &PgPool) -> Result<PgListener, sqlx::Error> {
+/// A listening connection, and the schema whose changes it hears.
+async fn connect(pool: &PgPool) -> Result<(PgListener, String), sqlx::Error> {
     let mut listener = PgListener::connect_with(pool).await?;
     // The name tells other replicas this listener registers the tenants it
     // wants to hear of (`registrations.rs`).
     sqlx::query(&format!("SET application_name = '{LISTENER_APPLICATION}'"))
         .execute(&mut listener)
         .await?;
+    // What the payloads of this deployment's changes name (migration
+    // 0026): NOTIFY reaches every schema of the database.
+    let schema: String = sqlx::query_scalar(sql!("SELECT current_schema()::text"))
+        .fetch_one(&mut listener)
+        .await?;
     listener.listen(TASK_CHANNEL).await?;
-    Ok(listener)
+    Ok((listener, schema))
 }
 
-fn route(notification: &PgNotification, feed: &ChangeFeed) {
+fn route(notification: &PgNotification, schema: &str, feed: &ChangeFeed) {
     match notification.channel() {
-        TASK_CHANNEL => publish(notification.payload(), feed),
+        TASK_CHANNEL => publish(notification.payload(), schema, feed),
         other => tracing::debug!(channel = other, "ignoring notification"),
     }
 }
@@ -105,11 +112,16 @@ fn route(notification: &PgNotification, feed: &ChangeFeed) {
 /// Publishes a task change. One that ends a task with the result it
 /// carries is handed over to the task's subscribers (a waiting call answers
 /// without reading) and published to its tenant's followers.
-fn publish(payload: &str, feed: &ChangeFeed) {
-    let Some(Notification { change, result }) = parse_notification(payload) else {
+fn publish(payload: &str, schema: &str, feed: &ChangeFeed) {
+    let Some(notification) = parse_notification(payload) else {
         tracing::warn!(payload, "malformed task change notification");
         return;
     };
+    // Another deployment's, in another schema of the same database.
+    if !notification.is_for(schema) {
+        return;
+    }
+    let Notification { change, result, .. } = notification;
     if let (
         Some(result),
         TaskChange::Changed {

@@ -1,6 +1,7 @@
 //! The payload of a task-change notification (migrations 0002, 0003,
-//! 0012, 0015), read into a change-feed event: the task itself when the
-//! payload carries it, else what there is of it; and a result it carries.
+//! 0012, 0015, 0026), read into a change-feed event: the task itself when
+//! the payload carries it, else what there is of it; a result it carries;
+//! and the schema it was made in.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,6 +25,14 @@ struct Body {
     k: Option<String>,
     /// The result of a task that ended with one, when it fit (0015).
     r: Option<String>,
+    /// The schema the change was made in (0026).
+    n: Option<String>,
+}
+
+/// What is left of a body that does not carry the task: where it was made.
+#[derive(Debug, Deserialize)]
+struct Origin {
+    n: Option<String>,
 }
 
 /// A task-change notification read: the event, and the result of a task
@@ -32,6 +41,18 @@ struct Body {
 pub(super) struct Notification {
     pub change: TaskChange,
     pub result: Option<String>,
+    /// The schema the change was made in; `None` from a trigger before
+    /// 0026 (heard by every schema).
+    pub schema: Option<String>,
+}
+
+impl Notification {
+    /// Whether a listener in `schema` should hear it.
+    pub fn is_for(&self, schema: &str) -> bool {
+        self.schema
+            .as_deref()
+            .is_none_or(|made_in| made_in == schema)
+    }
 }
 
 /// "<tenant> <task id> <status>" and, from 0012, a newline and the task as
@@ -49,13 +70,13 @@ pub(super) fn parse_notification(payload: &str) -> Option<Notification> {
         return None;
     }
     let status: Option<TaskStatus> = parts.next().and_then(|status| status.parse().ok());
-    let (news, result) = match (status, body) {
+    let (news, result, schema) = match (status, body) {
         (Some(status), Some(body)) => match changed_task(task_id, status, body) {
-            Some((changed, result)) => (News::Task(Arc::new(changed)), result),
-            None => (News::Status(status), None),
+            Some((changed, result, schema)) => (News::Task(Arc::new(changed)), result, schema),
+            None => (News::Status(status), None, origin(body)),
         },
-        (Some(status), None) => (News::Status(status), None),
-        (None, _) => (News::Unknown, None),
+        (Some(status), None) => (News::Status(status), None, None),
+        (None, body) => (News::Unknown, None, body.and_then(origin)),
     };
     Some(Notification {
         change: TaskChange::Changed {
@@ -64,7 +85,13 @@ pub(super) fn parse_notification(payload: &str) -> Option<Notification> {
             news,
         },
         result,
+        schema,
     })
+}
+
+/// The schema a body names, when it says nothing else this build reads.
+fn origin(body: &str) -> Option<String> {
+    serde_json::from_str::<Origin>(body).ok()?.n
 }
 
 /// The task a body describes, converted as a row is (`rows.rs`), so that
@@ -73,7 +100,7 @@ fn changed_task(
     task_id: &str,
     status: TaskStatus,
     body: &str,
-) -> Option<(ChangedTask, Option<String>)> {
+) -> Option<(ChangedTask, Option<String>, Option<String>)> {
     let body: Body = serde_json::from_str(body).ok()?;
     let ttl = match body.t {
         Some(ms) => Some(Ttl::from_millis(u64::try_from(ms).ok()?).ok()?),
@@ -100,7 +127,7 @@ fn changed_task(
         task,
         progress_token: body.k.as_deref().and_then(ProgressToken::from_stored),
     };
-    Some((changed, body.r))
+    Some((changed, body.r, body.n))
 }
 
 #[cfg(test)]
@@ -184,6 +211,27 @@ mod tests {
         ));
         let without = "acme t1 working\n{\"m\":null,\"c\":1,\"u\":2,\"t\":null,\"p\":5,\"s\":null,\"o\":null,\"k\":null}";
         assert_eq!(parse_notification(without).expect("a change").result, None);
+    }
+
+    #[test]
+    fn a_change_is_heard_in_the_schema_it_names_or_everywhere_without_one() {
+        let full = "acme t1 working\n{\"m\":null,\"c\":1,\"u\":2,\"t\":null,\"p\":5,\"s\":null,\"o\":null,\"k\":null,\"n\":\"deploy_a\"}";
+        let oversize = "acme t1 working\n{\"x\":true,\"n\":\"deploy_a\"}";
+        let unknown_status = "acme t1 archived\n{\"n\":\"deploy_a\"}";
+        for payload in [full, oversize, unknown_status] {
+            let notification = parse_notification(payload).expect("a change");
+            assert_eq!(
+                notification.schema.as_deref(),
+                Some("deploy_a"),
+                "{payload}"
+            );
+            assert!(notification.is_for("deploy_a"), "{payload}");
+            assert!(!notification.is_for("deploy_b"), "{payload}");
+        }
+        for older in ["acme t1 working", "acme t1 working\n{\"x\":true}"] {
+            let notification = parse_notification(older).expect("a change");
+            assert!(notification.is_for("deploy_b"), "{older}");
+        }
     }
 
     #[test]
