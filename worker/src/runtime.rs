@@ -22,7 +22,7 @@ use crate::follow::Followers;
 use crate::heartbeat::{Heartbeat, Registered};
 use crate::metrics;
 use crate::report::Clients;
-use crate::session::Session;
+use crate::session::{FIRST_OPEN_WAIT, Session};
 use crate::source::{Feed, Incoming, JobSource, QueueLost};
 use crate::tool::Tool;
 
@@ -203,6 +203,15 @@ impl Worker {
                 self.config.worker_id.clone(),
                 reporting.clone(),
             ));
+            // Claims made before the session opens renew their own leases
+            // for as long as they run: take jobs once it is open.
+            tokio::select! {
+                () = self.session.first_settled() => {}
+                () = tokio::time::sleep(FIRST_OPEN_WAIT) => {
+                    tracing::warn!("no worker session yet; taking jobs without one until it opens");
+                }
+                () = shutdown.cancelled() => {}
+            }
         } else {
             // A service without heartbeats has no per-worker calls either.
             self.followers.unsupported().cancel();

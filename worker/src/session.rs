@@ -5,8 +5,12 @@
 //! succeeded for a whole lease period, every attempt claimed in it stops
 //! and stores nothing, and a new session opens under a new id.
 //!
-//! Until a session is open (and against a service without sessions) claims
-//! carry none, and their attempts renew their own leases as before.
+//! The worker opens its first session before it takes jobs (waiting at
+//! most [`FIRST_OPEN_WAIT`]), so that its first claims are in it too: an
+//! attempt claimed without one renews its own lease for as long as it
+//! runs, hours for a long task. Until a session is open (and against a
+//! service without sessions) claims carry none, and their attempts renew
+//! their own leases as before.
 
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -27,6 +31,9 @@ const FIRST_RETRY: Duration = Duration::from_millis(200);
 const MAX_RETRY: Duration = Duration::from_secs(5);
 /// Until the service names the lease duration.
 const DEFAULT_LEASE: Duration = Duration::from_secs(15);
+/// The longest the worker waits for its first session before it takes
+/// jobs anyway (the service is slow, or refuses it for now).
+pub(crate) const FIRST_OPEN_WAIT: Duration = Duration::from_secs(5);
 
 /// An open session, as a claim and its attempt need it.
 #[derive(Debug, Clone)]
@@ -41,6 +48,8 @@ pub(crate) struct OpenSession {
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Session {
     current: Arc<Mutex<Option<OpenSession>>>,
+    /// Fires once the first session opened, or it is known none will.
+    first_settled: CancellationToken,
 }
 
 impl Session {
@@ -52,13 +61,24 @@ impl Session {
             .clone()
     }
 
+    /// Returns once the first session is open, or none will be (no session
+    /// id, a service without sessions, `keep` stopped).
+    pub(crate) async fn first_settled(&self) {
+        self.first_settled.cancelled().await;
+    }
+
     fn set(&self, open: Option<OpenSession>) {
         *self.current.lock().unwrap_or_else(PoisonError::into_inner) = open;
     }
 
     /// Opens sessions and renews them until `stop` fires (after the last
     /// attempt ended: a stopping worker's attempts stay alive meanwhile).
-    pub(crate) async fn keep(self, mut client: Client, worker_id: String, stop: CancellationToken) {
+    pub(crate) async fn keep(self, client: Client, worker_id: String, stop: CancellationToken) {
+        self.keep_opening(client, worker_id, stop).await;
+        self.first_settled.cancel();
+    }
+
+    async fn keep_opening(&self, mut client: Client, worker_id: String, stop: CancellationToken) {
         while !stop.is_cancelled() {
             let id = match new_session_id() {
                 Ok(id) => id,
@@ -75,6 +95,7 @@ impl Session {
                 id: id.clone(),
                 over: over.clone(),
             }));
+            self.first_settled.cancel();
             tracing::debug!("worker session open");
             let ended = renew_until_over(&mut client, &worker_id, &id, lease, &stop).await;
             self.set(None);

@@ -157,12 +157,15 @@ pub async fn a_retryable_failure_retried(language: Language) {
 
 /// Case 5: A running `conf_sleep` cancelled → its tool stops within a second:
 /// the worker's only slot runs the next task at once, nothing is stored.
+/// The task waits in the queue before the worker starts: its claim, the
+/// worker's first, is in the worker's session all the same (the session
+/// opens before the worker takes jobs).
 pub async fn cancellation_within_a_second(language: Language) {
     let fleet = Fleet::start().await;
-    let _worker = fleet.start_worker(language, "canceller", 1, "2s", 1).await;
     let sleeper = fleet
         .dispatch("conf_sleep", json!({"ms": 60000}), None)
         .await;
+    let _worker = fleet.start_worker(language, "canceller", 1, "2s", 1).await;
     fleet
         .until("the sleep runs", &sleeper, WAIT, |t| {
             t.status_message

@@ -14,7 +14,7 @@ import { JobFeed, sameTopology, topologyFor, type Delivery, type Topology } from
 import { sleep } from './control.js';
 import { Followers } from './follow.js';
 import { Heartbeat } from './heartbeat.js';
-import { WorkerSession } from './session.js';
+import { FIRST_OPEN_WAIT_MS, WorkerSession } from './session.js';
 import { createLogger, type Logger } from './log.js';
 import { WorkerMetrics } from './metrics.js';
 import { WorkerRpc } from './rpc.js';
@@ -177,6 +177,17 @@ export class Worker {
       if (first !== undefined) {
         void this.session.keep(this.housekeeping.signal);
         void this.followers.keep(this.housekeeping.signal);
+        // Claims made before the session opens renew their own leases for
+        // as long as they run: take jobs once it is open.
+        let waited: ReturnType<typeof setTimeout> | undefined;
+        const opened = await Promise.race([
+          this.session.firstSettled.then(() => true),
+          new Promise<false>((resolve) => {
+            waited = setTimeout(() => resolve(false), FIRST_OPEN_WAIT_MS);
+          }),
+        ]);
+        clearTimeout(waited);
+        if (!opened) this.log.warn('no worker session yet; taking jobs without one until it opens');
       } else {
         // A service without heartbeats has no per-worker calls either.
         this.followers.unsupported.abort();

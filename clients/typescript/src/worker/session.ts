@@ -4,7 +4,10 @@
 // service says the session is over (the worker was frozen or cut off past
 // its lease), or no renewal succeeded for a whole lease, every attempt
 // claimed in it stops and stores nothing, and a new session opens under a
-// new id. Until one is open (and against a service without sessions)
+// new id. The worker opens its first session before it takes jobs
+// (waiting at most FIRST_OPEN_WAIT_MS), so that its first claims are in it
+// too: an attempt claimed without one renews its own lease for as long as
+// it runs. Until one is open (and against a service without sessions)
 // claims carry none and their attempts renew their own leases.
 import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
@@ -18,6 +21,8 @@ import type { WorkerRpc } from './rpc.js';
 const FIRST_RETRY_MS = 200;
 const MAX_RETRY_MS = 5_000;
 const DEFAULT_LEASE_MS = 15_000;
+/** The longest the worker waits for its first session before taking jobs. */
+export const FIRST_OPEN_WAIT_MS = 5_000;
 
 export interface OpenSession {
   /** A secret like a lease token: never logged. */
@@ -28,6 +33,11 @@ export interface OpenSession {
 
 export class WorkerSession {
   current: OpenSession | undefined;
+  private settle: () => void = () => {};
+  /** Resolves once the first session opened, or it is known none will. */
+  readonly firstSettled = new Promise<void>((resolve) => {
+    this.settle = resolve;
+  });
 
   constructor(
     private readonly rpc: WorkerRpc,
@@ -37,6 +47,14 @@ export class WorkerSession {
 
   /** Opens sessions and renews them until `stop` aborts (after the last attempt ended). */
   async keep(stop: AbortSignal): Promise<void> {
+    try {
+      await this.keepOpening(stop);
+    } finally {
+      this.settle();
+    }
+  }
+
+  private async keepOpening(stop: AbortSignal): Promise<void> {
     while (!stop.aborted) {
       const id = randomBytes(16).toString('hex');
       const leaseMs = await this.open(id, stop);
@@ -45,6 +63,7 @@ export class WorkerSession {
       // Every attempt claimed in it listens to it.
       setMaxListeners(0, session.over.signal);
       this.current = session;
+      this.settle();
       this.log.debug('worker session open');
       const over = await this.renewUntilOver(id, leaseMs, stop);
       this.current = undefined;

@@ -26,7 +26,7 @@ from mcp_taskstore.worker.heartbeat import Heartbeat, seconds
 from mcp_taskstore.worker.report import Reporter
 from mcp_taskstore.worker.follow import Followers
 from mcp_taskstore.worker.rpc import WorkerRpc, valid_traceparent
-from mcp_taskstore.worker.session import WorkerSession
+from mcp_taskstore.worker.session import FIRST_OPEN_WAIT, WorkerSession
 from mcp_taskstore.worker.tools import Tools, load_tools
 
 logger = logging.getLogger("mcp_taskstore.worker")
@@ -156,6 +156,12 @@ class Worker:
             helpers.append(asyncio.create_task(self._session.keep(reporting)))
             helpers.append(asyncio.create_task(self._followers.keep(reporting)))
             helpers.append(asyncio.create_task(self._follow_slots()))
+            # Claims made before the session opens renew their own leases
+            # for as long as they run: take jobs once it is open.
+            try:
+                await asyncio.wait_for(self._session.first_settled.wait(), FIRST_OPEN_WAIT)
+            except TimeoutError:
+                logger.warning("no worker session yet; taking jobs without one until it opens")
             await self._consume(topology)
         finally:
             await self._shut_down()

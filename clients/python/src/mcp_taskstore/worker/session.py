@@ -3,9 +3,12 @@ third of the lease keeps every attempt claimed in it alive, however many
 run, in place of a RenewLease per attempt. When the service says the
 session is over (the worker was frozen or cut off past its lease), or no
 renewal succeeded for a whole lease, every attempt claimed in it stops and
-stores nothing, and a new session opens under a new id. Until one is open
-(and against a service without sessions) claims carry none and their
-attempts renew their own leases."""
+stores nothing, and a new session opens under a new id. The worker opens
+its first session before it takes jobs (waiting at most FIRST_OPEN_WAIT),
+so that its first claims are in it too: an attempt claimed without one
+renews its own lease for as long as it runs. Until one is open (and against
+a service without sessions) claims carry none and their attempts renew
+their own leases."""
 
 from __future__ import annotations
 
@@ -26,6 +29,8 @@ logger = logging.getLogger("mcp_taskstore.worker")
 FIRST_RETRY = 0.2
 MAX_RETRY = 5.0
 DEFAULT_LEASE = 15.0
+# The longest the worker waits for its first session before taking jobs.
+FIRST_OPEN_WAIT = 5.0
 
 
 @dataclass
@@ -41,10 +46,18 @@ class WorkerSession:
         self._rpc = rpc
         self._worker_id = worker_id
         self.current: OpenSession | None = None
+        # Set once the first session opened, or it is known none will.
+        self.first_settled = asyncio.Event()
 
     async def keep(self, stop: asyncio.Event) -> None:
         """Opens sessions and renews them until ``stop`` is set (after the
         last attempt ended: a stopping worker's attempts live by it)."""
+        try:
+            await self._keep_opening(stop)
+        finally:
+            self.first_settled.set()
+
+    async def _keep_opening(self, stop: asyncio.Event) -> None:
         while not stop.is_set():
             session_id = secrets.token_hex(16)
             lease = await self._open(session_id, stop)
@@ -52,6 +65,7 @@ class WorkerSession:
                 return
             session = OpenSession(session_id)
             self.current = session
+            self.first_settled.set()
             logger.debug("worker session open")
             over = await self._renew_until_over(session_id, lease, stop)
             self.current = None
