@@ -19,7 +19,8 @@ fn scope_of(tenant: &str) -> Scope {
     }
 }
 
-fn plain_task() -> NewTask {
+/// An undispatched task (also used by the other modules here).
+pub(super) fn plain_task() -> NewTask {
     NewTask {
         idempotency_key: None,
         task_id: None,

@@ -5,26 +5,13 @@
 
 use std::time::Duration;
 
-use taskstore::domain::{JsonObject, NewTask, RequestId, Scope, StatusUpdate, TaskStatus};
+use taskstore::domain::{Scope, StatusUpdate, TaskStatus};
 use taskstore::store::postgres::{self, PgTaskStore};
 use taskstore::store::{Followed, StoreConfig, TaskStore};
 use tokio_stream::StreamExt;
 
+use super::cancelled::plain_task;
 use super::common;
-
-fn plain_task() -> NewTask {
-    NewTask {
-        idempotency_key: None,
-        task_id: None,
-        ttl: Default::default(),
-        poll_interval: None,
-        request_id: RequestId::parse("1").expect("id"),
-        request: JsonObject::parse(r#"{"method":"tools/call","params":{"name":"echo"}}"#)
-            .expect("json"),
-        dispatch: None,
-        trace_context: None,
-    }
-}
 
 fn working(message: &str) -> StatusUpdate {
     StatusUpdate {

@@ -93,6 +93,23 @@ impl PgTaskStore {
         .map_err(store_error)
     }
 
+    /// The task's status (`None`: gone) and whether `lease` is its
+    /// current one: what decides whether an attempt under it goes on.
+    async fn attempt_state(
+        &self,
+        tenant: &TenantId,
+        task_id: &TaskId,
+        lease: &LeaseToken,
+    ) -> Result<(Option<TaskStatus>, bool), StoreError> {
+        let state = self.state(tenant, task_id, Some(lease)).await?;
+        let status = state
+            .as_ref()
+            .map(|s| s.status.parse::<TaskStatus>())
+            .transpose()
+            .map_err(|_| corrupt())?;
+        Ok((status, state.is_some_and(|s| s.ours)))
+    }
+
     /// Ends the attempt of a held (locked) task as the domain decides, in
     /// the caller's transaction: dispatched again (a new generation and its
     /// job, the lease cleared) or FAILED with an error result.
@@ -200,13 +217,7 @@ impl ExecutionStore for PgTaskStore {
         if renewed == 1 {
             return Ok(Renewal::KeepRunning);
         }
-        let state = self.state(tenant, task_id, Some(lease)).await?;
-        let status = state
-            .as_ref()
-            .map(|s| s.status.parse::<TaskStatus>())
-            .transpose()
-            .map_err(|_| corrupt())?;
-        let ours = state.is_some_and(|s| s.ours);
+        let (status, ours) = self.attempt_state(tenant, task_id, lease).await?;
         Ok(Renewal::Stop(StopReason::for_task(status, ours)))
     }
 
@@ -216,13 +227,8 @@ impl ExecutionStore for PgTaskStore {
         task_id: &TaskId,
         lease: &LeaseToken,
     ) -> Result<Renewal, StoreError> {
-        let state = self.state(tenant, task_id, Some(lease)).await?;
-        let status = state
-            .as_ref()
-            .map(|s| s.status.parse::<TaskStatus>())
-            .transpose()
-            .map_err(|_| corrupt())?;
-        Ok(Renewal::of_attempt(status, state.is_some_and(|s| s.ours)))
+        let (status, ours) = self.attempt_state(tenant, task_id, lease).await?;
+        Ok(Renewal::of_attempt(status, ours))
     }
 
     async fn renew_session(
