@@ -15,6 +15,18 @@ pub const STOP_GONE: &str = "the task no longer exists (expired or deleted)";
 /// Another claim (or none) holds the task now.
 pub const STOP_LEASE_LOST: &str = "the lease was lost: the task was dispatched again";
 
+/// The `domain` of the ErrorInfo in the service's FAILED_PRECONDITION
+/// refusals; its `reason` names the refusal's kind (the service names
+/// every kind; these are the ones a worker acts on).
+pub const REFUSAL_DOMAIN: &str = "mcp-taskstore";
+/// A report under a lease, refused because the task is terminal.
+pub const REFUSED_TERMINAL: &str = "FENCE_TERMINAL";
+/// A report under a lease that is not the task's current one.
+pub const REFUSED_LEASE_LOST: &str = "FENCE_LEASE_LOST";
+/// The ErrorInfo metadata key naming the task's status, where a refusal
+/// carries it.
+pub const REFUSAL_STATUS_KEY: &str = "status";
+
 impl crate::v1::StopReason {
     /// The words for this reason (`UNSPECIFIED`: the service said stop
     /// without a reason this build knows).

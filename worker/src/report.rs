@@ -13,6 +13,7 @@ use tonic::transport::Channel;
 
 use pb::task_execution_client::TaskExecutionClient;
 use pb::task_store_client::TaskStoreClient;
+use taskstore_proto::protocol::{REFUSAL_STATUS_KEY, REFUSED_LEASE_LOST, REFUSED_TERMINAL};
 use tonic_types::StatusExt as _;
 
 use crate::control::Stop;
@@ -229,14 +230,15 @@ fn stop_of_refusal(status: &tonic::Status) -> Option<Stop> {
     }
     let info = status.get_details_error_info()?;
     match info.reason.as_str() {
-        "FENCE_TERMINAL" => Some(
-            if info.metadata.get("status").map(String::as_str) == Some("cancelled") {
+        REFUSED_TERMINAL => Some(
+            // The service's word for the status (`TaskStatus` shown).
+            if info.metadata.get(REFUSAL_STATUS_KEY).map(String::as_str) == Some("cancelled") {
                 Stop::Cancelled
             } else {
                 Stop::Finished
             },
         ),
-        "FENCE_LEASE_LOST" => Some(Stop::LeaseLost),
+        REFUSED_LEASE_LOST => Some(Stop::LeaseLost),
         _ => None,
     }
 }
@@ -255,7 +257,11 @@ mod tests {
         tonic::Status::with_error_details(
             Code::FailedPrecondition,
             "refused",
-            ErrorDetails::with_error_info(reason, "mcp-taskstore", metadata),
+            ErrorDetails::with_error_info(
+                reason,
+                taskstore_proto::protocol::REFUSAL_DOMAIN,
+                metadata,
+            ),
         )
     }
 

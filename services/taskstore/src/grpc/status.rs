@@ -9,8 +9,9 @@ use crate::domain::{ClaimRefusal, FenceRefusal, HoldRefusal, QuestionRefusal, Ta
 use crate::edge::{AdmissionRefused, ShuttingDown};
 use crate::error::{Refusal, StoreError};
 
-/// The `domain` of the ErrorInfo that names a refusal's kind.
-const ERROR_DOMAIN: &str = "mcp-taskstore";
+use taskstore_proto::protocol::{
+    REFUSAL_DOMAIN as ERROR_DOMAIN, REFUSAL_STATUS_KEY, REFUSED_LEASE_LOST, REFUSED_TERMINAL,
+};
 
 /// Server side. Exhaustive on purpose: a new variant must choose its code.
 impl From<StoreError> for Status {
@@ -91,15 +92,16 @@ pub fn store_error_from_status(status: Status) -> StoreError {
 /// A refusal's kind on the wire: the ErrorInfo `reason` and its metadata.
 /// Exhaustive, so that a new refusal must choose its name.
 fn refusal_reason(refusal: &Refusal) -> (&'static str, HashMap<String, String>) {
-    let status = |status: &TaskStatus| HashMap::from([("status".to_owned(), status.to_string())]);
+    let status =
+        |status: &TaskStatus| HashMap::from([(REFUSAL_STATUS_KEY.to_owned(), status.to_string())]);
     match refusal {
         Refusal::Claim(ClaimRefusal::Terminal(s)) => ("CLAIM_TERMINAL", status(s)),
         Refusal::Claim(ClaimRefusal::NotDispatched) => ("CLAIM_NOT_DISPATCHED", HashMap::new()),
         Refusal::Claim(ClaimRefusal::StaleJob) => ("CLAIM_STALE_JOB", HashMap::new()),
         Refusal::Claim(ClaimRefusal::AlreadyClaimed) => ("CLAIM_ALREADY_CLAIMED", HashMap::new()),
         Refusal::Claim(ClaimRefusal::NotNow) => ("CLAIM_NOT_NOW", HashMap::new()),
-        Refusal::Fence(FenceRefusal::Terminal(s)) => ("FENCE_TERMINAL", status(s)),
-        Refusal::Fence(FenceRefusal::LeaseLost) => ("FENCE_LEASE_LOST", HashMap::new()),
+        Refusal::Fence(FenceRefusal::Terminal(s)) => (REFUSED_TERMINAL, status(s)),
+        Refusal::Fence(FenceRefusal::LeaseLost) => (REFUSED_LEASE_LOST, HashMap::new()),
         Refusal::Fence(FenceRefusal::LeaseRequired) => ("FENCE_LEASE_REQUIRED", HashMap::new()),
         Refusal::NoResult(s) => ("NO_RESULT", status(s)),
         Refusal::Question(QuestionRefusal::KeyReused(key)) => (
@@ -131,7 +133,7 @@ fn refusal_from(status: &Status) -> Refusal {
     };
     let task_status = || {
         info.metadata
-            .get("status")
+            .get(REFUSAL_STATUS_KEY)
             .and_then(|s| s.parse::<TaskStatus>().ok())
     };
     let refusal = match info.reason.as_str() {
@@ -140,8 +142,8 @@ fn refusal_from(status: &Status) -> Refusal {
         "CLAIM_STALE_JOB" => Some(Refusal::Claim(ClaimRefusal::StaleJob)),
         "CLAIM_ALREADY_CLAIMED" => Some(Refusal::Claim(ClaimRefusal::AlreadyClaimed)),
         "CLAIM_NOT_NOW" => Some(Refusal::Claim(ClaimRefusal::NotNow)),
-        "FENCE_TERMINAL" => task_status().map(|s| Refusal::Fence(FenceRefusal::Terminal(s))),
-        "FENCE_LEASE_LOST" => Some(Refusal::Fence(FenceRefusal::LeaseLost)),
+        REFUSED_TERMINAL => task_status().map(|s| Refusal::Fence(FenceRefusal::Terminal(s))),
+        REFUSED_LEASE_LOST => Some(Refusal::Fence(FenceRefusal::LeaseLost)),
         "FENCE_LEASE_REQUIRED" => Some(Refusal::Fence(FenceRefusal::LeaseRequired)),
         "NO_RESULT" => task_status().map(Refusal::NoResult),
         "QUESTION_KEY_REUSED" => info
