@@ -160,7 +160,7 @@ class Worker:
             # for as long as they run: take jobs once it is open.
             try:
                 await asyncio.wait_for(self._session.first_settled.wait(), FIRST_OPEN_WAIT)
-            except TimeoutError:
+            except asyncio.TimeoutError:  # TimeoutError itself only from 3.11
                 logger.warning("no worker session yet; taking jobs without one until it opens")
             await self._consume(topology)
         finally:
