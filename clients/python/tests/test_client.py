@@ -21,6 +21,8 @@ from mcp_taskstore import (
     TaskStoreClient,
     UnauthenticatedError,
 )
+from mcp_taskstore.worker.control import Stop
+from mcp_taskstore.worker.report import stop_of_refusal
 
 import services
 
@@ -94,10 +96,25 @@ async def test_lifecycle_with_result(client: TaskStoreClient, session: str) -> N
     assert stored.result_json == result_json  # byte for byte
     assert stored.result()["isError"] is True
 
-    with pytest.raises(FailedPreconditionError):  # terminal is final
+    with pytest.raises(FailedPreconditionError) as refused:  # terminal is final
         await client.update_task_status(task.task_id, TaskStatus.WORKING, session_id=session)
+    # The refusal says why, for programs (a worker's attempt stops on it).
+    assert (refused.value.reason, refused.value.metadata) == ("FENCE_TERMINAL", {"status": "failed"})
+    assert stop_of_refusal(refused.value) is Stop.FINISHED
     with pytest.raises(FailedPreconditionError):  # one result per task
         await client.store_task_result(task.task_id, {"content": []}, session_id=session)
+
+
+async def test_a_report_on_a_cancelled_task_is_refused_saying_so(client: TaskStoreClient, session: str) -> None:
+    task = await make(client, session)
+    await client.cancel_task(task.task_id, session_id=session)
+    with pytest.raises(FailedPreconditionError) as refused:
+        await client.update_task_status(
+            task.task_id, TaskStatus.WORKING, status_message="still going", session_id=session
+        )
+    assert (refused.value.reason, refused.value.metadata) == ("FENCE_TERMINAL", {"status": "cancelled"})
+    # A worker whose progress report is refused this way stops its attempt.
+    assert stop_of_refusal(refused.value) is Stop.CANCELLED
 
 
 async def test_get_result_waits_for_the_result(client: TaskStoreClient, session: str) -> None:

@@ -5,21 +5,26 @@ concurrency limits."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import re
 import uuid
 from collections.abc import Callable
 
 import aio_pika
 import aiormq
+import grpc
 import pamqp.encode
 import pika
 import pytest
 
 from mcp_taskstore._proto import execution_pb2 as xpb
-from mcp_taskstore.errors import error_info_reason
+from mcp_taskstore.errors import FailedPreconditionError, NotFoundError, UnavailableError, error_info, error_info_reason
 from mcp_taskstore.worker import ConcurrencyLimit, RateLimit, RetryPolicy, Tools, broker, make_tool
 from mcp_taskstore.worker.cli import parse_duration
+from mcp_taskstore.worker.control import Stop
+from mcp_taskstore.worker.report import stop_of_refusal
 from mcp_taskstore.worker.rpc import valid_traceparent
+from mcp_taskstore.worker.runtime import _first_of
 
 import services
 
@@ -78,6 +83,47 @@ def test_the_reason_of_a_refusal() -> None:
     assert error_info_reason(status) == "FENCE_LEASE_LOST"
     assert error_info_reason(b"\x08\x09") is None
     assert error_info_reason(b"\xff\xff") is None
+
+
+def _field(number: int, value: bytes) -> bytes:
+    return bytes([number << 3 | 2, len(value)]) + value
+
+
+def test_the_metadata_of_a_refusal() -> None:
+    # ErrorInfo{reason: FENCE_TERMINAL, domain: mcp-taskstore, metadata: {status: cancelled}}
+    entry = _field(1, b"status") + _field(2, b"cancelled")
+    info = _field(1, b"FENCE_TERMINAL") + _field(2, b"mcp-taskstore") + _field(3, entry)
+    detail = _field(1, b"type.googleapis.com/google.rpc.ErrorInfo") + _field(2, info)
+    status = b"\x08\x09" + _field(2, b"m") + _field(3, detail)
+    assert error_info(status) == ("FENCE_TERMINAL", {"status": "cancelled"})
+    assert error_info(b"\x08\x09") == (None, {})
+    # A detail of another type is not read as an ErrorInfo.
+    other = _field(1, b"type.googleapis.com/google.rpc.RetryInfo") + _field(2, info)
+    assert error_info(b"\x08\x09" + _field(3, other)) == (None, {})
+
+
+def test_a_refused_report_stops_the_attempt_only_when_the_attempt_is_over() -> None:
+    def refused(reason: str | None, metadata: dict[str, str] | None = None) -> FailedPreconditionError:
+        return FailedPreconditionError(grpc.StatusCode.FAILED_PRECONDITION, "refused", reason, metadata)
+
+    assert stop_of_refusal(refused("FENCE_TERMINAL", {"status": "cancelled"})) is Stop.CANCELLED
+    assert stop_of_refusal(refused("FENCE_TERMINAL", {"status": "completed"})) is Stop.FINISHED
+    assert stop_of_refusal(refused("FENCE_TERMINAL")) is Stop.FINISHED
+    assert stop_of_refusal(refused("FENCE_LEASE_LOST")) is Stop.LEASE_LOST
+    assert stop_of_refusal(NotFoundError(grpc.StatusCode.NOT_FOUND, "no such task")) is Stop.GONE
+    # Refusals that do not say the attempt is over, and outages, stop nothing.
+    assert stop_of_refusal(refused("QUESTION_KEY_REUSED")) is None
+    assert stop_of_refusal(refused(None)) is None
+    assert stop_of_refusal(UnavailableError(grpc.StatusCode.UNAVAILABLE, "down", "FENCE_LEASE_LOST")) is None
+
+
+async def test_the_first_session_wait_ends_at_the_first_of_its_events() -> None:
+    # The worker waits for its session to open, or to be told to stop, at most a while.
+    opened, stopped = asyncio.Event(), asyncio.Event()
+    assert not await _first_of(opened, stopped, seconds=0.05)
+    asyncio.get_running_loop().call_later(0.01, stopped.set)
+    assert await asyncio.wait_for(_first_of(opened, stopped, seconds=60), 10)
+    assert await _first_of(opened, stopped, seconds=60)  # already set
 
 
 def test_durations_and_trace_context() -> None:

@@ -14,13 +14,16 @@ export class TaskStoreError extends Error {
    * `QUESTION_KEY_REUSED`, `HOLD_DISPATCHED`).
    */
   readonly reason: string | undefined;
+  /** The ErrorInfo's metadata, e.g. `{ status: 'cancelled' }` with `FENCE_TERMINAL`; empty without one. */
+  readonly metadata: Readonly<Record<string, string>>;
 
-  constructor(code: Status, message: string, options?: { cause?: unknown; reason?: string }) {
+  constructor(code: Status, message: string, options?: { cause?: unknown; reason?: string; metadata?: Record<string, string> }) {
     super(message, options);
     this.name = 'TaskStoreError';
     this.code = code;
     this.codeName = Status[code] ?? `CODE_${code}`;
     this.reason = options?.reason;
+    this.metadata = options?.metadata ?? {};
   }
 }
 
@@ -31,8 +34,8 @@ export function fromServiceError(err: unknown, what: string): TaskStoreError {
   if (typeof se?.code === 'number') {
     const details = se.details || (se.message ?? "").replace(/^\d+ [A-Z_]+: ?/, "") || "(no details)";
     const name = Status[se.code] ?? `CODE_${se.code}`;
-    const reason = se.metadata ? errorInfoReason(se.metadata.get('grpc-status-details-bin')[0]) : undefined;
-    return new TaskStoreError(se.code, `${what}: ${name}: ${details}`, { cause: err, ...(reason !== undefined && { reason }) });
+    const info = se.metadata ? errorInfo(se.metadata.get('grpc-status-details-bin')[0]) : undefined;
+    return new TaskStoreError(se.code, `${what}: ${name}: ${details}`, { cause: err, ...(info !== undefined && info) });
   }
   return new TaskStoreError(Status.UNKNOWN, `${what}: ${String((err as Error)?.message ?? err)}`, { cause: err });
 }
@@ -46,8 +49,9 @@ export function isFailedPrecondition(err: unknown): boolean {
 }
 
 // google.rpc.Status { details = 3: repeated Any { type_url = 1, value = 2 } }
-// and google.rpc.ErrorInfo { reason = 1 }, read by hand: two messages do not
-// justify a protobuf runtime.
+// and google.rpc.ErrorInfo { reason = 1, metadata = 3: map entries
+// { key = 1, value = 2 } }, read by hand: two messages do not justify a
+// protobuf runtime.
 const ERROR_INFO = 'type.googleapis.com/google.rpc.ErrorInfo';
 
 function* fields(buf: Buffer): Generator<[number, number, Buffer | number]> {
@@ -80,6 +84,11 @@ function* fields(buf: Buffer): Generator<[number, number, Buffer | number]> {
 
 /** The ErrorInfo reason in a `grpc-status-details-bin` value, if any. */
 export function errorInfoReason(details: unknown): string | undefined {
+  return errorInfo(details)?.reason;
+}
+
+/** The ErrorInfo reason and metadata in a `grpc-status-details-bin` value, if it has one. */
+export function errorInfo(details: unknown): { reason: string; metadata: Record<string, string> } | undefined {
   if (!Buffer.isBuffer(details)) return undefined;
   try {
     for (const [field, wire, any] of fields(details)) {
@@ -91,7 +100,22 @@ export function errorInfoReason(details: unknown): string | undefined {
         if (f === 2 && w === 2 && Buffer.isBuffer(v)) value = v;
       }
       if (typeUrl !== ERROR_INFO || !value) continue;
-      for (const [f, w, v] of fields(value)) if (f === 1 && w === 2 && Buffer.isBuffer(v)) return v.toString('utf8');
+      let reason: string | undefined;
+      const metadata: Record<string, string> = {};
+      for (const [f, w, v] of fields(value)) {
+        if (w !== 2 || !Buffer.isBuffer(v)) continue;
+        if (f === 1) reason = v.toString('utf8');
+        if (f === 3) {
+          let key = '';
+          let entry = '';
+          for (const [ef, ew, ev] of fields(v)) {
+            if (ef === 1 && ew === 2 && Buffer.isBuffer(ev)) key = ev.toString('utf8');
+            if (ef === 2 && ew === 2 && Buffer.isBuffer(ev)) entry = ev.toString('utf8');
+          }
+          metadata[key] = entry;
+        }
+      }
+      return reason === undefined ? undefined : { reason, metadata };
     }
   } catch {
     // malformed details: no reason

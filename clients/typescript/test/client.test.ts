@@ -175,10 +175,15 @@ for (const backend of backends()) {
       const task = await client.createTask({ requestId: 1, request: call('x', {}) });
       assert.equal((await client.cancelTask(task.taskId)).status, 'cancelled');
       assert.equal((await client.cancelTask(task.taskId)).status, 'cancelled');
-      await assert.rejects(
-        client.storeTaskResult({ taskId: task.taskId, status: 'completed', result: {} }),
-        (e) => codeOf(e) === 'FAILED_PRECONDITION',
-      );
+      // The refusal says why, for programs: a worker whose report is refused
+      // this way stops its attempt (worker/report.ts, stopOfRefusal).
+      const saysCancelled = (e: unknown) => {
+        assert.ok(e instanceof TaskStoreError, String(e));
+        assert.deepEqual([e.codeName, e.reason, e.metadata], ['FAILED_PRECONDITION', 'FENCE_TERMINAL', { status: 'cancelled' }]);
+        return true;
+      };
+      await assert.rejects(client.storeTaskResult({ taskId: task.taskId, status: 'completed', result: {} }), saysCancelled);
+      await assert.rejects(client.updateTaskStatus({ taskId: task.taskId, status: 'working', statusMessage: 'still going' }), saysCancelled);
       await assert.rejects(client.getTaskResult(task.taskId), (e) => codeOf(e) === 'FAILED_PRECONDITION');
     });
 

@@ -13,7 +13,9 @@ import { InMemoryTaskMessageQueue } from '@modelcontextprotocol/sdk/experimental
 import { z } from 'zod';
 import { GrpcTaskStore, moveToolsToFleet } from '@mcp-taskstore/client';
 import { amqpArguments, BackOff, childTraceparent, defineTool, toolsOfServer, topologyFor } from '@mcp-taskstore/client/worker';
-import { errorInfoReason } from '../src/errors.js';
+import { status as Status } from '@grpc/grpc-js';
+import { errorInfo, errorInfoReason, TaskStoreError } from '../src/errors.js';
+import { stopOfRefusal } from '../src/worker/report.js';
 import { parseCli, parseDuration } from '../src/worker/options.js';
 import { describeTool, firstText } from '../src/worker/tool.js';
 import { topologyFromWire } from '../src/worker/broker.js';
@@ -108,6 +110,34 @@ describe('trace contexts and error details', () => {
     assert.equal(errorInfoReason(status), 'QUESTION_KEY_REUSED');
     assert.equal(errorInfoReason(Buffer.from([0xff, 0xff])), undefined);
     assert.equal(errorInfoReason(undefined), undefined);
+  });
+
+  it('reads the ErrorInfo metadata, and only of an ErrorInfo', () => {
+    const str = (field: number, s: Buffer | string) => {
+      const b = Buffer.isBuffer(s) ? s : Buffer.from(s);
+      return Buffer.concat([Buffer.from([(field << 3) | 2, b.length]), b]);
+    };
+    const entry = Buffer.concat([str(1, 'status'), str(2, 'cancelled')]);
+    const info = Buffer.concat([str(1, 'FENCE_TERMINAL'), str(2, 'mcp-taskstore'), str(3, entry)]);
+    const status = (typeUrl: string) =>
+      Buffer.concat([Buffer.from([0x08, 9]), str(2, 'refused'), str(3, Buffer.concat([str(1, typeUrl), str(2, info)]))]);
+    assert.deepEqual(errorInfo(status('type.googleapis.com/google.rpc.ErrorInfo')), { reason: 'FENCE_TERMINAL', metadata: { status: 'cancelled' } });
+    assert.equal(errorInfo(status('type.googleapis.com/google.rpc.RetryInfo')), undefined);
+  });
+
+  it('stops an attempt on a refused report only when the attempt is over', () => {
+    const refused = (reason?: string, metadata?: Record<string, string>) =>
+      new TaskStoreError(Status.FAILED_PRECONDITION, 'refused', { ...(reason !== undefined && { reason }), ...(metadata && { metadata }) });
+    assert.equal(stopOfRefusal(refused('FENCE_TERMINAL', { status: 'cancelled' })), 'cancelled');
+    assert.equal(stopOfRefusal(refused('FENCE_TERMINAL', { status: 'completed' })), 'finished');
+    assert.equal(stopOfRefusal(refused('FENCE_TERMINAL')), 'finished');
+    assert.equal(stopOfRefusal(refused('FENCE_LEASE_LOST')), 'lease_lost');
+    assert.equal(stopOfRefusal(new TaskStoreError(Status.NOT_FOUND, 'no such task')), 'gone');
+    // Refusals that do not say the attempt is over, outages and other errors stop nothing.
+    assert.equal(stopOfRefusal(refused('QUESTION_KEY_REUSED')), undefined);
+    assert.equal(stopOfRefusal(refused()), undefined);
+    assert.equal(stopOfRefusal(new TaskStoreError(Status.UNAVAILABLE, 'down', { reason: 'FENCE_LEASE_LOST' })), undefined);
+    assert.equal(stopOfRefusal(new Error('boom')), undefined);
   });
 });
 

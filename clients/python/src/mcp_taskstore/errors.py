@@ -12,13 +12,21 @@ import grpc
 class TaskStoreError(Exception):
     """A call to the taskstore service failed."""
 
-    def __init__(self, code: grpc.StatusCode, details: str, reason: str | None = None) -> None:
+    def __init__(
+        self,
+        code: grpc.StatusCode,
+        details: str,
+        reason: str | None = None,
+        metadata: dict[str, str] | None = None,
+    ) -> None:
         super().__init__(f"{code.name}: {details}")
         self.code = code
         self.details = details
         # The service's machine-readable reason (google.rpc.ErrorInfo), e.g.
         # FENCE_LEASE_LOST, QUESTION_KEY_REUSED, HOLD_DISPATCHED; None without one.
         self.reason = reason
+        # The ErrorInfo's metadata, e.g. {"status": "cancelled"} with FENCE_TERMINAL.
+        self.metadata = metadata or {}
 
 
 class InvalidArgumentError(TaskStoreError):
@@ -74,14 +82,15 @@ def translate(error: grpc.aio.AioRpcError) -> TaskStoreError:
     """Map a gRPC failure to the matching TaskStoreError subclass."""
     code = error.code()
     cls = _BY_CODE.get(code, TaskStoreError)
-    return cls(code, error.details() or "", _reason(error))
+    reason, metadata = _error_info(error)
+    return cls(code, error.details() or "", reason, metadata)
 
 
-def _reason(error: grpc.aio.AioRpcError) -> str | None:
+def _error_info(error: grpc.aio.AioRpcError) -> tuple[str | None, dict[str, str]]:
     for key, value in error.trailing_metadata() or ():
         if key == "grpc-status-details-bin" and isinstance(value, bytes):
-            return error_info_reason(value)
-    return None
+            return error_info(value)
+    return None, {}
 
 
 def _fields(data: bytes) -> list[tuple[int, int | bytes]]:
@@ -117,10 +126,17 @@ def _fields(data: bytes) -> list[tuple[int, int | bytes]]:
 
 
 def error_info_reason(status_bin: bytes) -> str | None:
-    """``reason`` of the ``google.rpc.ErrorInfo`` in a serialized ``google.rpc.Status``.
+    """``reason`` of the ``google.rpc.ErrorInfo`` in a serialized ``google.rpc.Status``."""
+    return error_info(status_bin)[0]
+
+
+def error_info(status_bin: bytes) -> tuple[str | None, dict[str, str]]:
+    """``reason`` and ``metadata`` of the ``google.rpc.ErrorInfo`` in a
+    serialized ``google.rpc.Status``: (None, {}) without one.
 
     Read by hand (Status.details = 3, Any.type_url = 1, Any.value = 2,
-    ErrorInfo.reason = 1) so the package needs no googleapis protos.
+    ErrorInfo.reason = 1, ErrorInfo.metadata = 3, a map entry's key = 1 and
+    value = 2) so the package needs no googleapis protos.
     """
     try:
         for number, detail in _fields(status_bin):
@@ -129,9 +145,23 @@ def error_info_reason(status_bin: bytes) -> str | None:
             parts = dict(_fields(detail))
             type_url, value = parts.get(1), parts.get(2)
             if isinstance(type_url, bytes) and type_url.endswith(b"google.rpc.ErrorInfo") and isinstance(value, bytes):
-                reason = dict(_fields(value)).get(1)
-                if isinstance(reason, bytes):
-                    return reason.decode(errors="replace")
+                return _reason_and_metadata(value)
     except (IndexError, ValueError):
-        return None
-    return None
+        return None, {}
+    return None, {}
+
+
+def _reason_and_metadata(info: bytes) -> tuple[str | None, dict[str, str]]:
+    reason: str | None = None
+    metadata: dict[str, str] = {}
+    for number, field in _fields(info):
+        if not isinstance(field, bytes):
+            continue
+        if number == 1:
+            reason = field.decode(errors="replace")
+        elif number == 3:
+            entry = dict(_fields(field))
+            key, value = entry.get(1, b""), entry.get(2, b"")
+            if isinstance(key, bytes) and isinstance(value, bytes):
+                metadata[key.decode(errors="replace")] = value.decode(errors="replace")
+    return reason, metadata

@@ -70,7 +70,10 @@ export async function runAttempt(p: AttemptParams): Promise<void> {
     maxAttempts: claim.maxAttempts,
     traceparent: p.traceparent,
     progress: async (message) => {
-      if (!control.stopped) await reporter.status('working', message);
+      if (control.stopped) return;
+      // A refusal saying the attempt is over stops it here, as the follow would.
+      const over = await reporter.status('working', message);
+      if (over !== undefined) control.stop(over);
     },
     ask: (key, request) => reporter.ask(control, key, request),
     elicit: async (key, message, requestedSchema) => {

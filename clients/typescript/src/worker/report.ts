@@ -7,6 +7,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { msToDuration } from '../convert.js';
 import { TaskStoreError } from '../errors.js';
 import type { WireReleaseReason } from '../wire.js';
+import type { StopReason } from '../protocol.js';
 import { sleep, type Control } from './control.js';
 import type { Logger } from './log.js';
 import type { CallScope, WorkerRpc } from './rpc.js';
@@ -25,6 +26,28 @@ const REFUSED = new Set<number>([Status.FAILED_PRECONDITION, Status.NOT_FOUND, S
 
 const codeOf = (err: unknown) => (err instanceof TaskStoreError ? err.code : Status.UNKNOWN);
 
+// The ErrorInfo of a report refused because the attempt is over, as the
+// service writes it (proto/src/protocol.rs, quoted in docs/execution.md).
+const REFUSED_TERMINAL = 'FENCE_TERMINAL';
+const REFUSED_LEASE_LOST = 'FENCE_LEASE_LOST';
+const REFUSAL_STATUS_KEY = 'status';
+
+/**
+ * Why an attempt must stop, when the service refused one of its reports
+ * because the attempt is over: its task ended (a cancellation this worker
+ * has not heard of yet) or another claim holds it. The attempt's follow says
+ * so within moments as a rule; a refused report is the same news, already
+ * paid for, should the follow have missed it.
+ */
+export function stopOfRefusal(err: unknown): StopReason | undefined {
+  if (!(err instanceof TaskStoreError)) return undefined;
+  if (err.code === Status.NOT_FOUND) return 'gone';
+  if (err.code !== Status.FAILED_PRECONDITION) return undefined;
+  if (err.reason === REFUSED_TERMINAL) return err.metadata[REFUSAL_STATUS_KEY] === 'cancelled' ? 'cancelled' : 'finished';
+  if (err.reason === REFUSED_LEASE_LOST) return 'lease_lost';
+  return undefined;
+}
+
 export class Reporter {
   constructor(
     private readonly rpc: WorkerRpc,
@@ -39,8 +62,12 @@ export class Reporter {
     return { tenant: this.tenantId, traceparent: this.traceparent };
   }
 
-  /** Progress is best effort: a lost update is not worth failing the task. */
-  async status(status: 'working' | 'input_required', message: string): Promise<void> {
+  /**
+   * Progress is best effort: a lost update is not worth failing the task.
+   * Resolves to why the attempt must stop when the service refused the
+   * update because the attempt is over; to undefined otherwise, stored or not.
+   */
+  async status(status: 'working' | 'input_required', message: string): Promise<StopReason | undefined> {
     try {
       await this.rpc.updateStatus(
         {
@@ -53,7 +80,9 @@ export class Reporter {
       );
     } catch (err) {
       this.log.warn('progress update not stored', { task_id: this.taskId, error: (err as Error).message });
+      return stopOfRefusal(err);
     }
+    return undefined;
   }
 
   /** Stores the result: COMPLETED, or FAILED when it says `isError: true`. */

@@ -178,16 +178,15 @@ export class Worker {
         void this.session.keep(this.housekeeping.signal);
         void this.followers.keep(this.housekeeping.signal);
         // Claims made before the session opens renew their own leases for
-        // as long as they run: take jobs once it is open.
-        let waited: ReturnType<typeof setTimeout> | undefined;
-        const opened = await Promise.race([
-          this.session.firstSettled.then(() => true),
-          new Promise<false>((resolve) => {
-            waited = setTimeout(() => resolve(false), FIRST_OPEN_WAIT_MS);
-          }),
-        ]);
-        clearTimeout(waited);
-        if (!opened) this.log.warn('no worker session yet; taking jobs without one until it opens');
+        // as long as they run: take jobs once it is open (or stop, told to
+        // meanwhile: the loop below then ends at once).
+        const waiting = new AbortController();
+        const onStop = () => waiting.abort();
+        this.stopping.signal.addEventListener('abort', onStop, { once: true });
+        const opened = await Promise.race([this.session.firstSettled.then(() => true), sleep(FIRST_OPEN_WAIT_MS, waiting.signal).then(() => false)]);
+        this.stopping.signal.removeEventListener('abort', onStop);
+        waiting.abort(); // the timer of the wait that lost
+        if (!opened && !this.stopping.signal.aborted) this.log.warn('no worker session yet; taking jobs without one until it opens');
       } else {
         // A service without heartbeats has no per-worker calls either.
         this.followers.unsupported.abort();

@@ -84,7 +84,7 @@ class ToolContext:
 
     async def progress(self, message: str) -> None:
         """Sets the task's status message (status WORKING); watchers see it."""
-        await self._reporter.status(pb.TASK_STATUS_WORKING, message)
+        await self._status(pb.TASK_STATUS_WORKING, message)
 
     async def report_progress(self, progress: float, total: float | None = None, message: str | None = None) -> None:
         """FastMCP's ``report_progress``, as a status message (``3/10: message``)."""
@@ -93,7 +93,14 @@ class ToolContext:
 
     async def input_required(self, message: str) -> None:
         """Moves the task to INPUT_REQUIRED with a message saying what is needed."""
-        await self._reporter.status(pb.TASK_STATUS_INPUT_REQUIRED, message)
+        await self._status(pb.TASK_STATUS_INPUT_REQUIRED, message)
+
+    async def _status(self, status: int, message: str) -> None:
+        # A refusal saying the attempt is over stops it here, as the follow
+        # would (the tool is cancelled).
+        stop = await self._reporter.status(status, message)
+        if stop is not None:
+            self._control.stop(stop)
 
     async def ask(self, key: str, request: dict[str, Any]) -> dict[str, Any]:
         """Asks the task's caller and waits for the answer.

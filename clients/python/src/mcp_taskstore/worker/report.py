@@ -22,6 +22,7 @@ from mcp_taskstore.errors import (
     TaskStoreError,
     UnauthenticatedError,
 )
+from mcp_taskstore.worker.control import Stop
 from mcp_taskstore.worker.rpc import WorkerRpc
 
 logger = logging.getLogger("mcp_taskstore.worker")
@@ -32,6 +33,11 @@ REPORT_RETRY_FOR = 60.0
 # Refusals a retry will not change: the attempt is over (fenced, ended), or
 # the credentials are wrong.
 _REFUSALS = (FailedPreconditionError, NotFoundError, InvalidArgumentError, UnauthenticatedError, PermissionDeniedError)
+# The ErrorInfo of a report refused because the attempt is over, as the
+# service writes it (``proto/src/protocol.rs``, quoted in docs/execution.md).
+REFUSED_TERMINAL = "FENCE_TERMINAL"
+REFUSED_LEASE_LOST = "FENCE_LEASE_LOST"
+REFUSAL_STATUS_KEY = "status"
 
 
 class Reported(enum.Enum):
@@ -58,17 +64,21 @@ class Reporter:
     async def execution_call(self, method: str, request: Any, timeout: float | None = None) -> Any:
         return await self.rpc.execution(method, request, traceparent=self.traceparent, timeout=timeout)
 
-    async def status(self, status: int, message: str) -> bool:
-        """Progress (best effort: a lost update is not worth failing the task)."""
+    async def status(self, status: int, message: str) -> Stop | None:
+        """Progress (best effort: a lost update is not worth failing the task).
+
+        Returns why the attempt must stop when the service refused the update
+        because the attempt is over; None otherwise, stored or not.
+        """
         request = pb.UpdateTaskStatusRequest(
             task_id=self.task_id, status=status, status_message=message, lease_token=self.lease_token
         )
         try:
             await self.store_call("UpdateTaskStatus", request)
-            return True
+            return None
         except TaskStoreError as error:
             logger.warning("progress update of task %s not stored: %s", self.task_id, error)
-            return False
+            return stop_of_refusal(error)
 
     async def result(self, result: dict[str, Any], failed: bool, message: str | None) -> tuple[Reported, str]:
         """Stores the attempt's result: COMPLETED, or FAILED when it says ``isError``."""
@@ -121,6 +131,24 @@ class Reporter:
                 logger.warning("report of task %s failed: %s; retrying", self.task_id, error)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
+
+
+def stop_of_refusal(error: TaskStoreError) -> Stop | None:
+    """Why an attempt must stop, when the service refused one of its reports
+    because the attempt is over: its task ended (a cancellation this worker
+    has not heard of yet) or another claim holds it. The attempt's follow says
+    so within moments as a rule; a refused report is the same news, already
+    paid for, should the follow have missed it."""
+    if isinstance(error, NotFoundError):
+        return Stop.GONE
+    if not isinstance(error, FailedPreconditionError):
+        return None
+    if error.reason == REFUSED_TERMINAL:
+        # The service's word for the status (`TaskStatus` shown).
+        return Stop.CANCELLED if error.metadata.get(REFUSAL_STATUS_KEY) == "cancelled" else Stop.FINISHED
+    if error.reason == REFUSED_LEASE_LOST:
+        return Stop.LEASE_LOST
+    return None
 
 
 MAX_FAILURE_MESSAGE = 1024

@@ -157,10 +157,9 @@ class Worker:
             helpers.append(asyncio.create_task(self._followers.keep(reporting)))
             helpers.append(asyncio.create_task(self._follow_slots()))
             # Claims made before the session opens renew their own leases
-            # for as long as they run: take jobs once it is open.
-            try:
-                await asyncio.wait_for(self._session.first_settled.wait(), FIRST_OPEN_WAIT)
-            except asyncio.TimeoutError:  # TimeoutError itself only from 3.11
+            # for as long as they run: take jobs once it is open (or stop,
+            # told to meanwhile: `_consume` then returns at once).
+            if not await _first_of(self._session.first_settled, self._stop, seconds=FIRST_OPEN_WAIT):
                 logger.warning("no worker session yet; taking jobs without one until it opens")
             await self._consume(topology)
         finally:
@@ -360,3 +359,14 @@ async def _wait(event: asyncio.Event, seconds: float) -> bool:
         return True
     except asyncio.TimeoutError:
         return False
+
+
+async def _first_of(*events: asyncio.Event, seconds: float) -> bool:
+    """Waits until one of ``events`` is set, at most ``seconds``: whether one was."""
+    waits = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        done, _ = await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()
+    return bool(done)
