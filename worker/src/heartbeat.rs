@@ -20,6 +20,8 @@ use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
 
 const FIRST_RETRY: Duration = Duration::from_millis(200);
+/// Longer than the session's (`session.rs`): a heartbeat keeps the worker's
+/// listing fresh (its tools, how busy it is), not its attempts alive.
 const MAX_RETRY: Duration = Duration::from_secs(10);
 /// The interval used until the service names one.
 const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);

@@ -28,6 +28,10 @@ use pb::task_execution_client::TaskExecutionClient;
 type Client = TaskExecutionClient<InterceptedService<Channel, BearerToken>>;
 
 const FIRST_RETRY: Duration = Duration::from_millis(200);
+/// Half the heartbeat's (`heartbeat.rs`) on purpose: a session not renewed
+/// within the lease (15 s by default) ends, and its attempts with it, so a
+/// renewal retries at least twice within one; a late heartbeat costs only
+/// the listing's freshness.
 const MAX_RETRY: Duration = Duration::from_secs(5);
 /// Until the service names the lease duration.
 const DEFAULT_LEASE: Duration = Duration::from_secs(15);
