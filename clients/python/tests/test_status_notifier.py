@@ -197,9 +197,9 @@ async def test_stops_following_when_the_session_ends(service: Service, elsewhere
             assert other.of(second.taskId) == []
 
 
+# Only `serve` has replicas to restart (`dev` is one process).
+@pytest.mark.parametrize("service", ["serve"], indirect=True)
 async def test_watches_again_after_its_replica_restarts(service: Service, elsewhere_endpoint: str) -> None:
-    if service.kind != "serve":
-        pytest.skip("dev is one process")
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         addr = f"127.0.0.1:{probe.getsockname()[1]}"
