@@ -28,6 +28,9 @@ type Client = TaskExecutionClient<InterceptedService<Channel, BearerToken>>;
 const REOPEN_AFTER: Duration = Duration::from_millis(500);
 /// Most attempts named in one message.
 const MAX_PER_MESSAGE: usize = 1000;
+/// Messages of follows and unfollows queued while the stream is slow to take
+/// them (a new attempt waits for room rather than being dropped).
+const CHANGES_BUFFERED: usize = 64;
 
 /// (tenant, task id).
 type Key = (String, String);
@@ -134,13 +137,7 @@ impl Followers {
             // Everything followed now goes in the new stream's first
             // messages; changes queued before are in it already.
             while changes.try_recv().is_ok() {}
-            let (outbound, requests) = mpsc::channel(64);
-            for chunk in self.everything().chunks(MAX_PER_MESSAGE) {
-                let _ = outbound.try_send(pb::WatchAttemptsRequest {
-                    follow: chunk.to_vec(),
-                    unfollow: Vec::new(),
-                });
-            }
+            let (outbound, requests) = opening_with(&self.everything());
             let opened = tokio::select! {
                 () = stop.cancelled() => return,
                 opened = client.watch_attempts(ReceiverStream::new(requests)) => opened,
@@ -259,5 +256,48 @@ fn followed_pb(key: &Key, followed: &Followed) -> pb::FollowedAttempt {
         tenant_id: key.0.clone(),
         task_id: key.1.clone(),
         lease_token: followed.lease_token.clone(),
+    }
+}
+
+/// A new stream's requests, holding every attempt followed now in its first
+/// messages: the channel has room for all of them (nothing reads it before
+/// the stream opens) and for the changes after.
+fn opening_with(
+    followed: &[pb::FollowedAttempt],
+) -> (
+    mpsc::Sender<pb::WatchAttemptsRequest>,
+    mpsc::Receiver<pb::WatchAttemptsRequest>,
+) {
+    let first = followed.chunks(MAX_PER_MESSAGE);
+    let (outbound, requests) = mpsc::channel(first.len() + CHANGES_BUFFERED);
+    for chunk in first {
+        // Cannot fail: the channel was sized for these, and its receiver is here.
+        let _ = outbound.try_send(pb::WatchAttemptsRequest {
+            follow: chunk.to_vec(),
+            unfollow: Vec::new(),
+        });
+    }
+    (outbound, requests)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reopened_stream_follows_every_attempt_however_many() {
+        let followed: Vec<pb::FollowedAttempt> = (0..70_001)
+            .map(|i| pb::FollowedAttempt {
+                task_id: format!("{i:032x}"),
+                ..Default::default()
+            })
+            .collect();
+        let (_outbound, mut requests) = opening_with(&followed);
+        let mut sent = Vec::new();
+        while let Ok(request) = requests.try_recv() {
+            assert!(request.follow.len() <= MAX_PER_MESSAGE);
+            sent.extend(request.follow);
+        }
+        assert_eq!(sent, followed);
     }
 }
