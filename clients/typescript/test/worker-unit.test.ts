@@ -16,6 +16,7 @@ import { amqpArguments, BackOff, childTraceparent, defineTool, toolsOfServer, to
 import { status as Status } from '@grpc/grpc-js';
 import { errorInfo, errorInfoReason, TaskStoreError } from '../src/errors.js';
 import { stopOfRefusal } from '../src/worker/report.js';
+import { settledWithin } from '../src/worker/control.js';
 import { parseCli, parseDuration } from '../src/worker/options.js';
 import { describeTool, firstText } from '../src/worker/tool.js';
 import { topologyFromWire } from '../src/worker/broker.js';
@@ -123,6 +124,20 @@ describe('trace contexts and error details', () => {
       Buffer.concat([Buffer.from([0x08, 9]), str(2, 'refused'), str(3, Buffer.concat([str(1, typeUrl), str(2, info)]))]);
     assert.deepEqual(errorInfo(status('type.googleapis.com/google.rpc.ErrorInfo')), { reason: 'FENCE_TERMINAL', metadata: { status: 'cancelled' } });
     assert.equal(errorInfo(status('type.googleapis.com/google.rpc.RetryInfo')), undefined);
+  });
+
+  it('waits for the first session at most a while, and not once told to stop', async () => {
+    const never = new Promise<void>(() => {});
+    const running = new AbortController();
+    assert.equal(await settledWithin(never, 50, running.signal), false);
+    assert.equal(await settledWithin(Promise.resolve(), 60_000, running.signal), true);
+    // Told to stop while waiting, and before it began: it ends at once (well before the guard).
+    const guarded = (wait: Promise<boolean>) =>
+      Promise.race([wait, new Promise<string>((resolve) => setTimeout(() => resolve('still waiting'), 10_000).unref())]);
+    const stopping = new AbortController();
+    setTimeout(() => stopping.abort(), 10);
+    assert.equal(await guarded(settledWithin(never, 60_000, stopping.signal)), false);
+    assert.equal(await guarded(settledWithin(never, 60_000, stopping.signal)), false);
   });
 
   it('stops an attempt on a refused report only when the attempt is over', () => {

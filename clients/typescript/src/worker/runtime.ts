@@ -11,7 +11,7 @@ import type { TlsOptions } from '../channel.js';
 import { TaskStoreError } from '../errors.js';
 import { runAttempt } from './attempt.js';
 import { JobFeed, sameTopology, topologyFor, type Delivery, type Topology } from './broker.js';
-import { sleep } from './control.js';
+import { settledWithin, sleep } from './control.js';
 import { Followers } from './follow.js';
 import { Heartbeat } from './heartbeat.js';
 import { FIRST_OPEN_WAIT_MS, WorkerSession } from './session.js';
@@ -180,12 +180,7 @@ export class Worker {
         // Claims made before the session opens renew their own leases for
         // as long as they run: take jobs once it is open (or stop, told to
         // meanwhile: the loop below then ends at once).
-        const waiting = new AbortController();
-        const onStop = () => waiting.abort();
-        this.stopping.signal.addEventListener('abort', onStop, { once: true });
-        const opened = await Promise.race([this.session.firstSettled.then(() => true), sleep(FIRST_OPEN_WAIT_MS, waiting.signal).then(() => false)]);
-        this.stopping.signal.removeEventListener('abort', onStop);
-        waiting.abort(); // the timer of the wait that lost
+        const opened = await settledWithin(this.session.firstSettled, FIRST_OPEN_WAIT_MS, this.stopping.signal);
         if (!opened && !this.stopping.signal.aborted) this.log.warn('no worker session yet; taking jobs without one until it opens');
       } else {
         // A service without heartbeats has no per-worker calls either.
