@@ -4,6 +4,7 @@
 // their retry policies and concurrency limits), an
 // McpServer's tools on both sides, and the wire fields of the worker API.
 import assert from 'node:assert/strict';
+import { getEventListeners } from 'node:events';
 import { dirname, join } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -16,7 +17,7 @@ import { amqpArguments, BackOff, childTraceparent, defineTool, toolsOfServer, to
 import { status as Status } from '@grpc/grpc-js';
 import { errorInfo, errorInfoReason, TaskStoreError } from '../src/errors.js';
 import { stopOfRefusal } from '../src/worker/report.js';
-import { settledWithin } from '../src/worker/control.js';
+import { onAbort, settledWithin } from '../src/worker/control.js';
 import { parseCli, parseDuration } from '../src/worker/options.js';
 import { describeTool, firstText } from '../src/worker/tool.js';
 import { topologyFromWire } from '../src/worker/broker.js';
@@ -138,6 +139,26 @@ describe('trace contexts and error details', () => {
     setTimeout(() => stopping.abort(), 10);
     assert.equal(await guarded(settledWithin(never, 60_000, stopping.signal)), false);
     assert.equal(await guarded(settledWithin(never, 60_000, stopping.signal)), false);
+  });
+
+  it('calls each waiter on a shared signal once, through one listener, unless it stopped waiting', () => {
+    const shared = new AbortController();
+    const called: number[] = [];
+    const offs = Array.from({ length: 10_000 }, (_, i) => onAbort(shared.signal, () => called.push(i)));
+    const same = () => called.push(-1);
+    onAbort(shared.signal, same);
+    onAbort(shared.signal, same); // the same callback may wait twice
+    for (let i = 0; i < 10_000; i += 2) offs[i]!();
+    assert.equal(getEventListeners(shared.signal, 'abort').length, 1);
+    shared.abort();
+    shared.abort();
+    assert.equal(called.length, 5_002);
+    assert.ok(called.slice(0, 5_000).every((i) => i % 2 === 1));
+    assert.deepEqual(called.slice(5_000), [-1, -1]);
+    // Already aborted: called at once, and stopping is a no-op.
+    let late = 0;
+    onAbort(shared.signal, () => late++)();
+    assert.equal(late, 1);
   });
 
   it('stops an attempt on a refused report only when the attempt is over', () => {

@@ -10,7 +10,7 @@ import { durationToMs } from '../convert.js';
 import { TaskStoreError } from '../errors.js';
 import { errorResult, stopReasonFromWire } from '../protocol.js';
 import type { WireClaimTaskResponse } from '../wire.js';
-import { Control, sleep } from './control.js';
+import { Control, onAbort, sleep } from './control.js';
 import type { Logger } from './log.js';
 import type { WorkerMetrics } from './metrics.js';
 import { Reporter, type Reported } from './report.js';
@@ -48,16 +48,12 @@ export async function runAttempt(p: AttemptParams): Promise<void> {
   const control = new Control(p.parkAfterMs);
   const reporter = new Reporter(p.rpc, p.tenantId, p.taskId, claim.leaseToken, p.traceparent, log);
   const guards = new AbortController();
-  const onAbandon = () => control.stop('shutdown');
-  if (p.abandon.aborted) onAbandon();
-  else p.abandon.addEventListener('abort', onAbandon, { once: true });
+  const offAbandon = onAbort(p.abandon, () => control.stop('shutdown'));
   void followToTheEnd(p.rpc, p.followers, reporter, control, guards.signal);
   if (p.sessionOver) {
     // The session keeps the lease: nothing to renew per attempt.
-    const onOver = () => control.stop('lease_lost');
-    if (p.sessionOver.aborted) onOver();
-    else p.sessionOver.addEventListener('abort', onOver, { once: true });
-    guards.signal.addEventListener('abort', () => p.sessionOver?.removeEventListener('abort', onOver), { once: true });
+    const offOver = onAbort(p.sessionOver, () => control.stop('lease_lost'));
+    guards.signal.addEventListener('abort', offOver, { once: true });
   } else {
     void keepLease(p.rpc, reporter, leaseMs, control, guards.signal, log);
   }
@@ -88,7 +84,7 @@ export async function runAttempt(p: AttemptParams): Promise<void> {
   const started = Date.now();
   const outcome = await runTool(tool, claim.requestJson, ctx, control, p.stopGraceMs);
   guards.abort();
-  p.abandon.removeEventListener('abort', onAbandon);
+  offAbandon();
   const ended = (what: string) => p.metrics.attempt(tool.name, what, (Date.now() - started) / 1000);
 
   const stopped = control.stopped;
@@ -179,13 +175,15 @@ async function followToTheEnd(rpc: WorkerRpc, followers: Followers | undefined, 
   if (followers && unsupported && !unsupported.aborted) {
     const unfollow = followers.follow(reporter.tenantId, reporter.taskId, reporter.leaseToken, control);
     await new Promise<void>((resolve) => {
+      let offUnsupported = () => {};
       const end = () => {
         done.removeEventListener('abort', end);
-        unsupported.removeEventListener('abort', end);
+        offUnsupported();
         resolve();
       };
       done.addEventListener('abort', end, { once: true });
-      unsupported.addEventListener('abort', end, { once: true });
+      // Shared by every attempt: one listener for them all.
+      offUnsupported = onAbort(unsupported, end);
     });
     unfollow();
     if (done.aborted) return;

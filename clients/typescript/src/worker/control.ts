@@ -70,3 +70,41 @@ export async function settledWithin(settled: Promise<unknown>, ms: number, signa
     waiting.abort(); // the timer of the wait that lost
   }
 }
+
+/** The callbacks waiting on each shared signal (see `onAbort`). */
+const waitingOn = new WeakMap<AbortSignal, Set<() => void>>();
+
+/**
+ * Calls `callback` once when `signal` aborts (at once if it has); returns
+ * what stops that. For signals every running attempt waits on (the worker's
+ * shutdown, its session's end): Node's EventTarget walks all of a signal's
+ * listeners on every add and remove, so thousands of attempts each adding
+ * their own cost time quadratic in their number. Here the signal has one
+ * listener, and each attempt an entry in a set.
+ */
+export function onAbort(signal: AbortSignal, callback: () => void): () => void {
+  if (signal.aborted) {
+    callback();
+    return () => {};
+  }
+  let callbacks = waitingOn.get(signal);
+  if (callbacks === undefined) {
+    const all = new Set<() => void>();
+    callbacks = all;
+    waitingOn.set(signal, all);
+    signal.addEventListener(
+      'abort',
+      () => {
+        waitingOn.delete(signal);
+        for (const call of all) call();
+      },
+      { once: true },
+    );
+  }
+  const entry = () => callback(); // its own identity: the same callback may wait twice
+  const waiting = callbacks;
+  waiting.add(entry);
+  return () => {
+    waiting.delete(entry);
+  };
+}

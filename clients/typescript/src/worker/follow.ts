@@ -5,7 +5,6 @@
 // A broken stream is opened again and follows every running attempt again.
 // Against a service without the call, `unsupported` aborts and attempts
 // watch their tasks one by one.
-import { setMaxListeners } from 'node:events';
 import type * as grpc from '@grpc/grpc-js';
 import { status as Status } from '@grpc/grpc-js';
 import { stopReasonFromWire } from '../protocol.js';
@@ -28,10 +27,7 @@ export class Followers {
   constructor(
     private readonly rpc: WorkerRpc,
     private readonly log: Logger,
-  ) {
-    // Every followed attempt listens to it.
-    setMaxListeners(0, this.unsupported.signal);
-  }
+  ) {}
 
   /** Follows the attempt until the returned function is called. */
   follow(tenantId: string, taskId: string, leaseToken: string, control: Control): () => void {

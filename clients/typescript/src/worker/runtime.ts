@@ -4,7 +4,6 @@
 // before running it, and on stop take no more jobs, let running attempts
 // finish within the shutdown grace, then give the rest back.
 import { randomBytes } from 'node:crypto';
-import { setMaxListeners } from 'node:events';
 import { hostname } from 'node:os';
 import { status as Status } from '@grpc/grpc-js';
 import type { TlsOptions } from '../channel.js';
@@ -113,9 +112,6 @@ export class Worker {
       byName.set(tool.name, tool);
     }
     this.tools = byName;
-    // Every running attempt listens to `abandon` (and removes its listener
-    // when it ends): thousands at once are expected, not a leak.
-    setMaxListeners(0, this.abandon.signal);
     this.o = {
       endpoint: 'http://127.0.0.1:50051',
       amqpUrl: 'amqp://guest:guest@127.0.0.1:5672/%2f',

@@ -10,7 +10,6 @@
 // it runs. Until one is open (and against a service without sessions)
 // claims carry none and their attempts renew their own leases.
 import { randomBytes } from 'node:crypto';
-import { setMaxListeners } from 'node:events';
 import { status as Status } from '@grpc/grpc-js';
 import { durationToMs } from '../convert.js';
 import { TaskStoreError } from '../errors.js';
@@ -60,8 +59,6 @@ export class WorkerSession {
       const leaseMs = await this.open(id, stop);
       if (leaseMs === undefined) return;
       const session: OpenSession = { id, over: new AbortController() };
-      // Every attempt claimed in it listens to it.
-      setMaxListeners(0, session.over.signal);
       this.current = session;
       this.settle();
       this.log.debug('worker session open');
