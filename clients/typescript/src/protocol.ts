@@ -1,8 +1,15 @@
 // What every worker and holder says the same way, copied from the one place
 // the service writes it (proto/src/protocol.rs, quoted in docs/execution.md):
-// why an attempt must stop, and the CallToolResult of a task that failed
-// outside its tool.
+// why an attempt must stop, the refusals that tell a worker its attempt is
+// over, and the CallToolResult of a task that failed outside its tool.
 import type { WireStopReason } from './wire.js';
+
+/** The ErrorInfo `reason` of a report refused because the task is terminal. */
+export const REFUSED_TERMINAL = 'FENCE_TERMINAL';
+/** The ErrorInfo `reason` of a report under a lease that is not the task's current one. */
+export const REFUSED_LEASE_LOST = 'FENCE_LEASE_LOST';
+/** The ErrorInfo metadata key naming the task's status, where a refusal carries it. */
+export const REFUSAL_STATUS_KEY = 'status';
 
 /** Why a running tool must stop (and store nothing). */
 export type StopReason = 'cancelled' | 'finished' | 'gone' | 'lease_lost' | 'unspecified';

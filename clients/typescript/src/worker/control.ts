@@ -60,13 +60,11 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 /** Whether `settled` resolves within `ms`: false after `ms`, or at once when `signal` aborts. */
 export async function settledWithin(settled: Promise<unknown>, ms: number, signal: AbortSignal): Promise<boolean> {
   const waiting = new AbortController();
-  const onAbort = () => waiting.abort();
-  signal.addEventListener('abort', onAbort, { once: true });
-  if (signal.aborted) waiting.abort();
+  const off = onAbort(signal, () => waiting.abort());
   try {
     return await Promise.race([settled.then(() => true), sleep(ms, waiting.signal).then(() => false)]);
   } finally {
-    signal.removeEventListener('abort', onAbort);
+    off();
     waiting.abort(); // the timer of the wait that lost
   }
 }

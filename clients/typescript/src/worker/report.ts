@@ -7,7 +7,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { msToDuration } from '../convert.js';
 import { TaskStoreError } from '../errors.js';
 import type { WireReleaseReason } from '../wire.js';
-import type { StopReason } from '../protocol.js';
+import { REFUSAL_STATUS_KEY, REFUSED_LEASE_LOST, REFUSED_TERMINAL, type StopReason } from '../protocol.js';
 import { sleep, type Control } from './control.js';
 import type { Logger } from './log.js';
 import type { CallScope, WorkerRpc } from './rpc.js';
@@ -25,12 +25,6 @@ export type Reported = { kind: 'stored' } | { kind: 'refused'; reason: string } 
 const REFUSED = new Set<number>([Status.FAILED_PRECONDITION, Status.NOT_FOUND, Status.INVALID_ARGUMENT, Status.UNAUTHENTICATED, Status.PERMISSION_DENIED]);
 
 const codeOf = (err: unknown) => (err instanceof TaskStoreError ? err.code : Status.UNKNOWN);
-
-// The ErrorInfo of a report refused because the attempt is over, as the
-// service writes it (proto/src/protocol.rs, quoted in docs/execution.md).
-const REFUSED_TERMINAL = 'FENCE_TERMINAL';
-const REFUSED_LEASE_LOST = 'FENCE_LEASE_LOST';
-const REFUSAL_STATUS_KEY = 'status';
 
 /**
  * Why an attempt must stop, when the service refused one of its reports

@@ -199,7 +199,7 @@ class Worker:
                 else:
                     logger.warning("job queue unavailable (%s); reconnecting with backoff until it is back", error)
                     outage = True
-                if await _wait(self._stop, delay):
+                if await _first_of(self._stop, seconds=delay):
                     return
                 delay = min(delay * 2, MAX_RECONNECT_DELAY)
                 continue
@@ -351,14 +351,6 @@ def arguments_of(request_json: str) -> dict[str, Any]:
     except (json.JSONDecodeError, AttributeError):
         return {}
     return arguments if isinstance(arguments, dict) else {}
-
-
-async def _wait(event: asyncio.Event, seconds: float) -> bool:
-    try:
-        await asyncio.wait_for(event.wait(), seconds)
-        return True
-    except asyncio.TimeoutError:
-        return False
 
 
 async def _first_of(*events: asyncio.Event, seconds: float) -> bool:
